@@ -1,0 +1,70 @@
+#include "filters/host_matcher.hpp"
+
+#include <re2/re2.h>
+
+namespace sluice::filters {
+
+host_matcher::host_matcher(const std::vector<std::string> &patterns) {
+  patterns_.reserve(patterns.size());
+  for (const auto &text : patterns) {
+    patterns_.push_back(parse_host_pattern(text));
+    std::size_t idx = patterns_.size() - 1;
+    auto &p = patterns_.back();
+    switch (p.type) {
+    case host_pattern::kind::exact:
+      exact_[p.value].push_back(idx);
+      break;
+    case host_pattern::kind::subdomains:
+      suffix_[p.value].push_back(idx);
+      break;
+    case host_pattern::kind::regex: {
+      RE2::Options opts;
+      opts.set_log_errors(false);
+      opts.set_case_sensitive(false);
+      auto re = std::make_unique<re2::RE2>(p.value, opts);
+      if (!re->ok()) {
+        throw pattern_error("pattern '" + p.text + "': bad regex: " + re->error() +
+                            " (RE2 syntax; the whole host must match)");
+      }
+      regexes_.emplace_back(std::move(re), idx);
+      break;
+    }
+    }
+  }
+}
+
+host_matcher::host_matcher(host_matcher &&) noexcept = default;
+host_matcher &host_matcher::operator=(host_matcher &&) noexcept = default;
+host_matcher::~host_matcher() = default;
+
+std::optional<std::string> host_matcher::match(std::string_view host, std::string_view scheme,
+                                               unsigned port) const {
+  std::string key(host);
+  if (auto it = exact_.find(key); it != exact_.end()) {
+    for (auto idx : it->second) {
+      if (port_matches(patterns_[idx].port, scheme, port)) {
+        return patterns_[idx].text;
+      }
+    }
+  }
+  // "*.github.com" matches "a.github.com" and "a.b.github.com", never "github.com" itself.
+  for (auto dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
+    auto it = suffix_.find(key.substr(dot + 1));
+    if (it == suffix_.end()) {
+      continue;
+    }
+    for (auto idx : it->second) {
+      if (port_matches(patterns_[idx].port, scheme, port)) {
+        return patterns_[idx].text;
+      }
+    }
+  }
+  for (const auto &[re, idx] : regexes_) {
+    if (port_matches(patterns_[idx].port, scheme, port) && RE2::FullMatch(key, *re)) {
+      return patterns_[idx].text;
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace sluice::filters

@@ -1,0 +1,34 @@
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace sluice::filters {
+
+// One allow or deny entry: `api.github.com` (exact), `*.github.com` (subdomains only, not the apex),
+// `re:REGEX` (RE2, full match), each with an optional `:PORT`. Without a port the pattern matches 443
+// for https and 80 for http.
+struct host_pattern {
+  enum class kind { exact, subdomains, regex };
+  kind type = kind::exact;
+  std::string text;  // as written in the config; used as the `rule` label
+  std::string value; // normalized host, the suffix after "*.", or the regex
+  unsigned port = 0; // 0: scheme default
+};
+
+// Thrown with a message naming the pattern and the fix.
+struct pattern_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+host_pattern parse_host_pattern(std::string_view text);
+
+// True when a request for `scheme` on `port` satisfies a pattern's port.
+inline bool port_matches(unsigned pattern_port, std::string_view scheme, unsigned port) {
+  if (pattern_port != 0) {
+    return pattern_port == port;
+  }
+  return (scheme == "https" && port == 443) || (scheme == "http" && port == 80);
+}
+
+} // namespace sluice::filters

@@ -1,0 +1,101 @@
+#pragma once
+#include "filters/address_class.hpp"
+#include "filters/decision.hpp"
+#include "filters/host_matcher.hpp"
+#include "filters/host_name.hpp"
+#include "filters/method_policy.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sluice::filters {
+
+// Deadlines for every socket operation, in the nghttpx manner: separate read/write/idle/connect.
+struct timeouts_config {
+  std::chrono::milliseconds connect{10'000};
+  std::chrono::milliseconds tls_handshake{10'000};
+  std::chrono::milliseconds header_read{30'000}; // a whole request head, first byte to last
+  std::chrono::milliseconds idle{60'000};        // keep-alive between requests
+  std::chrono::milliseconds io{60'000};          // any single body read or write, either side
+  std::chrono::milliseconds tunnel_idle{300'000};
+  std::chrono::milliseconds dns{5'000};
+  std::chrono::milliseconds drain{10'000}; // SIGTERM: in-flight requests get this long
+};
+
+struct limits_config {
+  std::size_t max_header_bytes = 64 * 1024;
+  std::uint64_t max_body_bytes = 0; // 0: no cap
+  std::size_t max_connections = 10'000;
+  std::size_t max_requests_per_connection = 10'000;
+  std::size_t pool_idle_per_host = 8;
+  std::size_t pool_idle_total = 256;
+  std::chrono::milliseconds pool_idle_timeout{30'000};
+};
+
+// One skill of the exec policy: its default profile, the escalations it may ask for, and what it gets.
+struct skill_config {
+  std::string name;
+  profile default_profile = profile::offline;
+  std::vector<profile> escalations;
+  std::vector<std::string> allow_domains;
+  std::vector<std::string> grants; // environment variable names it may keep
+};
+
+// The whole configuration, as plain structs: parsed once, validated, immutable after load.
+struct config {
+  std::string source = "built-in"; // file the config came from
+  profile mode = profile::network_read;
+  std::string proxy_listen = "127.0.0.1:3128";
+  std::string admin_listen;         // empty: no admin listener
+  std::vector<std::string> allow;   // host patterns
+  std::vector<std::string> deny;
+  std::string ca_cert, ca_key;      // empty: ephemeral CA
+  std::string upstream_ca_bundle;   // extra trust besides the system store
+  bool upstream_system_trust = true;
+  std::chrono::hours leaf_validity{24};
+  std::vector<std::string> allow_address_text;
+  std::vector<address_range> allow_addresses; // special-range addresses the policy permits
+  std::map<std::string, std::vector<boost::asio::ip::address>> pins; // [upstream.resolve]
+  std::vector<std::string> dns_servers; // "ip[:port]"; empty: /etc/resolv.conf
+  timeouts_config timeouts;
+  limits_config limits;
+  std::string access_log; // "" none, "-" stderr, else a file path
+  bool redact_query = true;
+  std::map<std::string, skill_config> skills;
+  std::string default_skill = "default";
+};
+
+// A loaded policy: the config plus the compiled matchers. Pure: const methods, no I/O.
+class policy {
+public:
+  explicit policy(config cfg);
+
+  const config &cfg() const { return cfg_; }
+  profile mode() const { return cfg_.mode; }
+
+  // Before resolution: host syntax, deny list, allowlist with port, method by profile.
+  decision decide(std::string_view method, std::string_view scheme, std::string_view raw_host,
+                  unsigned port) const;
+  // A CONNECT authority (method rules are applied per request inside the tunnel).
+  decision decide_connect(std::string_view raw_host, unsigned port) const;
+  // After resolution: every address the gateway might dial.
+  decision decide_address(const boost::asio::ip::address &addr,
+                          const std::vector<boost::asio::ip::address> &own = {}) const;
+
+  const host_matcher &allow_matcher() const { return allow_; }
+
+private:
+  decision decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
+                       std::string &rule) const;
+
+  config cfg_;
+  host_matcher allow_;
+  host_matcher deny_;
+};
+
+using policy_ptr = std::shared_ptr<const policy>;
+
+} // namespace sluice::filters

@@ -1,0 +1,331 @@
+#include "filters/policy_loader.hpp"
+
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace sluice::filters {
+namespace {
+
+// Carries the file name so that every message starts with "FILE:LINE:".
+struct loader {
+  std::string source;
+
+  [[noreturn]] void fail(const toml::node &n, const std::string &msg) const {
+    auto line = n.source().begin.line;
+    throw config_error(source + ":" + std::to_string(line) + ": " + msg);
+  }
+  [[noreturn]] void fail_at(const toml::table &t, std::string_view key, const std::string &msg) {
+    if (auto *n = t.get(key)) fail(*n, msg);
+    throw config_error(source + ": " + msg);
+  }
+
+  void check_keys(const toml::table &t, const std::string &where,
+                  std::initializer_list<std::string_view> known) const {
+    for (auto &&[k, v] : t) {
+      bool ok = false;
+      for (auto name : known) ok = ok || k.str() == name;
+      if (!ok) {
+        std::string list;
+        for (auto name : known) list += (list.empty() ? "" : ", ") + std::string(name);
+        fail(v, "unknown key '" + std::string(k.str()) + "' in " + where + "; known keys: " + list);
+      }
+    }
+  }
+
+  std::string string_of(const toml::table &t, std::string_view key, const std::string &where,
+                        std::string def) const {
+    auto *n = t.get(key);
+    if (!n) return def;
+    if (auto s = n->value<std::string>()) return *s;
+    fail(*n, where + "." + std::string(key) + " must be a string");
+  }
+
+  bool bool_of(const toml::table &t, std::string_view key, const std::string &where, bool def) const {
+    auto *n = t.get(key);
+    if (!n) return def;
+    if (auto b = n->value<bool>()) return *b;
+    fail(*n, where + "." + std::string(key) + " must be true or false");
+  }
+
+  std::int64_t int_of(const toml::table &t, std::string_view key, const std::string &where,
+                      std::int64_t def, std::int64_t min, std::int64_t max) const {
+    auto *n = t.get(key);
+    if (!n) return def;
+    auto i = n->value<std::int64_t>();
+    if (!i || *i < min || *i > max) {
+      fail(*n, where + "." + std::string(key) + " must be an integer from " + std::to_string(min) +
+                   " to " + std::to_string(max));
+    }
+    return *i;
+  }
+
+  std::chrono::milliseconds duration_of(const toml::table &t, std::string_view key,
+                                        const std::string &where,
+                                        std::chrono::milliseconds def) const {
+    auto *n = t.get(key);
+    if (!n) return def;
+    std::string text;
+    if (auto i = n->value<std::int64_t>()) {
+      text = std::to_string(*i);
+    } else if (auto s = n->value<std::string>()) {
+      text = *s;
+    } else {
+      fail(*n, where + "." + std::string(key) + " must be a duration such as \"30s\" or 30");
+    }
+    try {
+      auto d = parse_duration(text);
+      if (d.count() <= 0) throw std::invalid_argument("zero");
+      return d;
+    } catch (const std::exception &) {
+      fail(*n, where + "." + std::string(key) + " = '" + text +
+                   "' is not a positive duration; write e.g. \"500ms\", \"30s\", \"5m\"");
+    }
+  }
+
+  std::vector<std::string> strings_of(const toml::table &t, std::string_view key,
+                                      const std::string &where) const {
+    std::vector<std::string> out;
+    auto *n = t.get(key);
+    if (!n) return out;
+    auto *arr = n->as_array();
+    if (!arr) fail(*n, where + "." + std::string(key) + " must be an array of strings");
+    for (auto &&e : *arr) {
+      auto s = e.value<std::string>();
+      if (!s) fail(e, where + "." + std::string(key) + " must contain only strings");
+      out.push_back(*s);
+    }
+    return out;
+  }
+
+  profile profile_of(const toml::node &n, const std::string &what) const {
+    auto s = n.value<std::string>();
+    auto p = s ? parse_profile(*s) : std::nullopt;
+    if (!p) {
+      fail(n, what + " must be one of offline, network-read, publish, allowlist");
+    }
+    return *p;
+  }
+
+  void check_patterns(const toml::table &t, std::string_view key, const std::string &where) const {
+    auto *n = t.get(key);
+    if (!n || !n->as_array()) return;
+    for (auto &&e : *n->as_array()) {
+      try {
+        host_matcher m({*e.value<std::string>()});
+      } catch (const pattern_error &err) {
+        fail(e, where + "." + std::string(key) + ": " + err.what());
+      }
+    }
+  }
+
+  void check_readable(const toml::table &t, std::string_view key, const std::string &path) const {
+    if (path.empty()) return;
+    std::ifstream f(path);
+    if (!f) {
+      fail(*t.get(key), "cannot read file '" + path + "' for " + std::string(key) +
+                            "; check the path and its permissions");
+    }
+  }
+
+  config load(const toml::table &root) {
+    config c;
+    c.source = source;
+    check_keys(root, "the top level",
+               {"profile", "listen", "policy", "tls", "upstream", "timeouts", "limits", "log",
+                "skills", "default_skill"});
+    if (auto *n = root.get("profile")) c.mode = profile_of(*n, "profile");
+    c.default_skill = string_of(root, "default_skill", "", c.default_skill);
+
+    if (auto *t = root["listen"].as_table()) {
+      check_keys(*t, "[listen]", {"proxy", "admin"});
+      c.proxy_listen = string_of(*t, "proxy", "listen", c.proxy_listen);
+      c.admin_listen = string_of(*t, "admin", "listen", c.admin_listen);
+      for (auto key : {"proxy", "admin"}) {
+        auto v = string_of(*t, key, "listen", "");
+        std::string_view h;
+        unsigned port = 0;
+        boost::system::error_code ec;
+        if (!v.empty()) {
+          bool ok = split_authority(v, h, port) && port != 0;
+          std::string host(h);
+          if (ok && host.front() == '[') host = host.substr(1, host.size() - 2);
+          if (ok) boost::asio::ip::make_address(host, ec);
+          if (!ok || ec) {
+            fail(*t->get(key), std::string("listen.") + key + " = '" + v +
+                                   "' is not ADDRESS:PORT; write e.g. \"127.0.0.1:3128\"");
+          }
+        }
+      }
+    }
+    if (auto *t = root["policy"].as_table()) {
+      check_keys(*t, "[policy]", {"allow", "deny"});
+      check_patterns(*t, "allow", "policy");
+      check_patterns(*t, "deny", "policy");
+      c.allow = strings_of(*t, "allow", "policy");
+      c.deny = strings_of(*t, "deny", "policy");
+    }
+    if (auto *t = root["tls"].as_table()) {
+      check_keys(*t, "[tls]", {"ca_cert", "ca_key", "upstream_ca_bundle", "system_trust",
+                               "leaf_validity_hours"});
+      c.ca_cert = string_of(*t, "ca_cert", "tls", "");
+      c.ca_key = string_of(*t, "ca_key", "tls", "");
+      if (c.ca_cert.empty() != c.ca_key.empty()) {
+        fail_at(*t, c.ca_cert.empty() ? "ca_key" : "ca_cert",
+                "tls.ca_cert and tls.ca_key go together; set both, or neither for an ephemeral CA");
+      }
+      check_readable(*t, "ca_cert", c.ca_cert);
+      check_readable(*t, "ca_key", c.ca_key);
+      c.upstream_ca_bundle = string_of(*t, "upstream_ca_bundle", "tls", "");
+      check_readable(*t, "upstream_ca_bundle", c.upstream_ca_bundle);
+      c.upstream_system_trust = bool_of(*t, "system_trust", "tls", true);
+      c.leaf_validity = std::chrono::hours(int_of(*t, "leaf_validity_hours", "tls", 24, 1, 24 * 30));
+    }
+    if (auto *t = root["upstream"].as_table()) {
+      check_keys(*t, "[upstream]", {"allow_addresses", "dns_servers", "resolve"});
+      c.allow_address_text = strings_of(*t, "allow_addresses", "upstream");
+      for (auto &&e : *(*t)["allow_addresses"].as_array()) {
+        try {
+          c.allow_addresses.push_back(parse_address_range(*e.value<std::string>()));
+        } catch (const std::invalid_argument &err) {
+          fail(e, std::string("upstream.allow_addresses: ") + err.what());
+        }
+      }
+      c.dns_servers = strings_of(*t, "dns_servers", "upstream");
+      if (auto *r = (*t)["resolve"].as_table()) {
+        for (auto &&[k, v] : *r) {
+          auto host = parse_host(k.str());
+          if (!host.host || host.host->ip) {
+            fail(v, "upstream.resolve: '" + std::string(k.str()) + "' is not a DNS name");
+          }
+          std::vector<std::string> texts;
+          if (auto s = v.value<std::string>()) {
+            texts.push_back(*s);
+          } else if (auto *arr = v.as_array()) {
+            for (auto &&e : *arr) {
+              if (auto s2 = e.value<std::string>()) texts.push_back(*s2);
+            }
+          }
+          if (texts.empty()) {
+            fail(v, "upstream.resolve.\"" + std::string(k.str()) +
+                        "\" must be an address string or an array of them");
+          }
+          for (auto &text : texts) {
+            boost::system::error_code ec;
+            auto a = boost::asio::ip::make_address(text, ec);
+            if (ec) {
+              fail(v, "upstream.resolve.\"" + std::string(k.str()) + "\" = '" + text +
+                          "' is not an IP address; write e.g. \"198.18.0.2\"");
+            }
+            c.pins[host.host->name].push_back(a);
+          }
+        }
+      }
+    }
+    if (auto *t = root["timeouts"].as_table()) {
+      check_keys(*t, "[timeouts]", {"connect", "tls_handshake", "header_read", "idle", "io",
+                                    "tunnel_idle", "dns", "drain"});
+      auto &to = c.timeouts;
+      to.connect = duration_of(*t, "connect", "timeouts", to.connect);
+      to.tls_handshake = duration_of(*t, "tls_handshake", "timeouts", to.tls_handshake);
+      to.header_read = duration_of(*t, "header_read", "timeouts", to.header_read);
+      to.idle = duration_of(*t, "idle", "timeouts", to.idle);
+      to.io = duration_of(*t, "io", "timeouts", to.io);
+      to.tunnel_idle = duration_of(*t, "tunnel_idle", "timeouts", to.tunnel_idle);
+      to.dns = duration_of(*t, "dns", "timeouts", to.dns);
+      to.drain = duration_of(*t, "drain", "timeouts", to.drain);
+    }
+    if (auto *t = root["limits"].as_table()) {
+      check_keys(*t, "[limits]", {"max_header_bytes", "max_body_bytes", "max_connections",
+                                  "max_requests_per_connection", "pool_idle_per_host",
+                                  "pool_idle_total", "pool_idle_timeout"});
+      auto &l = c.limits;
+      l.max_header_bytes = int_of(*t, "max_header_bytes", "limits", l.max_header_bytes, 1024, 1 << 20);
+      l.max_body_bytes = int_of(*t, "max_body_bytes", "limits", 0, 0, INT64_MAX);
+      l.max_connections = int_of(*t, "max_connections", "limits", l.max_connections, 1, 1'000'000);
+      l.max_requests_per_connection = int_of(*t, "max_requests_per_connection", "limits",
+                                             l.max_requests_per_connection, 1, 1'000'000'000);
+      l.pool_idle_per_host = int_of(*t, "pool_idle_per_host", "limits", l.pool_idle_per_host, 0, 10'000);
+      l.pool_idle_total = int_of(*t, "pool_idle_total", "limits", l.pool_idle_total, 0, 1'000'000);
+      l.pool_idle_timeout = duration_of(*t, "pool_idle_timeout", "limits", l.pool_idle_timeout);
+    }
+    if (auto *t = root["log"].as_table()) {
+      check_keys(*t, "[log]", {"access_log", "redact_query"});
+      c.access_log = string_of(*t, "access_log", "log", "");
+      c.redact_query = bool_of(*t, "redact_query", "log", true);
+    }
+    if (auto *t = root["skills"].as_table()) {
+      for (auto &&[k, v] : *t) {
+        auto *s = v.as_table();
+        std::string where = "[skills." + std::string(k.str()) + "]";
+        if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
+        check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants"});
+        skill_config sk;
+        sk.name = std::string(k.str());
+        if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
+        if (auto *arr = (*s)["escalations"].as_array()) {
+          for (auto &&e : *arr) sk.escalations.push_back(profile_of(e, where + " escalations"));
+        }
+        check_patterns(*s, "allow_domains", "skills." + sk.name);
+        sk.allow_domains = strings_of(*s, "allow_domains", "skills." + sk.name);
+        sk.grants = strings_of(*s, "grants", "skills." + sk.name);
+        c.skills[sk.name] = std::move(sk);
+      }
+    }
+    return c;
+  }
+};
+
+} // namespace
+
+std::chrono::milliseconds parse_duration(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == 0 || i > 12) throw std::invalid_argument("bad duration");
+  std::int64_t n = 0;
+  std::from_chars(text.data(), text.data() + i, n);
+  auto unit = text.substr(i);
+  if (unit.empty() || unit == "s") return std::chrono::seconds(n);
+  if (unit == "ms") return std::chrono::milliseconds(n);
+  if (unit == "m") return std::chrono::minutes(n);
+  if (unit == "h") return std::chrono::hours(n);
+  throw std::invalid_argument("bad duration unit");
+}
+
+config load_config_string(std::string_view text, const std::string &source_name) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error &e) {
+    throw config_error(source_name + ":" + std::to_string(e.source().begin.line) + ": " +
+                       std::string(e.description()) + "; fix the TOML syntax");
+  }
+  loader l{source_name};
+  return l.load(root);
+}
+
+config load_config_file(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    throw config_error(path + ": cannot open the config file; check the path and its permissions");
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return load_config_string(ss.str(), path);
+}
+
+config builtin_config() {
+  config c;
+  c.source = "built-in";
+  c.mode = profile::offline;
+  skill_config s;
+  s.name = "default";
+  s.default_profile = profile::offline;
+  s.escalations = {profile::network_read, profile::allowlist, profile::publish};
+  c.skills["default"] = s;
+  return c;
+}
+
+} // namespace sluice::filters

@@ -1,0 +1,134 @@
+#include "filters/request_hygiene.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+namespace sluice::filters {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto &c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+} // namespace
+
+bool target_is_unambiguous(std::string_view target) {
+  if (target == "*") {
+    return true;
+  }
+  if (target.empty() || target.front() != '/') {
+    return false;
+  }
+  auto path = target.substr(0, target.find('?'));
+  for (unsigned char c : target) {
+    if (c <= 0x20 || c == 0x7f || c == '#' || c == '\\') {
+      return false;
+    }
+  }
+  std::string p = lower(path);
+  // Decode %2e and %2f so that "/%2e%2e/" and "/..%2f" are seen as the dot segments they become.
+  std::string decoded;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == '%' && i + 2 < p.size() + 0 && p.compare(i, 3, "%2e") == 0) {
+      decoded.push_back('.');
+      i += 2;
+    } else if (p[i] == '%' && p.compare(i, 3, "%2f") == 0) {
+      decoded.push_back('/');
+      i += 2;
+    } else if (p[i] == '%' && p.compare(i, 3, "%5c") == 0) {
+      return false;
+    } else {
+      decoded.push_back(p[i]);
+    }
+  }
+  std::size_t start = 0;
+  while (start <= decoded.size()) {
+    auto slash = decoded.find('/', start);
+    auto seg = std::string_view(decoded).substr(
+        start, (slash == std::string::npos ? decoded.size() : slash) - start);
+    if (seg == "." || seg == "..") {
+      return false;
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+bool is_framing_error(std::string_view reason) {
+  return reason == "duplicate_content_length" || reason == "content_length_with_transfer_encoding" ||
+         reason == "bad_transfer_encoding" || reason == "bad_content_length" ||
+         reason == "ambiguous_target" || reason == "bad_host_header" ||
+         reason == "control_character";
+}
+
+std::string_view check_request(const request_view &req, profile p) {
+  int content_lengths = 0;
+  int transfer_encodings = 0;
+  int hosts = 0;
+  bool has_body = false;
+  bool upgrade = false;
+  bool override_header = false;
+  for (auto [name, value] : req.fields) {
+    for (unsigned char c : value) {
+      if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        return "control_character";
+      }
+    }
+    if (iequals(name, "content-length")) {
+      ++content_lengths;
+      auto v = trim(value);
+      if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string_view::npos) {
+        return "bad_content_length";
+      }
+      if (v.find_first_not_of('0') != std::string_view::npos) {
+        has_body = true;
+      }
+    } else if (iequals(name, "transfer-encoding")) {
+      ++transfer_encodings;
+      if (!iequals(trim(value), "chunked")) {
+        return "bad_transfer_encoding"; // only a lone "chunked" frames a request unambiguously
+      }
+      has_body = true;
+    } else if (iequals(name, "host")) {
+      ++hosts;
+    } else if (iequals(name, "upgrade")) {
+      upgrade = true;
+    } else if (iequals(name, "x-http-method-override") || iequals(name, "x-http-method") ||
+               iequals(name, "x-method-override")) {
+      override_header = true;
+    }
+  }
+  if (content_lengths > 1) return "duplicate_content_length";
+  if (transfer_encodings > 1) return "bad_transfer_encoding";
+  if (content_lengths > 0 && transfer_encodings > 0) return "content_length_with_transfer_encoding";
+  if (hosts > 1) return "bad_host_header";
+  if (!target_is_unambiguous(req.target)) return "ambiguous_target";
+  if (p == profile::network_read) {
+    if (upgrade) return "upgrade_refused";
+    if (override_header) return "method_override_refused";
+    bool read_method = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+    if (has_body && read_method) return "body_on_read_method"; // other methods: method_not_allowed
+  } else if (upgrade && p != profile::allowlist) {
+    return "upgrade_refused"; // the gateway does not relay upgraded protocols it cannot judge
+  }
+  return {};
+}
+
+} // namespace sluice::filters

@@ -1,0 +1,258 @@
+#include "gateway/gateway.hpp"
+#include "gateway/admin_server.hpp"
+#include "gateway/local_addresses.hpp"
+#include "gateway/session.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstdio>
+#include <future>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace sluice::gateway {
+namespace {
+
+// Offers only HTTP/1.1 to terminated clients; an h2-only client gets no ALPN and falls back.
+int select_alpn(SSL *, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                unsigned int inlen, void *) {
+  static const unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  unsigned char *selected = nullptr;
+  if (SSL_select_next_proto(&selected, outlen, http11, sizeof http11, in, inlen) ==
+      OPENSSL_NPN_NEGOTIATED) {
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+tcp::endpoint parse_endpoint(const std::string &text) {
+  std::string_view host;
+  unsigned port = 0;
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) {
+    throw std::runtime_error("listen address '" + text + "' needs a port, e.g. 127.0.0.1:3128");
+  }
+  host = std::string_view(text).substr(0, colon);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  port = static_cast<unsigned>(std::stoul(text.substr(colon + 1)));
+  if (port > 65535) throw std::runtime_error("listen address '" + text + "': port out of range");
+  boost::system::error_code ec;
+  auto addr = net::ip::make_address(std::string(host), ec);
+  if (ec) {
+    throw std::runtime_error("listen address '" + text + "' is not IP:PORT, e.g. 127.0.0.1:3128");
+  }
+  return {addr, static_cast<unsigned short>(port)};
+}
+
+} // namespace
+
+certs::name_constraint_set gateway::constraints_for(const filters::policy &p) {
+  certs::name_constraint_set nc;
+  const auto &m = p.allow_matcher();
+  if (m.has_regex()) return nc; // a regex has no name-constraint equivalent: leave unconstrained
+  nc.constrain = true;
+  for (const auto &pat : m.patterns()) {
+    if (pat.type == filters::host_pattern::kind::subdomains) {
+      nc.dns.push_back("." + pat.value);
+    } else if (pat.value.find(':') != std::string::npos ||
+               pat.value.find_first_not_of("0123456789.") == std::string::npos) {
+      nc.ip.push_back(pat.value);
+    } else {
+      nc.dns.push_back(pat.value);
+    }
+  }
+  return nc;
+}
+
+gateway::gateway(filters::policy_ptr policy, gateway_options options)
+    : initial_(policy), options_(std::move(options)) {
+  const auto &cfg = policy->cfg();
+  ca_ = options_.ca;
+  if (!ca_) {
+    ca_ = std::make_shared<certs::certificate_authority>(certs::certificate_authority::generate(
+        "sluice ephemeral CA", std::chrono::hours(24 * 30), constraints_for(*policy)));
+  }
+  metrics_ = std::make_unique<metrics::metrics>();
+  log_ = std::make_unique<metrics::access_log>(cfg.access_log, options_.command_id, cfg.redact_query);
+  leaves_ = std::make_unique<certs::leaf_cache>(*ca_, cfg.leaf_validity);
+
+  server_tls_.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                          ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                          ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  SSL_CTX *sctx = server_tls_.native_handle();
+  if (SSL_CTX_use_PrivateKey(sctx, ca_->leaf_key()) != 1) {
+    throw std::runtime_error("cannot install the leaf key: " + certs::openssl_error_string());
+  }
+  SSL_CTX_set_tlsext_servername_callback(sctx, &check_sni);
+  SSL_CTX_set_alpn_select_cb(sctx, &select_alpn, nullptr);
+  SSL_CTX_set_session_id_context(sctx, reinterpret_cast<const unsigned char *>("sluice"), 6);
+
+  upstream_tls_.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                            ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                            ssl::context::no_tlsv1_1);
+  upstream_tls_.set_verify_mode(ssl::verify_peer);
+  if (cfg.upstream_system_trust) upstream_tls_.set_default_verify_paths();
+  if (!cfg.upstream_ca_bundle.empty()) {
+    boost::system::error_code ec;
+    upstream_tls_.load_verify_file(cfg.upstream_ca_bundle, ec);
+    if (ec) {
+      throw std::runtime_error("tls.upstream_ca_bundle '" + cfg.upstream_ca_bundle +
+                               "': " + ec.message() + "; give a PEM file of CA certificates");
+    }
+  }
+  SSL_CTX_set_session_cache_mode(upstream_tls_.native_handle(), SSL_SESS_CACHE_CLIENT);
+
+  state_ = std::unique_ptr<gateway_state>(new gateway_state{
+      {policy}, *metrics_, *log_, *leaves_, server_tls_, upstream_tls_, summary_, local_addresses()});
+
+  unsigned n = options_.threads;
+  if (n == 0) n = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  for (unsigned i = 0; i < n; ++i) {
+    workers_.push_back(std::make_unique<worker>(cfg));
+    guards_.emplace_back(workers_.back()->ioc.get_executor());
+  }
+}
+
+gateway::~gateway() {
+  stop();
+  join();
+}
+
+void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor) {
+  auto &w = *workers_[index];
+  net::co_spawn(
+      w.ioc,
+      [this, &acceptor, &w]() -> net::awaitable<void> {
+        for (;;) {
+          auto [ec, socket] = co_await acceptor.async_accept(net::as_tuple(net::use_awaitable));
+          if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+          if (ec) continue; // EMFILE, ECONNABORTED: this client is lost, the listener is not
+          if (state_->connections.load() >= initial_->cfg().limits.max_connections) {
+            continue; // over the connection limit: the socket closes as it goes out of scope
+          }
+          net::co_spawn(w.ioc, run_session(std::move(socket), w, *state_),
+                        [](std::exception_ptr e) {
+                          if (!e) return;
+                          try {
+                            std::rethrow_exception(e);
+                          } catch (const std::exception &ex) {
+                            std::fprintf(stderr, "sluice: session error: %s\n", ex.what());
+                          }
+                        });
+        }
+      },
+      net::detached);
+}
+
+tcp::endpoint gateway::listen(const std::string &address) {
+  auto ep = parse_endpoint(address);
+  tcp::acceptor first(workers_[0]->ioc);
+  first.open(ep.protocol());
+  first.set_option(tcp::acceptor::reuse_address(true));
+  boost::system::error_code ec;
+  first.bind(ep, ec);
+  if (ec) {
+    throw std::runtime_error("cannot listen on " + address + ": " + ec.message() +
+                             "; pick a free port or another address");
+  }
+  first.listen(1024);
+  auto bound = first.local_endpoint();
+  adopt_listener(first.release());
+  return bound;
+}
+
+void gateway::adopt_listener(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) {
+    throw std::runtime_error("listener descriptor is not a socket");
+  }
+  auto proto = ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
+  std::vector<std::unique_ptr<tcp::acceptor>> set;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    int d = i == 0 ? fd : ::dup(fd);
+    auto a = std::make_unique<tcp::acceptor>(workers_[i]->ioc);
+    a->assign(proto, d);
+    set.push_back(std::move(a));
+  }
+  acceptors_.push_back(std::move(set));
+}
+
+tcp::endpoint gateway::listen_admin(const std::string &address) {
+  auto ep = parse_endpoint(address);
+  admin_ = std::make_unique<tcp::acceptor>(workers_[0]->ioc);
+  admin_->open(ep.protocol());
+  admin_->set_option(tcp::acceptor::reuse_address(true));
+  boost::system::error_code ec;
+  admin_->bind(ep, ec);
+  if (ec) {
+    throw std::runtime_error("cannot listen on admin address " + address + ": " + ec.message());
+  }
+  admin_->listen(128);
+  return admin_->local_endpoint();
+}
+
+void gateway::start() {
+  for (auto &set : acceptors_) {
+    for (std::size_t i = 0; i < set.size(); ++i) spawn_accept(i, *set[i]);
+  }
+  if (admin_) {
+    admin_handlers h{[this] { return metrics_->serialize(); },
+                     [this] { return !state_->draining.load(); },
+                     [this] { return ca_->cert_pem(); }};
+    net::co_spawn(workers_[0]->ioc, run_admin(*admin_, std::move(h)), net::detached);
+  }
+  for (auto &w : workers_) {
+    threads_.emplace_back([&ioc = w->ioc] {
+      for (;;) {
+        try {
+          ioc.run();
+          return;
+        } catch (const std::exception &e) {
+          std::fprintf(stderr, "sluice: worker error: %s\n", e.what());
+        }
+      }
+    });
+  }
+}
+
+void gateway::reload(filters::policy_ptr policy) { state_->policy.store(std::move(policy)); }
+
+void gateway::drain() {
+  state_->draining.store(true);
+  // Close every acceptor on its own worker thread: acceptors are not thread-safe.
+  for (auto &set : acceptors_) {
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      std::promise<void> done;
+      net::post(workers_[i]->ioc, [&] {
+        boost::system::error_code ignored;
+        set[i]->close(ignored);
+        done.set_value();
+      });
+      done.get_future().wait();
+    }
+  }
+  auto deadline = std::chrono::steady_clock::now() + initial_->cfg().timeouts.drain;
+  while (state_->in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop();
+}
+
+void gateway::stop() {
+  guards_.clear();
+  for (auto &w : workers_) w->ioc.stop();
+}
+
+void gateway::join() {
+  for (auto &t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+} // namespace sluice::gateway

@@ -1,0 +1,75 @@
+#pragma once
+#include "certs/certificate_authority.hpp"
+#include "certs/leaf_cache.hpp"
+#include "filters/policy.hpp"
+#include "gateway/gateway_state.hpp"
+#include "gateway/net.hpp"
+#include "gateway/request_summary.hpp"
+#include "metrics/access_log.hpp"
+#include "metrics/metrics.hpp"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace sluice::gateway {
+
+struct gateway_options {
+  unsigned threads = 0;        // 0: one per core, at most 8
+  std::string command_id;      // carried in every access-log line
+  // CA for TLS termination. Null: an ephemeral CA is generated, name-constrained to the allowlist
+  // when it has no regex entries.
+  std::shared_ptr<const certs::certificate_authority> ca;
+};
+
+// The gateway core shared by `serve` and `exec`: workers, listeners, TLS contexts, instruments.
+// Built once at start-up (exceptions there become exit 125); the data path reports by error_code.
+class gateway {
+public:
+  gateway(filters::policy_ptr policy, gateway_options options);
+  ~gateway();
+
+  // Binds the proxy listener to "ADDRESS:PORT" (port 0 picks one); returns the bound endpoint.
+  tcp::endpoint listen(const std::string &address);
+  // Serves on a listening socket made elsewhere (exec: inside the sandbox's network namespace).
+  void adopt_listener(int fd);
+  tcp::endpoint listen_admin(const std::string &address);
+
+  void start();              // starts the worker threads
+  void reload(filters::policy_ptr policy);
+  // Stops accepting, lets in-flight requests finish within the drain deadline, stops the workers.
+  void drain();
+  void stop();               // stops at once
+  void join();
+
+  const certs::certificate_authority &ca() const { return *ca_; }
+  metrics::metrics &instruments() { return *metrics_; }
+  request_summary &summary() { return summary_; }
+  filters::policy_ptr policy() const { return state_->policy.load(); }
+
+  // Builds the CA constraints that match an allowlist (none when it has regex entries).
+  static certs::name_constraint_set constraints_for(const filters::policy &p);
+
+private:
+  void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor);
+
+  filters::policy_ptr initial_;
+  gateway_options options_;
+  std::shared_ptr<const certs::certificate_authority> ca_;
+  std::unique_ptr<metrics::metrics> metrics_;
+  std::unique_ptr<metrics::access_log> log_;
+  std::unique_ptr<certs::leaf_cache> leaves_;
+  ssl::context server_tls_{ssl::context::tls_server};
+  ssl::context upstream_tls_{ssl::context::tls_client};
+  request_summary summary_;
+  std::unique_ptr<gateway_state> state_;
+  std::vector<std::unique_ptr<worker>> workers_;
+  // One acceptor per worker per listener, all on the same listening socket (dup'ed descriptors):
+  // the kernel hands each connection to one of them.
+  std::vector<std::vector<std::unique_ptr<tcp::acceptor>>> acceptors_;
+  std::unique_ptr<tcp::acceptor> admin_;
+  std::vector<std::thread> threads_;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> guards_;
+};
+
+} // namespace sluice::gateway

@@ -1,0 +1,44 @@
+#pragma once
+#include "certs/leaf_cache.hpp"
+#include "filters/policy.hpp"
+#include "gateway/net.hpp"
+#include "gateway/request_summary.hpp"
+#include "gateway/resolver.hpp"
+#include "gateway/upstream_pool.hpp"
+#include "metrics/access_log.hpp"
+#include "metrics/metrics.hpp"
+
+#include <atomic>
+#include <memory>
+
+namespace sluice::gateway {
+
+// What every session of every worker shares: the current policy (swapped atomically on reload), the
+// instruments, the certificate machinery and the drain state.
+struct gateway_state {
+  std::atomic<std::shared_ptr<const filters::policy>> policy;
+  metrics::metrics &metrics;
+  metrics::access_log &log;
+  certs::leaf_cache &leaves;
+  ssl::context &server_tls;
+  ssl::context &upstream_tls;
+  request_summary &summary;
+  std::vector<net::ip::address> own_addresses;
+  std::atomic<int> in_flight{0};
+  std::atomic<std::size_t> connections{0};
+  std::atomic<bool> draining{false};
+};
+
+// One thread's share of the gateway: its io_context, resolver and upstream pool. Sessions run on the
+// worker that accepted them and never touch another worker's state.
+struct worker {
+  worker(const filters::config &cfg)
+      : ioc(1), dns(ioc.get_executor(), cfg.dns_servers, cfg.timeouts.dns),
+        pool(cfg.limits.pool_idle_per_host, cfg.limits.pool_idle_total,
+             cfg.limits.pool_idle_timeout) {}
+  net::io_context ioc;
+  resolver dns;
+  upstream_pool pool;
+};
+
+} // namespace sluice::gateway

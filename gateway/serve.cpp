@@ -1,0 +1,122 @@
+#include "gateway/serve.hpp"
+#include "filters/policy_loader.hpp"
+#include "filters/request_hygiene.hpp"
+#include "gateway/gateway.hpp"
+
+#include <boost/url/parse.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sys/stat.h>
+
+namespace sluice::gateway {
+
+int run_serve(const serve_options &options) {
+  auto cfg = filters::load_config_file(options.config_file);
+  auto policy = std::make_shared<const filters::policy>(cfg);
+  gateway_options go;
+  go.threads = options.threads;
+  go.command_id = "serve";
+  if (!cfg.ca_cert.empty()) {
+    go.ca = std::make_shared<certs::certificate_authority>(
+        certs::certificate_authority::load(cfg.ca_cert, cfg.ca_key));
+  }
+  // Signals are taken synchronously by this thread; workers inherit the blocked mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  gateway g(policy, go);
+  auto ep = g.listen(cfg.proxy_listen);
+  std::string admin;
+  if (!cfg.admin_listen.empty()) {
+    auto aep = g.listen_admin(cfg.admin_listen);
+    admin = aep.address().to_string() + ":" + std::to_string(aep.port());
+  }
+  if (!options.ca_out.empty()) {
+    std::ofstream f(options.ca_out, std::ios::trunc);
+    f << g.ca().cert_pem();
+    if (!f) throw std::runtime_error("cannot write --ca-out file '" + options.ca_out + "'");
+  }
+  g.start();
+  std::fprintf(stderr, "sluice: serving %s profile on %s:%u%s%s (config %s)\n",
+               std::string(filters::to_string(cfg.mode)).c_str(), ep.address().to_string().c_str(),
+               ep.port(), admin.empty() ? "" : ", admin on ", admin.c_str(),
+               options.config_file.c_str());
+  for (;;) {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig == SIGHUP) {
+      try {
+        auto next = filters::load_config_file(options.config_file);
+        g.reload(std::make_shared<const filters::policy>(std::move(next)));
+        std::fprintf(stderr, "sluice: reloaded policy from %s\n", options.config_file.c_str());
+      } catch (const std::exception &e) {
+        std::fprintf(stderr, "sluice: reload failed, keeping the previous policy: %s\n", e.what());
+      }
+      continue;
+    }
+    std::fprintf(stderr, "sluice: draining (signal %d)\n", sig);
+    g.drain();
+    g.join();
+    return 0;
+  }
+}
+
+int run_check(const std::string &config_file, const std::string &profile,
+              const std::vector<std::string> &allow, const std::vector<std::string> &deny,
+              const std::string &method, const std::string &url) {
+  filters::config cfg = config_file.empty() ? filters::config{} : filters::load_config_file(config_file);
+  if (!profile.empty()) {
+    auto p = filters::parse_profile(profile);
+    if (!p) {
+      throw std::runtime_error("--sandbox-profile '" + profile +
+                               "': use offline, network-read, publish or allowlist");
+    }
+    cfg.mode = *p;
+  }
+  cfg.allow.insert(cfg.allow.end(), allow.begin(), allow.end());
+  cfg.deny.insert(cfg.deny.end(), deny.begin(), deny.end());
+  filters::policy pol(cfg);
+  auto u = boost::urls::parse_absolute_uri(url);
+  if (!u || !u->has_authority() || (u->scheme() != "http" && u->scheme() != "https")) {
+    throw std::runtime_error("URL '" + url + "' is not an absolute http:// or https:// URL");
+  }
+  auto say = [](const filters::decision &d) {
+    if (d.allowed) {
+      std::printf("ALLOW rule=%s\n", d.rule.c_str());
+      return 0;
+    }
+    std::printf("DENY reason=%s%s%s\n", std::string(d.reason).c_str(),
+                d.rule.empty() ? "" : " rule=", d.rule.c_str());
+    return 1;
+  };
+  if (u->has_userinfo()) return say(filters::decision::deny("userinfo_in_target"));
+  if (u->has_fragment()) return say(filters::decision::deny("ambiguous_target"));
+  std::string host(u->encoded_host());
+  if (u->host_type() == boost::urls::host_type::ipv6 && host.front() != '[') host = "[" + host + "]";
+  unsigned port = u->has_port() ? u->port_number() : (u->scheme() == "https" ? 443 : 80);
+  std::string path(u->encoded_path());
+  if (path.empty()) path = "/";
+  if (!filters::target_is_unambiguous(path)) return say(filters::decision::deny("ambiguous_target"));
+  auto d = pol.decide(method, u->scheme(), host, port);
+  if (d.allowed) {
+    auto parsed = filters::parse_host(host);
+    std::vector<boost::asio::ip::address> addrs;
+    if (parsed.host->ip) addrs.push_back(*parsed.host->ip);
+    if (auto pin = cfg.pins.find(parsed.host->name); pin != cfg.pins.end()) addrs = pin->second;
+    for (auto &a : addrs) {
+      if (!pol.decide_address(a).allowed) {
+        return say(filters::decision::deny("destination_address_denied", d.rule));
+      }
+    }
+  }
+  return say(d);
+}
+
+} // namespace sluice::gateway

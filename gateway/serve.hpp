@@ -1,0 +1,23 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace sluice::gateway {
+
+struct serve_options {
+  std::string config_file;
+  std::string ca_out; // where to write an ephemeral CA's certificate, if set
+  unsigned threads = 0;
+};
+
+// `sluice serve`: loads the config, listens, then waits for signals: SIGHUP reloads the policy (a bad
+// file keeps the old one and says why), SIGTERM/SIGINT drain and return 0. Throws on start-up errors.
+int run_serve(const serve_options &options);
+
+// `sluice check`: judges METHOD URL under a policy without sending anything. Prints one line:
+// "ALLOW rule=..." or "DENY reason=... [rule=...]". Returns 0 for allow, 1 for deny.
+int run_check(const std::string &config_file, const std::string &profile,
+              const std::vector<std::string> &allow, const std::vector<std::string> &deny,
+              const std::string &method, const std::string &url);
+
+} // namespace sluice::gateway

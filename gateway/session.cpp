@@ -1,0 +1,753 @@
+#include "gateway/session.hpp"
+#include "filters/request_hygiene.hpp"
+#include "gateway/error.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/url/parse.hpp>
+#include <openssl/ssl.h>
+
+namespace sluice::gateway {
+namespace {
+
+using namespace boost::asio::experimental::awaitable_operators;
+using clock = std::chrono::steady_clock;
+constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
+constexpr std::size_t chunk_size = 64 * 1024;
+
+// The authority a terminated tunnel was opened for; every request inside must name it.
+struct tunnel_target {
+  std::string host; // normalized
+  unsigned port = 0;
+};
+
+// What one request turned into, for the access log, the metrics and the exec summary.
+struct outcome {
+  std::string method, scheme, host, target, rule;
+  unsigned port = 0;
+  std::string_view decision = "deny";
+  std::string_view reason;
+  unsigned status = 0;
+  std::uint64_t bytes_in = 0, bytes_out = 0;
+  clock::time_point start = clock::now();
+};
+
+// Fields a proxy must not forward (RFC 9110 section 7.6.1) plus the proxy's own credentials.
+bool hop_by_hop(std::string_view name) {
+  for (auto h : {"connection", "keep-alive", "proxy-connection", "proxy-authorization",
+                 "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade",
+                 "content-length"}) {
+    if (beast::iequals(name, h)) return true;
+  }
+  return false;
+}
+
+// Copies end-to-end fields, leaving out hop-by-hop ones and any the Connection header names.
+template <class Fields> void copy_fields(const Fields &from, http::fields &to) {
+  std::vector<std::string> named;
+  for (auto &f : from) {
+    if (f.name() == http::field::connection) {
+      for (auto token : http::token_list(f.value())) named.emplace_back(token);
+    }
+  }
+  for (auto &f : from) {
+    auto name = f.name_string();
+    if (hop_by_hop(name)) continue;
+    bool listed = false;
+    for (auto &n : named) listed = listed || beast::iequals(n, name);
+    if (!listed) to.insert(f.name(), name, f.value());
+  }
+}
+
+template <class Stream> beast::tcp_stream &lowest(Stream &s) { return beast::get_lowest_layer(s); }
+
+// The session proper: one client connection, one worker.
+class session {
+public:
+  session(tcp::socket socket, worker &w, gateway_state &state)
+      : client_(std::move(socket)), worker_(w), state_(state),
+        policy_(state.policy.load()), cfg_(policy_->cfg()),
+        buffer_(cfg_.limits.max_header_bytes + chunk_size) {}
+
+  net::awaitable<void> run() {
+    co_await serve_requests(client_, buffer_, nullptr);
+    error_code ignored; // the client may already be gone
+    client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+private:
+  void finish(outcome &o) {
+    auto elapsed = std::chrono::duration<double>(clock::now() - o.start).count();
+    state_.metrics.request(filters::to_string(cfg_.mode), o.decision, o.reason, o.method, o.rule);
+    state_.metrics.bytes(o.bytes_in, o.bytes_out);
+    if (o.decision == "allow") state_.metrics.request_duration.Observe(elapsed);
+    state_.log.write({o.method, o.scheme, o.host, o.port, o.target, o.rule, o.reason, o.decision,
+                      o.status, o.bytes_in, o.bytes_out, elapsed});
+    state_.summary.record(o.host, std::string(o.decision), std::string(o.reason), o.method);
+  }
+
+  // Writes a complete short reply: denials (403 + Proxy-Status), framing errors (400), upstream
+  // failures (502/504).
+  template <class Stream>
+  net::awaitable<void> reply(Stream &s, outcome &o, unsigned status, std::string_view ps_error,
+                             std::string body, bool keep_alive, unsigned version = 11) {
+    http::response<http::string_body> res{static_cast<http::status>(status), version};
+    res.set(http::field::server, "sluice");
+    res.set(http::field::content_type, "text/plain; charset=utf-8");
+    res.set("Proxy-Status", "sluice; error=" + std::string(ps_error) + "; details=\"" +
+                                std::string(o.reason) + "\"");
+    res.body() = std::move(body);
+    res.keep_alive(keep_alive);
+    res.prepare_payload();
+    o.status = status;
+    lowest(s).expires_after(cfg_.timeouts.io);
+    co_await http::async_write(s, res, use_tuple);
+  }
+
+  std::string denial_text(const outcome &o, std::string_view rule) {
+    std::string where = o.scheme + "://" + o.host + (o.port ? ":" + std::to_string(o.port) : "");
+    std::string msg = "sluice: denied " + o.method + " " + where + o.target + ": " +
+                      std::string(o.reason);
+    if (!rule.empty()) msg += " (rule " + std::string(rule) + ")";
+    msg += "\n";
+    if (o.reason == "host_not_allowlisted") {
+      msg += "To allow it, add \"" + o.host + "\" to the allowlist (policy.allow, or "
+             "--allow-domain " + o.host + " for sluice exec).\n";
+    } else if (o.reason == "method_not_allowed" || o.reason == "body_on_read_method" ||
+               o.reason == "method_override_refused") {
+      msg += "The " + std::string(filters::to_string(cfg_.mode)) +
+             " profile is read-only (GET, HEAD, OPTIONS). Writes need the publish profile with "
+             "--confirm-external-side-effects.\n";
+    } else if (o.reason == "destination_address_denied") {
+      msg += "The name resolves to a loopback, private, link-local or other special address. "
+             "List the range in upstream.allow_addresses if it is meant to be reachable.\n";
+    } else if (o.reason == "host_denied") {
+      msg += "A deny rule matches this host; deny rules beat allow rules.\n";
+    }
+    return msg;
+  }
+
+  template <class Stream>
+  net::awaitable<void> deny(Stream &s, outcome &o, std::string_view reason, std::string rule,
+                            bool keep_alive, unsigned version = 11) {
+    o.decision = "deny";
+    o.reason = reason;
+    o.rule = std::move(rule);
+    bool framing = filters::is_framing_error(reason);
+    co_await reply(s, o, framing ? 400 : 403,
+                   framing ? "http_request_error" : "http_request_denied",
+                   denial_text(o, o.rule), keep_alive && !framing, version);
+    finish(o);
+  }
+
+  template <class Stream>
+  net::awaitable<void> fail(Stream &s, outcome &o, error_code ec, bool keep_alive,
+                            unsigned version = 11) {
+    gateway_error ge = ec.category() == gateway_category() ? static_cast<gateway_error>(ec.value())
+                                                           : gateway_error::response_incomplete;
+    o.decision = ge == gateway_error::destination_address_denied ? "deny" : "error";
+    o.reason = reason_of(ge);
+    co_await reply(s, o, http_status_of(ge), proxy_status_of(ge),
+                   ge == gateway_error::destination_address_denied
+                       ? denial_text(o, {})
+                       : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" +
+                             o.host + ":" + std::to_string(o.port) + "\n",
+                   keep_alive, version);
+    finish(o);
+  }
+
+  // Reads request heads and answers them until the connection should close. `tunnel` is set inside a
+  // terminated CONNECT; the stream is then TLS.
+  template <class Stream>
+  net::awaitable<void> serve_requests(Stream &s, beast::flat_buffer &buf,
+                                      const tunnel_target *tunnel) {
+    for (std::size_t served = 0; served < cfg_.limits.max_requests_per_connection; ++served) {
+      if (state_.draining.load()) co_return;
+      http::request_parser<http::buffer_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(cfg_.limits.max_header_bytes));
+      if (cfg_.limits.max_body_bytes) {
+        parser.body_limit(cfg_.limits.max_body_bytes);
+      } else {
+        parser.body_limit(boost::none);
+      }
+      lowest(s).expires_after(served == 0 ? cfg_.timeouts.header_read : cfg_.timeouts.idle);
+      auto [ec, n] = co_await http::async_read_header(s, buf, parser, use_tuple);
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+          ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+          ec == net::ssl::error::stream_truncated || ec == net::error::eof) {
+        // The client closed or idled out between requests, or a slowloris head hit its deadline.
+        co_return;
+      }
+      policy_ = state_.policy.load(); // each request is judged by the policy current at its start
+      outcome o;
+      o.scheme = tunnel ? "https" : "http";
+      if (ec) {
+        o.method = "-";
+        std::string_view why = ec == http::error::header_limit ? "header_too_large" : "bad_request";
+        o.decision = "deny";
+        o.reason = why;
+        co_await reply(s, o, ec == http::error::header_limit ? 431 : 400, "http_request_error",
+                       "sluice: malformed request (" + ec.message() + ")\n", false);
+        finish(o);
+        co_return;
+      }
+      ++state_.in_flight;
+      bool keep = co_await handle(s, buf, parser, tunnel, o);
+      --state_.in_flight;
+      if (!keep) co_return;
+    }
+  }
+
+  template <class Stream>
+  net::awaitable<bool> handle(Stream &s, beast::flat_buffer &buf,
+                              http::request_parser<http::buffer_body> &parser,
+                              const tunnel_target *tunnel, outcome &o) {
+    auto &req = parser.get();
+    const auto &pol = *policy_;
+    o.method = std::string(req.method_string());
+    unsigned version = req.version();
+    bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
+    bool keep_alive = req.keep_alive() && !has_body;
+
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      if (!tunnel && req.method() == http::verb::connect) {
+        o.target = std::string(req.target());
+        co_await handle_connect(s, buf, req, o);
+        co_return false;
+      }
+    }
+
+    // Work out the origin the request is for, refusing every ambiguity.
+    std::string target(req.target());
+    std::string raw_host;
+    unsigned port = 0;
+    if (!target.empty() && target.front() != '/' && target != "*") {
+      auto url = boost::urls::parse_absolute_uri(target);
+      if (!url || url->has_fragment() || !url->has_authority()) {
+        o.target = target;
+        co_await deny(s, o, "ambiguous_target", {}, false, version);
+        co_return false;
+      }
+      if (url->has_userinfo()) {
+        o.target = target;
+        co_await deny(s, o, "userinfo_in_target", {}, keep_alive, version);
+        co_return keep_alive;
+      }
+      std::string scheme(url->scheme());
+      if (scheme != "http" && scheme != "https") {
+        o.target = target;
+        co_await deny(s, o, "unsupported_scheme", {}, keep_alive, version);
+        co_return keep_alive;
+      }
+      o.scheme = scheme;
+      raw_host = std::string(url->encoded_host());
+      if (url->host_type() == boost::urls::host_type::ipv6) raw_host = "[" + raw_host + "]";
+      if (raw_host.size() > 2 && raw_host.front() == '[' && raw_host[1] == '[') {
+        raw_host = std::string(url->encoded_host());
+      }
+      port = url->has_port() ? url->port_number() : (scheme == "https" ? 443 : 80);
+      if (url->has_port() && port == 0) {
+        co_await deny(s, o, "invalid_host", {}, false, version);
+        co_return false;
+      }
+      std::string path(url->encoded_path());
+      target = (path.empty() ? "/" : path) +
+               (url->has_query() ? "?" + std::string(url->encoded_query()) : "");
+      if (tunnel) {
+        auto h = filters::parse_host(raw_host);
+        if (!h.host || h.host->name != tunnel->host || port != tunnel->port || scheme != "https") {
+          o.host = raw_host;
+          o.target = target;
+          co_await deny(s, o, "host_mismatch", {}, false, version);
+          co_return false;
+        }
+      }
+    } else if (tunnel) {
+      raw_host = tunnel->host;
+      port = tunnel->port;
+    } else {
+      o.target = target;
+      o.reason = "not_a_proxy_request";
+      co_await reply(s, o, 400, "http_request_error",
+                     "sluice is a forward proxy: send absolute-form requests "
+                     "(http://host/path) or CONNECT host:port\n",
+                     false, version);
+      o.decision = "deny";
+      finish(o);
+      co_return false;
+    }
+    o.target = target;
+    o.port = port;
+    auto parsed = filters::parse_host(raw_host);
+    o.host = parsed.host ? parsed.host->name : raw_host;
+    if (!parsed.host) {
+      co_await deny(s, o, parsed.reason, {}, false, version);
+      co_return false;
+    }
+
+    // Host must name the same origin as the target (or the CONNECT authority).
+    auto host_field = req[http::field::host];
+    if (host_field.empty() && version >= 11) {
+      co_await deny(s, o, "bad_host_header", {}, false, version);
+      co_return false;
+    }
+    if (!host_field.empty()) {
+      std::string_view hh;
+      unsigned hp = 0;
+      bool ok = filters::split_authority(host_field, hh, hp);
+      auto hparsed = ok ? filters::parse_host(hh) : filters::host_parse_result{};
+      if (hp == 0) hp = o.scheme == "https" ? 443 : 80;
+      if (!hparsed.host || hparsed.host->name != o.host || hp != port) {
+        co_await deny(s, o, "host_mismatch", {}, false, version);
+        co_return false;
+      }
+    }
+
+    filters::request_view view{req.method_string(), target, {}};
+    for (auto &f : req) view.fields.emplace_back(f.name_string(), f.value());
+    if (auto why = filters::check_request(view, pol.mode()); !why.empty()) {
+      co_await deny(s, o, why, {}, false, version);
+      co_return false;
+    }
+    if (tunnel && req.method() == http::verb::connect) {
+      co_await deny(s, o, "connect_in_tunnel", {}, false, version);
+      co_return false;
+    }
+    auto d = pol.decide(o.method, o.scheme, o.host, port);
+    if (!d.allowed) {
+      co_await deny(s, o, d.reason, d.rule, keep_alive, version);
+      co_return keep_alive;
+    }
+    o.rule = d.rule;
+    co_return co_await forward(s, buf, parser, o, parsed.host->ip, version);
+  }
+
+  // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
+  // with SNI and certificate verification for https.
+  net::awaitable<std::unique_ptr<upstream_connection>>
+  connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
+                   unsigned port, bool tls, error_code &ec) {
+    const auto &pol = *policy_;
+    std::vector<net::ip::address> addresses;
+    if (ip) {
+      addresses.push_back(*ip);
+    } else if (auto pin = pol.cfg().pins.find(host); pin != pol.cfg().pins.end()) {
+      addresses = pin->second;
+    } else {
+      auto t0 = clock::now();
+      addresses = co_await worker_.dns.resolve(host, ec);
+      state_.metrics.dns_lookup_duration.Observe(
+          std::chrono::duration<double>(clock::now() - t0).count());
+      if (ec) co_return nullptr;
+    }
+    std::vector<net::ip::address> allowed;
+    for (auto &a : addresses) {
+      if (pol.decide_address(a, state_.own_addresses).allowed) allowed.push_back(a);
+    }
+    if (allowed.empty()) {
+      ec = gateway_error::destination_address_denied;
+      co_return nullptr;
+    }
+    auto t0 = clock::now();
+    auto conn = std::make_unique<upstream_connection>(worker_.ioc.get_executor());
+    ec = gateway_error::connection_refused;
+    for (auto &a : allowed) {
+      // The endpoint dialed is built from the address that was just checked, never re-resolved.
+      conn->tcp.expires_after(cfg_.timeouts.connect);
+      auto [cec] = co_await conn->tcp.async_connect(tcp::endpoint(a, port), use_tuple);
+      if (!cec) {
+        ec = {};
+        break;
+      }
+      if (cec == beast::error::timeout) {
+        ec = gateway_error::connection_timeout;
+      } else if (cec == net::error::network_unreachable || cec == net::error::host_unreachable) {
+        ec = gateway_error::destination_unreachable;
+      } else {
+        ec = gateway_error::connection_refused;
+      }
+      conn->tcp.close();
+    }
+    if (ec) co_return nullptr;
+    conn->tcp.socket().set_option(tcp::no_delay(true));
+    if (tls) {
+      conn->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(conn->tcp),
+                                                                       state_.upstream_tls);
+      SSL *ssl = conn->tls->native_handle();
+      if (!ip) SSL_set_tlsext_host_name(ssl, host.c_str());
+      // Hostname (or IP) check inside OpenSSL's chain verification.
+      X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      if (ip) {
+        X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str());
+      } else {
+        X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+      }
+      conn->lowest().expires_after(cfg_.timeouts.tls_handshake);
+      auto [hec] = co_await conn->tls->async_handshake(ssl::stream_base::client, use_tuple);
+      state_.metrics.tls_handshake("upstream", !hec);
+      if (hec) {
+        ec = SSL_get_verify_result(ssl) != X509_V_OK ? gateway_error::tls_certificate_error
+             : hec == beast::error::timeout          ? gateway_error::connection_timeout
+                                                     : gateway_error::tls_protocol_error;
+        co_return nullptr;
+      }
+    }
+    state_.metrics.upstream_connect_duration.Observe(
+        std::chrono::duration<double>(clock::now() - t0).count());
+    co_return conn;
+  }
+
+  // Streams one message body from `in` to `out` through a fixed buffer, re-framing as the outgoing
+  // header says (Beast's relay pattern). `in_failed` tells which side broke.
+  template <bool isRequest, class In, class Out>
+  net::awaitable<error_code> relay(In &in, beast::flat_buffer &in_buf,
+                                   http::parser<isRequest, http::buffer_body> &p, Out &out,
+                                   http::message<isRequest, http::buffer_body> &msg,
+                                   std::uint64_t &bytes, bool &in_failed) {
+    std::unique_ptr<char[]> chunk(new char[chunk_size]);
+    msg.body().data = nullptr;
+    msg.body().size = 0;
+    msg.body().more = !p.is_done();
+    http::serializer<isRequest, http::buffer_body> sr{msg};
+    lowest(out).expires_after(cfg_.timeouts.io);
+    auto [hec, hn] = co_await http::async_write_header(out, sr, use_tuple);
+    if (hec) co_return hec;
+    do {
+      if (!p.is_done()) {
+        p.get().body().data = chunk.get();
+        p.get().body().size = chunk_size;
+        lowest(in).expires_after(cfg_.timeouts.io);
+        auto [rec, rn] = co_await http::async_read(in, in_buf, p, use_tuple);
+        if (rec == http::error::need_buffer) rec = {};
+        if (rec) {
+          in_failed = true;
+          co_return rec;
+        }
+        msg.body().size = chunk_size - p.get().body().size;
+        msg.body().data = chunk.get();
+        msg.body().more = !p.is_done();
+      } else {
+        msg.body().data = nullptr;
+        msg.body().size = 0;
+        msg.body().more = false;
+      }
+      bytes += msg.body().size;
+      lowest(out).expires_after(cfg_.timeouts.io);
+      auto [wec, wn] = co_await http::async_write(out, sr, use_tuple);
+      if (wec == http::error::need_buffer) wec = {};
+      if (wec) co_return wec;
+    } while (!p.is_done() || !sr.is_done());
+    co_return error_code{};
+  }
+
+  template <class Stream>
+  net::awaitable<bool> forward(Stream &s, beast::flat_buffer &buf,
+                               http::request_parser<http::buffer_body> &parser, outcome &o,
+                               const std::optional<net::ip::address> &ip, unsigned version) {
+    auto &req = parser.get();
+    bool tls = o.scheme == "https";
+    std::string key = o.scheme + "://" + o.host + ":" + std::to_string(o.port);
+    bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
+
+    http::request<http::buffer_body> out{req.method(), o.target, 11};
+    if (req.method() == http::verb::unknown) out.method_string(req.method_string());
+    copy_fields(req.base(), out.base());
+    if (parser.chunked()) {
+      out.chunked(true);
+    } else if (parser.content_length()) {
+      out.content_length(*parser.content_length());
+    }
+
+    std::unique_ptr<upstream_connection> conn;
+    std::optional<http::response_parser<http::buffer_body>> rp;
+    // A pooled connection may have been closed by the origin a moment ago; a request without a body
+    // is retried once on a fresh connection, never one whose body was already consumed.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      conn = worker_.pool.take(key);
+      bool reused = conn != nullptr;
+      if (!conn) {
+        error_code ec;
+        conn = co_await connect_upstream(o.host, ip, o.port, tls, ec);
+        if (ec) {
+          co_await fail(s, o, ec, req.keep_alive() && !has_body, version);
+          co_return req.keep_alive() && !has_body;
+        }
+      } else {
+        state_.metrics.upstream_reused.Increment();
+      }
+      conn->key = key;
+      bool in_failed = false;
+      error_code ec = co_await conn->visit([&](auto &up) {
+        return relay<true>(s, buf, parser, up, out, o.bytes_in, in_failed);
+      });
+      if (ec && in_failed) {
+        o.decision = "error";
+        o.reason = "client_aborted";
+        finish(o);
+        co_return false;
+      }
+      if (!ec) {
+        rp.emplace();
+        rp->header_limit(static_cast<std::uint32_t>(cfg_.limits.max_header_bytes));
+        rp->body_limit(boost::none);
+        if (req.method() == http::verb::head) rp->skip(true);
+        conn->lowest().expires_after(cfg_.timeouts.io);
+        ec = co_await conn->visit([&](auto &up) -> net::awaitable<error_code> {
+          auto [e, n] = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
+          // Interim 1xx responses (100 Continue, 103) are passed on; 101 never is, since
+          // upgrades were refused before the request left.
+          while (!e && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101) {
+            if (version >= 11) {
+              http::response<http::empty_body> interim{rp->get().result(), 11};
+              lowest(s).expires_after(cfg_.timeouts.io);
+              co_await http::async_write(s, interim, use_tuple);
+            }
+            rp.emplace();
+            rp->header_limit(static_cast<std::uint32_t>(cfg_.limits.max_header_bytes));
+            rp->body_limit(boost::none);
+            if (req.method() == http::verb::head) rp->skip(true);
+            conn->lowest().expires_after(cfg_.timeouts.io);
+            std::tie(e, n) = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
+          }
+          if (!e && rp->get().result_int() == 101) e = http::error::bad_status;
+          co_return e;
+        });
+      }
+      if (!ec) break;
+      if (reused && !has_body && attempt == 0 && o.bytes_in == 0 &&
+          (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
+           ec == net::error::broken_pipe || ec == net::ssl::error::stream_truncated)) {
+        continue;
+      }
+      error_code mapped = ec == beast::error::timeout      ? gateway_error::response_timeout
+                          : ec == http::error::header_limit ? gateway_error::upstream_response_too_large
+                          : (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
+                             ec == net::ssl::error::stream_truncated)
+                              ? gateway_error::response_incomplete
+                              : gateway_error::upstream_protocol_error;
+      co_await fail(s, o, mapped, false, version);
+      co_return false;
+    }
+
+    auto &up_res = rp->get();
+    http::response<http::buffer_body> res{up_res.result(), version};
+    res.reason(up_res.reason());
+    copy_fields(up_res.base(), res.base());
+    unsigned code = up_res.result_int();
+    bool no_body = req.method() == http::verb::head || code == 204 || code == 304 || code / 100 == 1;
+    bool client_keep = req.keep_alive();
+    bool upstream_framed = no_body || rp->chunked() || rp->content_length().has_value();
+    if (no_body) {
+      if (auto cl = up_res[http::field::content_length]; !cl.empty() && code != 204) {
+        res.set(http::field::content_length, cl); // HEAD and 304 describe the body they omit
+      }
+    } else if (rp->chunked()) {
+      if (version >= 11) {
+        res.chunked(true);
+      } else {
+        client_keep = false; // an HTTP/1.0 client cannot read chunks: delimit the body by close
+      }
+    } else if (rp->content_length()) {
+      res.content_length(*rp->content_length());
+    } else {
+      client_keep = false; // the origin delimits the body by closing; so must we
+    }
+    if (state_.draining.load()) client_keep = false;
+    res.keep_alive(client_keep);
+    o.status = code;
+    o.decision = "allow";
+    o.reason = "allowed";
+
+    bool in_failed = false;
+    error_code ec = co_await conn->visit([&](auto &up) {
+      return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed);
+    });
+    if (ec) {
+      o.decision = "error";
+      o.reason = in_failed ? "response_incomplete" : "client_aborted";
+      finish(o);
+      co_return false;
+    }
+    finish(o);
+    if (upstream_framed && up_res.keep_alive() && rp->is_done()) {
+      worker_.pool.put(std::move(conn));
+    }
+    co_return client_keep;
+  }
+
+  // Copies bytes one way until EOF or error, for `allowlist` tunnels.
+  net::awaitable<void> pipe(beast::tcp_stream &from, beast::tcp_stream &to, std::uint64_t &bytes) {
+    std::unique_ptr<char[]> data(new char[chunk_size]);
+    for (;;) {
+      from.expires_after(cfg_.timeouts.tunnel_idle);
+      auto [ec, n] = co_await from.async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
+      if (ec) {
+        error_code ignored; // half-close on EOF; on any error tear both directions down
+        if (ec == net::error::eof) {
+          to.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        } else {
+          from.socket().shutdown(tcp::socket::shutdown_both, ignored);
+          to.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        }
+        co_return;
+      }
+      bytes += n;
+      to.expires_after(cfg_.timeouts.io);
+      auto [wec, wn] = co_await net::async_write(to, net::buffer(data.get(), n), use_tuple);
+      if (wec) {
+        error_code ignored;
+        from.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        to.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        co_return;
+      }
+    }
+  }
+
+  // CONNECT: judged on host and port before anything else happens; then passed through (allowlist)
+  // or terminated with a leaf for the CONNECT host (network-read, publish).
+  net::awaitable<void> handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf,
+                                      http::request<http::buffer_body> &req, outcome &o) {
+    const auto &pol = *policy_;
+    o.scheme = "https";
+    std::string_view raw_host;
+    unsigned port = 0;
+    if (!filters::split_authority(req.target(), raw_host, port) || port == 0) {
+      o.host = std::string(req.target());
+      co_await deny(s, o, "invalid_host", {}, false);
+      co_return;
+    }
+    o.port = port;
+    auto parsed = filters::parse_host(raw_host);
+    o.host = parsed.host ? parsed.host->name : std::string(raw_host);
+    o.target = "";
+    if (!parsed.host) {
+      co_await deny(s, o, parsed.reason, {}, false);
+      co_return;
+    }
+    auto d = pol.decide_connect(raw_host, port);
+    if (!d.allowed) {
+      co_await deny(s, o, d.reason, d.rule, false);
+      co_return;
+    }
+    o.rule = d.rule;
+    static constexpr std::string_view established = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+    if (!filters::terminates_tls(pol.mode())) {
+      error_code ec;
+      auto conn = co_await connect_upstream(o.host, parsed.host->ip, port, false, ec);
+      if (ec) {
+        co_await fail(s, o, ec, false);
+        co_return;
+      }
+      s.expires_after(cfg_.timeouts.io);
+      auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
+      if (wec) co_return;
+      if (buf.size()) { // bytes the client sent before our 200
+        conn->tcp.expires_after(cfg_.timeouts.io);
+        auto [e2, n2] = co_await net::async_write(conn->tcp, buf.data(), use_tuple);
+        o.bytes_in += n2;
+        buf.consume(buf.size());
+      }
+      o.decision = "allow";
+      o.reason = "allowed";
+      o.status = 200;
+      co_await (pipe(s, conn->tcp, o.bytes_in) && pipe(conn->tcp, s, o.bytes_out));
+      finish(o);
+      co_return;
+    }
+
+    s.expires_after(cfg_.timeouts.io);
+    auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
+    if (wec) co_return;
+    if (buf.size() == 0) {
+      s.expires_after(cfg_.timeouts.header_read);
+      auto [rec, rn] = co_await s.async_read_some(buf.prepare(16 * 1024), use_tuple);
+      if (rec) co_return;
+      buf.commit(rn);
+    }
+    auto first = static_cast<const unsigned char *>(buf.data().data())[0];
+    if (first != 0x16) { // not a TLS handshake record: the gateway cannot judge what it cannot read
+      co_await deny(s, o, "tls_required", d.rule, false);
+      co_return;
+    }
+
+    auto leaf = state_.leaves.get(o.host, parsed.host->ip.has_value());
+    (leaf.cached ? state_.metrics.cert_cache_hits : state_.metrics.certs_minted).Increment();
+    beast::ssl_stream<beast::tcp_stream> tls(std::move(s), state_.server_tls);
+    SSL *ssl = tls.native_handle();
+    SSL_use_certificate(ssl, leaf.cert.get());
+    sni_check check{o.host, parsed.host->ip.has_value(), false};
+    SSL_set_app_data(ssl, &check);
+    lowest(tls).expires_after(cfg_.timeouts.tls_handshake);
+    auto [hec, used] =
+        co_await tls.async_handshake(ssl::stream_base::server, buf.data(), use_tuple);
+    SSL_set_app_data(ssl, nullptr);
+    state_.metrics.tls_handshake("client", !hec);
+    if (hec) {
+      if (check.mismatch) {
+        o.decision = "deny";
+        o.reason = "sni_mismatch";
+        finish(o);
+      }
+      co_return;
+    }
+    buf.consume(used);
+    tunnel_target t{o.host, port};
+    beast::flat_buffer inner(cfg_.limits.max_header_bytes + chunk_size);
+    co_await serve_requests(tls, inner, &t);
+    lowest(tls).expires_after(std::chrono::seconds(2));
+    co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
+  }
+
+public:
+  // Set on the SSL object during a terminating handshake, read by the SNI callback.
+  struct sni_check {
+    std::string host;
+    bool is_ip;
+    bool mismatch;
+  };
+
+private:
+  beast::tcp_stream client_;
+  worker &worker_;
+  gateway_state &state_;
+  filters::policy_ptr policy_;
+  const filters::config &cfg_;
+  beast::flat_buffer buffer_;
+};
+
+} // namespace
+
+// The SNI a client sends inside a terminated CONNECT must name the CONNECT host; anything else is a
+// client trying to reach one host through a tunnel opened for another.
+int check_sni(SSL *ssl, int *alert, void *) {
+  auto *check = static_cast<session::sni_check *>(SSL_get_app_data(ssl));
+  if (!check) return SSL_TLSEXT_ERR_NOACK;
+  const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (!name) return SSL_TLSEXT_ERR_NOACK; // no SNI: the leaf for the CONNECT host is used
+  auto parsed = filters::parse_host(name);
+  if (!parsed.host || parsed.host->name != check->host) {
+    check->mismatch = true;
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  return SSL_TLSEXT_ERR_OK;
+}
+
+net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state) {
+  ++state.connections;
+  state.metrics.connections_active.Increment();
+  {
+    error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    session s(std::move(socket), w, state);
+    co_await s.run();
+  }
+  state.metrics.connections_active.Decrement();
+  --state.connections;
+}
+
+} // namespace sluice::gateway

@@ -1,0 +1,17 @@
+#pragma once
+#include "gateway/gateway_state.hpp"
+
+namespace sluice::gateway {
+
+// Serves one client connection to its end: plain HTTP proxy requests, CONNECT tunnels (terminated or
+// passed through, by profile) and the requests inside them.
+net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state);
+
+} // namespace sluice::gateway
+
+#include <openssl/ssl.h>
+namespace sluice::gateway {
+// SSL_CTX servername callback for the terminating context: refuses an SNI that names another host
+// than the CONNECT authority.
+int check_sni(SSL *ssl, int *alert, void *arg);
+} // namespace sluice::gateway

@@ -1,0 +1,49 @@
+#pragma once
+#include "gateway/net.hpp"
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace sluice::gateway {
+
+// One connection to an origin: plain TCP, or TLS over TCP. `visit` hands the active stream to a
+// generic function, so the relay code is written once for both.
+struct upstream_connection {
+  explicit upstream_connection(net::any_io_executor ex) : tcp(ex) {}
+  std::string key; // "scheme://host:port"
+  beast::tcp_stream tcp;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+  beast::flat_buffer buffer{64 * 1024};
+
+  beast::tcp_stream &lowest() { return tls ? beast::get_lowest_layer(*tls) : tcp; }
+  template <class F> decltype(auto) visit(F &&f) { return tls ? f(*tls) : f(tcp); }
+};
+
+// Idle upstream connections of one worker, keyed by scheme, host and port. Bounded per key and in
+// total; an entry is dropped when it has idled too long or its peer has closed or sent stray bytes.
+class upstream_pool {
+public:
+  upstream_pool(std::size_t per_key, std::size_t total, std::chrono::milliseconds idle_timeout)
+      : per_key_(per_key), total_(total), idle_timeout_(idle_timeout) {}
+
+  std::unique_ptr<upstream_connection> take(const std::string &key);
+  void put(std::unique_ptr<upstream_connection> conn);
+  std::size_t size() const { return size_; }
+
+private:
+  struct idle_entry {
+    std::unique_ptr<upstream_connection> conn;
+    std::chrono::steady_clock::time_point since;
+  };
+  void evict_oldest();
+
+  std::size_t per_key_, total_;
+  std::chrono::milliseconds idle_timeout_;
+  std::size_t size_ = 0;
+  std::unordered_map<std::string, std::deque<idle_entry>> idle_;
+};
+
+} // namespace sluice::gateway

@@ -1,0 +1,43 @@
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace sluice::metrics {
+
+// One request as the access log records it (DESIGN section 6).
+struct access_record {
+  std::string_view method, scheme, host;
+  unsigned port = 0;
+  std::string_view target; // path and query as received; the query is redacted unless configured
+  std::string_view rule, reason;
+  std::string_view decision; // allow, deny, error
+  unsigned status = 0;
+  std::uint64_t bytes_in = 0, bytes_out = 0;
+  double duration_seconds = 0;
+};
+
+// Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never
+// thrown into the data path.
+class access_log {
+public:
+  // `destination`: "" (off), "-" (stderr) or a path opened for append.
+  access_log(const std::string &destination, std::string command_id, bool redact_query);
+  ~access_log();
+  access_log(const access_log &) = delete;
+  access_log &operator=(const access_log &) = delete;
+
+  bool enabled() const { return file_ != nullptr; }
+  void write(const access_record &r);
+
+private:
+  std::FILE *file_ = nullptr;
+  bool owned_ = false;
+  std::string command_id_;
+  bool redact_query_;
+  std::mutex mutex_;
+};
+
+} // namespace sluice::metrics

@@ -1,0 +1,50 @@
+#pragma once
+#include <memory>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <string>
+#include <string_view>
+
+namespace sluice::metrics {
+
+// The named instruments of DESIGN section 6 on one prometheus-cpp registry. Label values are bounded:
+// reasons and rules come from code and config, methods outside the standard set count as OTHER.
+class metrics {
+public:
+  metrics();
+
+private:
+  std::shared_ptr<prometheus::Registry> registry_; // first: the instruments below live in it
+
+public:
+
+  // `decision` is "allow", "deny" (policy) or "error" (allowed, but the upstream failed).
+  void request(std::string_view profile, std::string_view decision, std::string_view reason,
+               std::string_view method, std::string_view rule);
+  void bytes(std::uint64_t in, std::uint64_t out);
+  void tls_handshake(std::string_view side, bool ok);
+
+  prometheus::Gauge &connections_active;
+  prometheus::Histogram &request_duration;
+  prometheus::Histogram &upstream_connect_duration;
+  prometheus::Histogram &dns_lookup_duration;
+  prometheus::Counter &certs_minted;
+  prometheus::Counter &cert_cache_hits;
+  prometheus::Counter &upstream_reused;
+
+  // Prometheus text exposition of everything registered.
+  std::string serialize() const;
+
+private:
+  prometheus::Family<prometheus::Counter> &requests_;
+  prometheus::Family<prometheus::Counter> &rule_matches_;
+  prometheus::Family<prometheus::Counter> &bytes_;
+  prometheus::Family<prometheus::Counter> &tls_;
+  prometheus::Counter &bytes_in_;
+  prometheus::Counter &bytes_out_;
+};
+
+} // namespace sluice::metrics

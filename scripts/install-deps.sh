@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sluice needs to build and test. Idempotent: packages already present are
+# skipped, and apt-get runs only when something is missing.
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake ninja-build pkg-config
+  libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
+  libssl-dev libc-ares-dev libre2-dev prometheus-cpp-dev
+  catch2 libcli11-dev libtomlplusplus-dev
+)
+test_pkgs=(
+  curl openssl python3 iproute2 git util-linux procps
+)
+
+missing=()
+for p in "${build_pkgs[@]}" "${test_pkgs[@]}" "$@"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}; run this script as root (or with sudo)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
