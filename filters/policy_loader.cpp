@@ -186,11 +186,13 @@ struct loader {
     if (auto *t = root["upstream"].as_table()) {
       check_keys(*t, "[upstream]", {"allow_addresses", "dns_servers", "resolve"});
       c.allow_address_text = strings_of(*t, "allow_addresses", "upstream");
-      for (auto &&e : *(*t)["allow_addresses"].as_array()) {
-        try {
-          c.allow_addresses.push_back(parse_address_range(*e.value<std::string>()));
-        } catch (const std::invalid_argument &err) {
-          fail(e, std::string("upstream.allow_addresses: ") + err.what());
+      if (auto *arr = (*t)["allow_addresses"].as_array()) {
+        for (auto &&e : *arr) {
+          try {
+            c.allow_addresses.push_back(parse_address_range(*e.value<std::string>()));
+          } catch (const std::invalid_argument &err) {
+            fail(e, std::string("upstream.allow_addresses: ") + err.what());
+          }
         }
       }
       c.dns_servers = strings_of(*t, "dns_servers", "upstream");

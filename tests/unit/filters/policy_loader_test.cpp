@@ -1,0 +1,111 @@
+#include "filters/policy_loader.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace sluice::filters;
+
+namespace {
+std::string error_of(const std::string &toml) {
+  try {
+    load_config_string(toml, "test.toml");
+  } catch (const config_error &e) {
+    return e.what();
+  }
+  return {};
+}
+bool contains(const std::string &s, const std::string &part) {
+  return s.find(part) != std::string::npos;
+}
+} // namespace
+
+TEST_CASE("a full config loads", "[filters][config]") {
+  auto c = load_config_string(R"(
+profile = "publish"
+[listen]
+proxy = "127.0.0.1:3128"
+admin = "[::1]:9090"
+[policy]
+allow = ["api.github.com", "*.example.com:8443", "re:^a+\\.test$"]
+deny = ["bad.example.com"]
+[upstream]
+allow_addresses = ["198.18.0.0/15"]
+dns_servers = ["127.0.0.1:5353"]
+[upstream.resolve]
+"origin.test" = "198.18.0.2"
+"multi.test" = ["198.18.0.3", "198.18.0.4"]
+[timeouts]
+connect = "2s"
+idle = 30
+io = "500ms"
+[limits]
+max_header_bytes = 32768
+[log]
+access_log = "-"
+redact_query = false
+[skills.code-review]
+default_profile = "offline"
+escalations = ["network-read"]
+allow_domains = ["api.github.com"]
+grants = ["GITHUB_TOKEN"]
+)",
+                              "ok.toml");
+  CHECK(c.mode == profile::publish);
+  CHECK(c.allow.size() == 3);
+  CHECK(c.pins.at("origin.test").size() == 1);
+  CHECK(c.pins.at("multi.test").size() == 2);
+  CHECK(c.timeouts.connect == std::chrono::seconds(2));
+  CHECK(c.timeouts.idle == std::chrono::seconds(30));
+  CHECK(c.timeouts.io == std::chrono::milliseconds(500));
+  CHECK(c.limits.max_header_bytes == 32768);
+  CHECK_FALSE(c.redact_query);
+  CHECK(c.skills.at("code-review").escalations.at(0) == profile::network_read);
+}
+
+TEST_CASE("config errors name the file, the line and the fix", "[filters][config]") {
+  struct row {
+    const char *toml;
+    const char *expect[3];
+  };
+  const row rows[] = {
+      {"profile = \"network-read\"\nbogus = 1\n", {"test.toml:2:", "unknown key 'bogus'", "known keys"}},
+      {"profile = \"readonly\"\n", {"test.toml:1:", "profile", "network-read"}},
+      {"[policy]\nallow = [\n  \"ok.com\",\n  \"re:([\"\n]\n", {"test.toml:4:", "bad regex", "re:(["}},
+      {"[policy]\nallow = [\"host:70000\"]\n", {"test.toml:2:", "out of range", "1 to 65535"}},
+      {"[listen]\nproxy = \"localhost\"\n", {"test.toml:2:", "ADDRESS:PORT", "127.0.0.1:3128"}},
+      {"[upstream]\nallow_addresses = [\"10.0.0.0/99\"]\n", {"test.toml:2:", "prefix length", ""}},
+      {"[upstream.resolve]\n\"x.test\" = \"not-ip\"\n", {"test.toml:2:", "not an IP address", ""}},
+      {"[tls]\nca_cert = \"/nonexistent/ca.pem\"\nca_key = \"/nonexistent/ca.key\"\n",
+       {"test.toml:2:", "cannot read file", "permissions"}},
+      {"[tls]\nca_cert = \"/x.pem\"\n", {"test.toml:2:", "go together", ""}},
+      {"[timeouts]\nconnect = \"soon\"\n", {"test.toml:2:", "not a positive duration", "30s"}},
+      {"[limits]\nmax_connections = 0\n", {"test.toml:2:", "max_connections", "from 1"}},
+      {"[policy\n", {"test.toml:1:", "TOML", ""}},
+      {"[skills.x]\ndefault_profile = \"root\"\n", {"test.toml:2:", "offline", ""}},
+  };
+  for (const auto &r : rows) {
+    INFO(r.toml);
+    auto msg = error_of(r.toml);
+    INFO(msg);
+    REQUIRE_FALSE(msg.empty());
+    for (auto part : r.expect) {
+      CHECK(contains(msg, part));
+    }
+  }
+  CHECK(contains([] {
+    try {
+      load_config_file("/nonexistent/sluice.toml");
+    } catch (const config_error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }(), "/nonexistent/sluice.toml"));
+}
+
+TEST_CASE("durations", "[filters][config]") {
+  CHECK(parse_duration("30s") == std::chrono::seconds(30));
+  CHECK(parse_duration("5m") == std::chrono::minutes(5));
+  CHECK(parse_duration("250ms") == std::chrono::milliseconds(250));
+  CHECK(parse_duration("7") == std::chrono::seconds(7));
+  CHECK_THROWS(parse_duration("1d"));
+  CHECK_THROWS(parse_duration("s"));
+}

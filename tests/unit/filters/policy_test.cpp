@@ -1,0 +1,47 @@
+#include "filters/policy.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace sluice::filters;
+using boost::asio::ip::make_address;
+
+TEST_CASE("deny beats allow, methods follow the profile", "[filters][policy]") {
+  config c;
+  c.mode = profile::network_read;
+  c.allow = {"*.github.com", "api.github.com"};
+  c.deny = {"gist.github.com"};
+  policy p(c);
+  auto d = p.decide("GET", "https", "api.github.com", 443);
+  CHECK(d.allowed);
+  CHECK(d.rule == "api.github.com");
+  d = p.decide("GET", "https", "gist.github.com", 443);
+  CHECK_FALSE(d.allowed);
+  CHECK(d.reason == "host_denied");
+  CHECK(d.rule == "gist.github.com");
+  d = p.decide("POST", "https", "api.github.com", 443);
+  CHECK_FALSE(d.allowed);
+  CHECK(d.reason == "method_not_allowed");
+  d = p.decide("GET", "https", "github.com", 443);
+  CHECK(d.reason == "host_not_allowlisted");
+  d = p.decide("GET", "https", "0x7f.1", 443);
+  CHECK(d.reason == "ambiguous_host");
+  d = p.decide("GET", "http", "localhost", 80);
+  CHECK(d.reason == "localhost_refused");
+  d = p.decide("GET", "http", "foo.localhost", 80);
+  CHECK(d.reason == "localhost_refused");
+}
+
+TEST_CASE("addresses: special ranges refused unless the policy lists them", "[filters][policy]") {
+  config c;
+  c.allow_addresses = {parse_address_range("198.18.0.0/15")};
+  policy p(c);
+  CHECK(p.decide_address(make_address("198.18.0.2")).allowed);
+  CHECK(p.decide_address(make_address("8.8.8.8")).allowed);
+  for (auto a : {"127.0.0.1", "10.1.2.3", "169.254.169.254", "::1", "fd00:ec2::254", "100.64.1.1",
+                 "::ffff:127.0.0.1", "64:ff9b::a00:1", "0.0.0.0", "224.0.0.1"}) {
+    INFO(a);
+    auto d = p.decide_address(make_address(a));
+    CHECK_FALSE(d.allowed);
+    CHECK(d.reason == "destination_address_denied");
+  }
+}
