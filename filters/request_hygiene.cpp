@@ -71,7 +71,27 @@ bool target_is_unambiguous(std::string_view target) {
   return true;
 }
 
+std::string_view check_raw_head(std::string_view head) {
+  for (std::size_t i = 0; i < head.size(); ++i) {
+    auto c = static_cast<unsigned char>(head[i]);
+    if (c == '\r') {
+      if (i + 1 >= head.size() || head[i + 1] != '\n') return "bare_line_ending";
+      ++i;
+      // CRLF then SP/HTAB continues the previous field: obs-fold (RFC 9112 section 5.2).
+      if (i + 1 < head.size() && (head[i + 1] == ' ' || head[i + 1] == '\t')) {
+        return "obsolete_line_folding";
+      }
+    } else if (c == '\n') {
+      return "bare_line_ending";
+    } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      return "control_character";
+    }
+  }
+  return {};
+}
+
 bool is_framing_error(std::string_view reason) {
+  if (reason == "obsolete_line_folding" || reason == "bare_line_ending") return true;
   return reason == "duplicate_content_length" || reason == "content_length_with_transfer_encoding" ||
          reason == "bad_transfer_encoding" || reason == "bad_content_length" ||
          reason == "ambiguous_target" || reason == "bad_host_header" ||

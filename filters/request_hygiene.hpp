@@ -22,6 +22,12 @@ struct request_view {
 //    "body_on_read_method").
 std::string_view check_request(const request_view &req, profile p);
 
+// Checks the raw bytes of a request head (request line through the blank line) for shapes that
+// parsers disagree on and that a lenient parser would silently repair: obsolete line folding
+// ("obsolete_line_folding"), a bare LF or CR ("bare_line_ending"), NUL and other control bytes
+// ("control_character"). Empty when clean.
+std::string_view check_raw_head(std::string_view head);
+
 // True when a reason from check_request is a framing error (400) rather than a policy denial (403).
 bool is_framing_error(std::string_view reason);
 

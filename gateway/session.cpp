@@ -136,9 +136,10 @@ private:
     o.reason = reason;
     o.rule = std::move(rule);
     bool framing = filters::is_framing_error(reason);
-    co_await reply(s, o, framing ? 400 : 403,
-                   framing ? "http_request_error" : "http_request_denied",
-                   denial_text(o, o.rule), keep_alive && !framing, version);
+    unsigned status = framing ? 400 : 403;
+    std::string_view ps = framing ? "http_request_error" : "http_request_denied";
+    std::string body = denial_text(o, o.rule);
+    co_await reply(s, o, status, ps, std::move(body), keep_alive && !framing, version);
     finish(o);
   }
 
@@ -149,12 +150,13 @@ private:
                                                            : gateway_error::response_incomplete;
     o.decision = ge == gateway_error::destination_address_denied ? "deny" : "error";
     o.reason = reason_of(ge);
-    co_await reply(s, o, http_status_of(ge), proxy_status_of(ge),
-                   ge == gateway_error::destination_address_denied
-                       ? denial_text(o, {})
-                       : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" +
-                             o.host + ":" + std::to_string(o.port) + "\n",
-                   keep_alive, version);
+    // Built before co_await: GCC 12 double-destroys temporaries of a conditional inside co_await.
+    std::string body = ge == gateway_error::destination_address_denied
+                           ? denial_text(o, {})
+                           : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" +
+                                 o.host + ":" + std::to_string(o.port) + "\n";
+    co_await reply(s, o, http_status_of(ge), proxy_status_of(ge), std::move(body), keep_alive,
+                   version);
     finish(o);
   }
 
@@ -173,7 +175,8 @@ private:
         parser.body_limit(boost::none);
       }
       lowest(s).expires_after(served == 0 ? cfg_.timeouts.header_read : cfg_.timeouts.idle);
-      auto [ec, n] = co_await http::async_read_header(s, buf, parser, use_tuple);
+      std::string_view raw_reason;
+      error_code ec = co_await read_head(s, buf, parser, raw_reason);
       if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
           ec == net::error::operation_aborted || ec == net::error::connection_reset ||
           ec == net::ssl::error::stream_truncated || ec == net::error::eof) {
@@ -185,11 +188,12 @@ private:
       o.scheme = tunnel ? "https" : "http";
       if (ec) {
         o.method = "-";
-        std::string_view why = ec == http::error::header_limit ? "header_too_large" : "bad_request";
+        bool too_large = ec == http::error::header_limit;
         o.decision = "deny";
-        o.reason = why;
-        co_await reply(s, o, ec == http::error::header_limit ? 431 : 400, "http_request_error",
-                       "sluice: malformed request (" + ec.message() + ")\n", false);
+        o.reason = !raw_reason.empty() ? raw_reason : too_large ? "header_too_large" : "bad_request";
+        unsigned status = too_large ? 431 : 400;
+        std::string body = "sluice: malformed request (" + ec.message() + ")\n";
+        co_await reply(s, o, status, "http_request_error", std::move(body), false);
         finish(o);
         co_return;
       }
@@ -198,6 +202,50 @@ private:
       --state_.in_flight;
       if (!keep) co_return;
     }
+  }
+
+  // Reads one request head: bytes up to the blank line (bounded by the buffer's limit), a raw
+  // check for what a lenient parser would repair silently, then Beast's parser on exactly those
+  // bytes. The body, if any, stays in `buf` for the relay.
+  template <class Stream>
+  net::awaitable<error_code> read_head(Stream &s, beast::flat_buffer &buf,
+                                       http::request_parser<http::buffer_body> &parser,
+                                       std::string_view &raw_reason) {
+    std::size_t n = 0;      // length of the head once the blank line is found
+    std::size_t scanned = 0; // bytes already searched
+    while (n == 0) {
+      std::string_view have(static_cast<const char *>(buf.data().data()), buf.size());
+      for (std::size_t i = scanned; i < have.size(); ++i) {
+        if (have[i] != '\n') continue;
+        if (i + 1 < have.size() && have[i + 1] == '\n') {
+          n = i + 2;
+        } else if (i + 2 < have.size() && have[i + 1] == '\r' && have[i + 2] == '\n') {
+          n = i + 3;
+        }
+        if (n) break;
+      }
+      if (n) break;
+      scanned = have.size() >= 2 ? have.size() - 2 : 0;
+      std::size_t room = buf.max_size() - buf.size();
+      if (room == 0 || buf.size() > cfg_.limits.max_header_bytes) {
+        co_return http::error::header_limit;
+      }
+      auto [ec, got] = co_await s.async_read_some(buf.prepare(std::min<std::size_t>(room, 16384)),
+                                                  use_tuple);
+      if (ec && buf.size() == 0) {
+        co_return ec == net::error::eof ? error_code(http::error::end_of_stream) : ec;
+      }
+      if (ec) co_return ec == beast::error::timeout ? ec : error_code(http::error::partial_message);
+      buf.commit(got);
+    }
+    std::string_view head(static_cast<const char *>(buf.data().data()), n);
+    raw_reason = filters::check_raw_head(head);
+    if (!raw_reason.empty()) co_return http::error::bad_field;
+    error_code pec;
+    auto used = parser.put(net::buffer(head.data(), head.size()), pec);
+    buf.consume(used);
+    if (!pec && !parser.is_header_done()) pec = http::error::partial_message;
+    co_return pec;
   }
 
   template <class Stream>
@@ -270,10 +318,9 @@ private:
     } else {
       o.target = target;
       o.reason = "not_a_proxy_request";
-      co_await reply(s, o, 400, "http_request_error",
-                     "sluice is a forward proxy: send absolute-form requests "
-                     "(http://host/path) or CONNECT host:port\n",
-                     false, version);
+      std::string body = "sluice is a forward proxy: send absolute-form requests "
+                         "(http://host/path) or CONNECT host:port\n";
+      co_await reply(s, o, 400, "http_request_error", std::move(body), false, version);
       o.decision = "deny";
       finish(o);
       co_return false;

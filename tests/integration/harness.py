@@ -1,0 +1,207 @@
+"""Shared machinery for the integration tests: test CAs and certificates (openssl), origins
+(origin.py), a DNS server (dns_server.py), `sluice serve` processes, and clients (curl, urllib).
+Everything talks to loopback only."""
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"
+SLUICE = os.environ.get("SLUICE_BIN") or os.path.join(HERE, "../../build/default/sluice")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, **kw)
+
+
+def make_ca(directory, name):
+    key, pem = os.path.join(directory, name + ".key"), os.path.join(directory, name + ".pem")
+    run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", key, "-out", pem, "-days", "2", "-subj", "/CN=" + name])
+    return pem, key
+
+
+def make_leaf(directory, ca, name, san):
+    key, csr, pem = (os.path.join(directory, name + ext) for ext in (".key", ".csr", ".pem"))
+    ext = os.path.join(directory, name + ".ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=%s\n" % san)
+    run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", key, "-out", csr, "-subj", "/CN=" + name])
+    run(["openssl", "x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+         "-out", pem, "-days", "2", "-extfile", ext])
+    return pem, key
+
+
+def wait_port(port, proc=None, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError("process exited early: %s" % proc.args)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError("port %d never opened" % port)
+
+
+class Processes:
+    """Starts processes and stops them all at the end of a test class."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, cmd, **kw):
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+        self.procs.append(p)
+        return p
+
+    def stop_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            for stream in (p.stdout, p.stderr):
+                if stream:
+                    stream.close()
+
+
+def start_origin(procs, cert=None):
+    port = free_port()
+    cmd = [PYTHON, os.path.join(HERE, "origin.py"), str(port)]
+    if cert:
+        cmd += list(cert)
+    p = procs.start(cmd)
+    assert p.stdout.readline().strip() == b"ready"
+    return port
+
+
+def start_dns(procs, records):
+    port = free_port()
+    p = procs.start([PYTHON, os.path.join(HERE, "dns_server.py"), str(port)] +
+                    ["%s=%s" % (k, ",".join(v)) for k, v in records.items()])
+    assert p.stdout.readline().strip() == b"ready"
+    return port
+
+
+class Gateway:
+    """One `sluice serve` process with a config written from a TOML string."""
+
+    def __init__(self, procs, directory, toml_body, name="gw"):
+        self.dir = directory
+        self.port = free_port()
+        self.admin = free_port()
+        self.config = os.path.join(directory, name + ".toml")
+        self.ca = os.path.join(directory, name + "-ca.pem")
+        self.log = os.path.join(directory, name + "-access.log")
+        self.stderr_path = os.path.join(directory, name + ".stderr")
+        self.write_config(toml_body)
+        self.stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen([SLUICE, "serve", "--config", self.config, "--ca-out", self.ca],
+                                     stdout=subprocess.DEVNULL, stderr=self.stderr)
+        procs.procs.append(self.proc)
+        self.stderr.close()  # the child holds its own descriptor
+        wait_port(self.port, self.proc)
+        wait_port(self.admin, self.proc)
+
+    def write_config(self, body):
+        with open(self.config, "w") as f:
+            f.write(body + "\n")
+            f.write('[listen]\nproxy = "127.0.0.1:%d"\nadmin = "127.0.0.1:%d"\n' % (self.port, self.admin))
+            f.write('[log]\naccess_log = "%s"\n' % self.log)
+
+    @property
+    def proxy(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def metrics(self):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.admin, timeout=5) as r:
+            return r.read().decode()
+
+    def metric(self, name, **labels):
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if not line.startswith(name) or line.startswith("#"):
+                continue
+            series, value = line.rsplit(" ", 1)
+            if series.split("{")[0] != name:
+                continue
+            if all('%s="%s"' % kv in series for kv in labels.items()):
+                total += float(value)
+        return total
+
+    def access_log(self):
+        import json
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def stderr_text(self):
+        with open(self.stderr_path) as f:
+            return f.read()
+
+
+def curl(gw, url, *args, cacert=True):
+    cmd = ["curl", "-sS", "--max-time", "20", "--proxy", gw.proxy, "-o", "-", "-D", "/dev/stderr"]
+    if cacert:
+        cmd += ["--cacert", gw.ca]
+    cmd += list(args) + [url]
+    p = subprocess.run(cmd, capture_output=True)
+    return p
+
+
+def status_of(headers_text):
+    """The final status code in a `curl -D` dump (after any CONNECT response)."""
+    codes = [int(l.split()[1]) for l in headers_text.splitlines() if l.startswith("HTTP/")]
+    return codes[-1] if codes else 0
+
+
+def header(headers_text, name):
+    value = None
+    for line in headers_text.splitlines():
+        if line.lower().startswith(name.lower() + ":"):
+            value = line.split(":", 1)[1].strip()
+    return value
+
+
+def raw_exchange(port, data, read_timeout=5):
+    """Sends raw bytes to the proxy and returns everything read until close or timeout."""
+    with socket.create_connection(("127.0.0.1", port), timeout=read_timeout) as s:
+        s.sendall(data)
+        out = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                out += chunk
+        except socket.timeout:
+            pass
+        return out
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def payload(n):
+    block = bytes(range(256)) * 64
+    out = bytearray()
+    while len(out) < n:
+        out += block
+    return bytes(out[:n])

@@ -1,0 +1,99 @@
+"""A test origin: HTTP or HTTPS on loopback. Real python3 http.server, used by the integration tests.
+
+GET /bytes/N        N deterministic bytes (Content-Length)
+GET /chunked/N      N bytes in chunked encoding
+GET /status/CODE    an empty response with that status (204, 304, ...)
+GET /headers        the request head as received, as the body
+POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked request)
+"""
+import http.server
+import ssl
+import sys
+
+
+def payload(n):
+    block = bytes(range(256)) * 64
+    out = bytearray()
+    while len(out) < n:
+        out += block
+    return bytes(out[:n])
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return bytes(data)
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+
+    def _send(self, code, body, chunked=False, head=False):
+        self.send_response(code)
+        self.send_header("X-Origin", "test")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if not head:
+                for i in range(0, len(body), 4096):
+                    part = body[i:i + 4096]
+                    self.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n")
+                self.wfile.write(b"0\r\n\r\n")
+            return
+        if code not in (204, 304):
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head and code not in (204, 304):
+            self.wfile.write(body)
+
+    def _route(self, head=False):
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[0] == "bytes":
+            return self._send(200, payload(int(parts[1])), head=head)
+        if parts[0] == "chunked":
+            return self._send(200, payload(int(parts[1])), chunked=True, head=head)
+        if parts[0] == "status":
+            return self._send(int(parts[1]), b"")
+        if parts[0] == "headers":
+            return self._send(200, (self.requestline + "\n" + str(self.headers)).encode(), head=head)
+        return self._send(200, b"hello from origin " + self.path.encode() + b"\n", head=head)
+
+    def do_GET(self):
+        self._route()
+
+    def do_HEAD(self):
+        self._route(head=True)
+
+    def do_OPTIONS(self):
+        self._send(200, b"")
+
+    def _echo(self):
+        self._send(200, self._body())
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = _echo
+
+
+def main():
+    port = int(sys.argv[1])
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    if len(sys.argv) > 3:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    print("ready", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
