@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The built-in local demo: a local HTTPS origin (python3, certificate from a demo CA), `sluice serve`
+# in the network-read profile with an ephemeral CA, then allowed and denied requests with curl and
+# the metrics they produced. Everything stays on 127.0.0.1 and is removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh default
+SLUICE="$PWD/build/default/sluice"
+work="$(mktemp -d)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ORIGIN=$(port); PROXY=$(port); ADMIN=$(port)
+
+# A demo CA and a certificate for docs.demo.test, the origin's name.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=demo origin CA" \
+  -keyout "$work/origin-ca.key" -out "$work/origin-ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=docs.demo.test" \
+  -keyout "$work/origin.key" -out "$work/origin.csr" 2>/dev/null
+printf 'subjectAltName=DNS:docs.demo.test\n' > "$work/ext"
+openssl x509 -req -in "$work/origin.csr" -CA "$work/origin-ca.pem" -CAkey "$work/origin-ca.key" \
+  -CAcreateserial -days 1 -extfile "$work/ext" -out "$work/origin.pem" 2>/dev/null
+/usr/bin/python3 tests/integration/origin.py "$ORIGIN" "$work/origin.pem" "$work/origin.key" >/dev/null &
+pids+=($!)
+
+cat > "$work/sluice.toml" <<TOML
+profile = "network-read"
+[listen]
+proxy = "127.0.0.1:$PROXY"
+admin = "127.0.0.1:$ADMIN"
+[policy]
+allow = ["docs.demo.test:$ORIGIN", "api.demo.test:$ORIGIN", "metadata.demo.test"]
+[tls]
+upstream_ca_bundle = "$work/origin-ca.pem"
+[upstream]
+allow_addresses = ["127.0.0.1/32"]   # the demo origin lives on loopback
+[upstream.resolve]
+"docs.demo.test" = "127.0.0.1"
+"api.demo.test" = "127.0.0.1"
+"metadata.demo.test" = "169.254.169.254"
+[log]
+access_log = "$work/access.log"
+TOML
+"$SLUICE" serve --config "$work/sluice.toml" --ca-out "$work/sluice-ca.pem" &
+pids+=($!)
+for _ in $(seq 100); do curl -s "http://127.0.0.1:$ADMIN/healthz" >/dev/null && break; sleep 0.05; done
+
+show() { echo; echo "\$ $*"; "$@" || true; }
+C=(curl -sS --proxy "http://127.0.0.1:$PROXY" --cacert "$work/sluice-ca.pem")
+echo "== allowed: HTTPS GET, terminated by sluice and re-encrypted to the origin"
+show "${C[@]}" "https://docs.demo.test:$ORIGIN/guide"
+echo "== denied: POST in the read-only profile"
+show "${C[@]}" -i -X POST -d 'x=1' "https://docs.demo.test:$ORIGIN/upload"
+echo "== denied: a host that is not on the allowlist (refused before any TLS)"
+show "${C[@]}" -i "https://exfil.example.net/"
+echo "== denied: a name that points at the cloud metadata address"
+show "${C[@]}" -i "http://metadata.demo.test/latest/meta-data/"
+echo "== dry run with sluice check"
+show "$SLUICE" check --config "$work/sluice.toml" DELETE "https://docs.demo.test:$ORIGIN/x"
+echo
+echo "== access log"
+cat "$work/access.log"
+echo
+echo "== metrics (http://127.0.0.1:$ADMIN/metrics)"
+curl -s "http://127.0.0.1:$ADMIN/metrics" | grep -E '^sluice_(requests_total|certs_minted_total|tls_handshakes_total|bytes_total)'

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds, and runs every test: unit and integration tests on the default
+# build, then the whole suite again under ASan+UBSan. Usage: scripts/test.sh [--no-asan]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh default
+ctest --preset default -j 2
+if [ "${1:-}" != "--no-asan" ]; then
+  bash scripts/build.sh asan
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --preset asan -j 2
+fi
