@@ -1,12 +1,39 @@
 // sluice: command-line wiring only. Each subcommand hands its options to the layer that does the work;
 // start-up exceptions become one line on stderr and exit 125.
 #include "certs/ca_files.hpp"
+#include "exec/doctor.hpp"
+#include "exec/runner.hpp"
+#include "exec/sandbox.hpp"
+#include "filters/policy_loader.hpp"
 #include "gateway/serve.hpp"
+
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
+  // `exec`: everything after the first `--` is the child's argv, untouched; CLI11 sees only the rest.
+  std::vector<std::string> child_argv;
+  bool is_exec = argc > 1 && std::strcmp(argv[1], "exec") == 0;
+  if (is_exec) {
+    int dashdash = -1;
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--") == 0) {
+        dashdash = i;
+        break;
+      }
+    }
+    if (dashdash < 0) {
+      std::fprintf(stderr, "sluice: exec needs `--` before the command: "
+                           "sluice exec [options] -- CMD [ARGS...]\n");
+      return 125;
+    }
+    child_argv.assign(argv + dashdash + 1, argv + argc);
+    argc = dashdash;
+  }
+
   CLI::App app{"sluice: an egress gateway for sandboxed commands", "sluice"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("sluice ") + SLUICE_VERSION);
@@ -41,6 +68,23 @@ int main(int argc, char **argv) {
   auto *ca_show = ca_cmd->add_subcommand("show", "describe a CA certificate");
   ca_show->add_option("--cert", ca_cert, "certificate file")->capture_default_str();
 
+  sluice::exec::exec_options ex;
+  std::string ex_profile;
+  auto *exec_cmd = app.add_subcommand("exec", "run a command whose only route out is the gateway");
+  exec_cmd->add_option("--skill", ex.request.skill, "skill name from the policy file");
+  exec_cmd->add_option("--sandbox-profile", ex_profile, "offline|network-read|allowlist|publish");
+  exec_cmd->add_option("--allow-domain", ex.request.allow_domains, "allow PATTERN (repeatable)");
+  exec_cmd->add_option("--allow-env", ex.request.allow_env, "keep credential variable NAME");
+  exec_cmd->add_flag("--confirm-external-side-effects", ex.request.confirm_side_effects,
+                     "required by the publish profile");
+  exec_cmd->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
+  exec_cmd->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
+  exec_cmd->add_option("--json-summary", ex.json_summary, "write a JSON summary here at exit");
+
+  bool doctor_json = false;
+  auto *doctor_cmd = app.add_subcommand("doctor", "preflight checks for exec");
+  doctor_cmd->add_flag("--json", doctor_json, "machine-readable output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -49,6 +93,32 @@ int main(int argc, char **argv) {
   }
 
   try {
+    if (*exec_cmd) {
+      if (!ex_profile.empty()) {
+        ex.request.profile = sluice::filters::parse_profile(ex_profile);
+        if (!ex.request.profile) {
+          std::fprintf(stderr, "sluice: unknown --sandbox-profile '%s'; use offline, network-read, "
+                               "allowlist or publish\n", ex_profile.c_str());
+          return 125;
+        }
+      }
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof cwd)) ex.request.working_dir = cwd;
+      ex.argv = child_argv;
+      try {
+        return sluice::exec::run_exec(ex);
+      } catch (const sluice::exec::setup_error &e) {
+        std::fprintf(stderr, "sluice: sandbox set-up failed at %s: %s; nothing was run "
+                             "(see `sluice doctor`)\n", e.step.c_str(), e.what());
+        return 125;
+      } catch (const sluice::exec::refusal &e) {
+        std::fprintf(stderr, "sluice: refused: %s\n", e.what());
+        return 125;
+      }
+    }
+    if (*doctor_cmd) {
+      return sluice::exec::report_doctor(sluice::exec::run_doctor(), doctor_json);
+    }
     if (*serve_cmd) return sluice::gateway::run_serve(serve);
     if (*check_cmd) {
       return sluice::gateway::run_check(check_config, check_profile, check_allow, check_deny,

@@ -326,6 +326,7 @@ config builtin_config() {
   s.name = "default";
   s.default_profile = profile::offline;
   s.escalations = {profile::network_read, profile::allowlist, profile::publish};
+  s.grants = {"*"}; // the built-in policy trusts its caller; a policy file narrows this per skill
   c.skills["default"] = s;
   return c;
 }

@@ -1,0 +1,20 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace sluice::exec {
+
+struct doctor_check {
+  std::string name;
+  bool ok = false;
+  std::string detail;
+};
+
+// Preflight of everything `exec` needs: user namespaces, network namespaces, loopback bring-up,
+// listener fd hand-off, mounts, CA generation, the private directory. Each check does the real thing.
+std::vector<doctor_check> run_doctor();
+
+// Prints the checks as text or JSON ({"runnerReady": bool, "checks": [...]}); returns 0 when ready.
+int report_doctor(const std::vector<doctor_check> &checks, bool json);
+
+} // namespace sluice::exec

@@ -1,0 +1,97 @@
+#include "exec/environment.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace sluice::exec {
+namespace {
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (auto &c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Variables sluice sets itself; whatever the parent had under these names is dropped first.
+const char *const managed[] = {
+    "HTTP_PROXY",        "HTTPS_PROXY",        "ALL_PROXY",        "NO_PROXY",
+    "FTP_PROXY",         "SSL_CERT_FILE",      "SSL_CERT_DIR",     "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",  "GIT_SSL_CAPATH",
+    "PIP_CERT",          "CARGO_HTTP_CAINFO",  "AWS_CA_BUNDLE",    "DENO_CERT",
+    "NPM_CONFIG_CAFILE", "NPM_CONFIG_PROXY",   "NPM_CONFIG_HTTPS_PROXY", "JAVA_TOOL_OPTIONS",
+    "GIT_PROXY_COMMAND", "GRPC_PROXY",         "SLUICE_PROXY",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE", "HTTPLIB2_CA_CERTS",
+    "NIX_SSL_CERT_FILE", "BUNDLE_SSL_CA_CERT", "HEX_CACERTS_PATH", "UV_NATIVE_TLS",
+};
+
+} // namespace
+
+bool is_credential_name(std::string_view name) {
+  std::string n = upper(name);
+  for (auto part : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY",
+                    "PRIVATE_KEY", "ACCESS_KEY", "SESSION_KEY", "AUTH_KEY"}) {
+    if (n.find(part) != std::string::npos) return true;
+  }
+  for (auto prefix : {"AWS_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS", "VAULT_", "OP_SERVICE_"}) {
+    if (n.rfind(prefix, 0) == 0) return true;
+  }
+  for (auto exact : {"GITHUB_TOKEN", "GH_TOKEN", "NPM_TOKEN", "SSH_AUTH_SOCK", "GPG_AGENT_INFO",
+                     "NETRC", "KUBECONFIG", "DOCKER_AUTH_CONFIG", "PGPASSFILE", "DATABASE_URL",
+                     "HF_TOKEN", "CI_JOB_JWT"}) {
+    if (n == exact) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> child_environment(char **envp, const environment_spec &spec,
+                                           std::vector<std::string> *removed) {
+  std::vector<std::string> out;
+  for (char **e = envp; e && *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos || eq == 0) continue;
+    std::string name(kv.substr(0, eq));
+    std::string up = upper(name);
+    bool is_managed = std::any_of(std::begin(managed), std::end(managed),
+                                  [&](const char *m) { return up == m; });
+    if (is_managed) continue;
+    if (is_credential_name(name) &&
+        std::find(spec.grants.begin(), spec.grants.end(), name) == spec.grants.end()) {
+      if (removed) removed->push_back(name);
+      continue;
+    }
+    out.emplace_back(kv);
+  }
+  if (spec.mode == filters::profile::offline || spec.proxy_port == 0) {
+    return out; // no route at all: no proxy to point at
+  }
+  std::string proxy = "http://127.0.0.1:" + std::to_string(spec.proxy_port);
+  for (auto name : {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                    "all_proxy", "NPM_CONFIG_PROXY", "NPM_CONFIG_HTTPS_PROXY"}) {
+    out.push_back(std::string(name) + "=" + proxy);
+  }
+  // Nothing bypasses the proxy: inside the namespace there is nothing else to reach.
+  out.push_back("NO_PROXY=");
+  out.push_back("no_proxy=");
+  if (filters::terminates_tls(spec.mode) && !spec.ca_file.empty()) {
+    for (auto name : {"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+                      "GIT_SSL_CAINFO", "PIP_CERT", "CARGO_HTTP_CAINFO", "AWS_CA_BUNDLE",
+                      "DENO_CERT", "NPM_CONFIG_CAFILE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+                      "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE", "HTTPLIB2_CA_CERTS", "NIX_SSL_CERT_FILE",
+                      "BUNDLE_SSL_CA_CERT", "HEX_CACERTS_PATH"}) {
+      out.push_back(std::string(name) + "=" + spec.ca_file);
+    }
+  }
+  std::string java = "JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=" +
+                     std::to_string(spec.proxy_port) +
+                     " -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=" +
+                     std::to_string(spec.proxy_port) + " -Dhttp.nonProxyHosts=";
+  if (filters::terminates_tls(spec.mode) && !spec.java_truststore.empty()) {
+    java += " -Djavax.net.ssl.trustStore=" + spec.java_truststore +
+            " -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=sluice";
+  }
+  out.push_back(java);
+  return out;
+}
+
+} // namespace sluice::exec

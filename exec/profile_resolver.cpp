@@ -1,0 +1,165 @@
+#include "exec/profile_resolver.hpp"
+#include "filters/policy_loader.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+#include <unistd.h>
+
+namespace sluice::exec {
+namespace {
+
+bool readable(const std::string &path) { return ::access(path.c_str(), R_OK) == 0; }
+
+std::string names(const std::vector<filters::profile> &ps) {
+  std::string out;
+  for (auto p : ps) out += (out.empty() ? "" : ", ") + std::string(filters::to_string(p));
+  return out.empty() ? "none" : out;
+}
+
+// A repository policy: [policy] allow (intersected with the trusted list), deny (added), and
+// profile (only a stronger one). Anything else in it is refused.
+void apply_repo_policy(const std::string &path, resolved_exec &out) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error &e) {
+    throw refusal("repository policy " + path + ":" + std::to_string(e.source().begin.line) + ": " +
+                  std::string(e.description()) + "; fix it or remove the file");
+  }
+  for (auto &&[k, v] : root) {
+    if (k.str() != "profile" && k.str() != "policy") {
+      throw refusal("repository policy " + path + ":" + std::to_string(v.source().begin.line) +
+                    ": key '" + std::string(k.str()) +
+                    "' is not allowed here; a repository may only set profile (stronger) and "
+                    "[policy] allow/deny (narrower)");
+    }
+  }
+  if (auto s = root["profile"].value<std::string>()) {
+    auto p = filters::parse_profile(*s);
+    if (!p) throw refusal("repository policy " + path + ": unknown profile '" + *s + "'");
+    if (strength(*p) < strength(out.gateway.mode)) {
+      throw refusal("repository policy " + path + " asks for profile " + *s + ", weaker than " +
+                    std::string(filters::to_string(out.gateway.mode)) +
+                    "; a repository may only narrow the policy");
+    }
+    out.gateway.mode = *p;
+  }
+  if (auto *pol = root["policy"].as_table()) {
+    if (auto *deny = (*pol)["deny"].as_array()) {
+      for (auto &&e : *deny) {
+        if (auto s = e.value<std::string>()) out.gateway.deny.push_back(*s);
+      }
+    }
+    if (auto *allow = (*pol)["allow"].as_array()) {
+      std::vector<std::string> repo;
+      for (auto &&e : *allow) {
+        if (auto s = e.value<std::string>()) repo.push_back(*s);
+      }
+      // Intersection: an entry survives only when the trusted policy already had it.
+      std::vector<std::string> kept;
+      for (auto &a : out.gateway.allow) {
+        if (std::find(repo.begin(), repo.end(), a) != repo.end()) kept.push_back(a);
+      }
+      out.gateway.allow = std::move(kept);
+    }
+  }
+  out.repo_policy = path;
+}
+
+} // namespace
+
+int strength(filters::profile p) {
+  switch (p) {
+  case filters::profile::offline: return 3;
+  case filters::profile::network_read: return 2;
+  case filters::profile::publish: return 1;
+  case filters::profile::allowlist: return 0;
+  }
+  return 0;
+}
+
+filters::config load_trusted_policy(const std::string &explicit_file) {
+  if (!explicit_file.empty()) return filters::load_config_file(explicit_file);
+  std::vector<std::string> candidates;
+  if (const char *xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    candidates.push_back(std::string(xdg) + "/sluice/policy.toml");
+  } else if (const char *home = std::getenv("HOME"); home && *home) {
+    candidates.push_back(std::string(home) + "/.config/sluice/policy.toml");
+  }
+  candidates.push_back("/etc/sluice/policy.toml");
+  for (const auto &c : candidates) {
+    if (readable(c)) return filters::load_config_file(c);
+  }
+  return filters::builtin_config();
+}
+
+resolved_exec resolve_exec(const exec_request &req) {
+  filters::config trusted;
+  try {
+    trusted = load_trusted_policy(req.policy_file);
+  } catch (const filters::config_error &e) {
+    throw refusal(std::string(e.what()));
+  }
+  resolved_exec out;
+  out.policy_source = trusted.source;
+  out.skill = req.skill.empty() ? trusted.default_skill : req.skill;
+  auto it = trusted.skills.find(out.skill);
+  if (it == trusted.skills.end()) {
+    std::string known;
+    for (auto &[name, s] : trusted.skills) known += (known.empty() ? "" : ", ") + name;
+    throw refusal("unknown skill '" + out.skill + "' in policy " + trusted.source +
+                  "; known skills: " + (known.empty() ? "none" : known) +
+                  " (add [skills." + out.skill + "] to the policy file)");
+  }
+  const auto &skill = it->second;
+  auto mode = req.profile.value_or(skill.default_profile);
+  bool declared = mode == skill.default_profile ||
+                  std::find(skill.escalations.begin(), skill.escalations.end(), mode) !=
+                      skill.escalations.end();
+  if (!declared) {
+    throw refusal("profile " + std::string(filters::to_string(mode)) + " is not allowed for skill '" +
+                  out.skill + "' (default " + std::string(filters::to_string(skill.default_profile)) +
+                  ", escalations: " + names(skill.escalations) + "); declare it under [skills." +
+                  out.skill + "] escalations in " + trusted.source);
+  }
+  if (mode == filters::profile::publish && !req.confirm_side_effects) {
+    throw refusal("the publish profile can change things outside this machine; pass "
+                  "--confirm-external-side-effects to run it");
+  }
+  for (const auto &name : req.allow_env) {
+    if (mode == filters::profile::allowlist) {
+      throw refusal("--allow-env " + name + ": the allowlist profile passes tunnels sluice cannot "
+                    "inspect, so it takes no credential grants; use network-read or publish");
+    }
+    bool declared_grant = std::find(skill.grants.begin(), skill.grants.end(), name) != skill.grants.end() ||
+                          std::find(skill.grants.begin(), skill.grants.end(), "*") != skill.grants.end();
+    if (!declared_grant) {
+      throw refusal("--allow-env " + name + ": skill '" + out.skill + "' does not grant it; add \"" +
+                    name + "\" to grants under [skills." + out.skill + "] in " + trusted.source);
+    }
+    out.grants.push_back(name);
+  }
+  out.gateway = trusted;
+  out.gateway.mode = mode;
+  out.gateway.skills.clear();
+  out.gateway.allow = skill.allow_domains;
+  for (const auto &d : req.allow_domains) {
+    try {
+      filters::parse_host_pattern(d);
+    } catch (const filters::pattern_error &e) {
+      throw refusal(std::string("--allow-domain: ") + e.what());
+    }
+    out.gateway.allow.push_back(d);
+  }
+  out.gateway.access_log.clear(); // exec writes its own log (--access-log)
+  if (!req.working_dir.empty()) {
+    std::string repo = req.working_dir + "/.sluice/policy.toml";
+    if (readable(repo)) apply_repo_policy(repo, out);
+  }
+  return out;
+}
+
+} // namespace sluice::exec

@@ -1,0 +1,48 @@
+#pragma once
+#include "filters/policy.hpp"
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sluice::exec {
+
+// A refusal before anything runs: exit 125 with this one line (cause and fix).
+struct refusal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// What the caller of `sluice exec` asked for.
+struct exec_request {
+  std::string skill;                      // empty: the policy's default_skill
+  std::optional<filters::profile> profile; // empty: the skill's default profile
+  std::vector<std::string> allow_domains;
+  std::vector<std::string> allow_env;
+  bool confirm_side_effects = false;
+  std::string policy_file;                // --policy; empty: search
+  std::string working_dir;                // where a repository policy may narrow
+};
+
+// The outcome: the gateway config for this command plus what the environment may keep.
+struct resolved_exec {
+  filters::config gateway;                // mode, allow list, deny list, ...
+  std::string skill;
+  std::string policy_source;
+  std::string repo_policy;                // the working-directory file applied, if any
+  std::vector<std::string> grants;
+};
+
+// The policy file search: --policy, $XDG_CONFIG_HOME/sluice/policy.toml (or ~/.config/...),
+// /etc/sluice/policy.toml, then the built-in default.
+filters::config load_trusted_policy(const std::string &explicit_file);
+
+// Applies DESIGN section 3: skill -> default profile and declared escalations; publish needs
+// confirmation; grants must be declared by the skill and permitted by the profile; a repository
+// policy (.sluice/policy.toml in the working directory) may only narrow. Throws `refusal`.
+resolved_exec resolve_exec(const exec_request &req);
+
+// Profile strength for "may only narrow": offline > network-read > publish > allowlist.
+int strength(filters::profile p);
+
+} // namespace sluice::exec

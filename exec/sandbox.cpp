@@ -1,0 +1,363 @@
+#include "exec/sandbox.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <string>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace sluice::exec {
+namespace {
+
+// Signals sluice passes on to the command (the list).
+const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+
+// Host sockets a sandboxed command must not reach by path. Each one present is covered by a bind
+// mount of /dev/null inside the sandbox's mount namespace.
+const char *const masked_sockets[] = {
+    "/var/run/docker.sock",          "/run/docker.sock",
+    "/run/containerd/containerd.sock", "/run/podman/podman.sock",
+    "/run/systemd/private",          "/run/systemd/notify",
+    "/run/dbus/system_bus_socket",   "/var/run/dbus/system_bus_socket",
+    "/run/systemd/journal/socket",   "/run/systemd/journal/stdout",
+    "/run/user/0/bus",               "/run/snapd.socket",
+};
+
+bool write_file(const std::string &path, const std::string &data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+  ::close(fd);
+  return ok;
+}
+
+// Sends a one-byte code, an optional text and an optional descriptor on the control socket.
+bool send_msg(int sock, char code, const std::string &text = {}, int fd = -1) {
+  std::string payload(1, code);
+  payload += text;
+  iovec iov{payload.data(), payload.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
+  if (fd >= 0) {
+    std::memset(ctrl, 0, sizeof ctrl);
+    msg.msg_control = ctrl;
+    msg.msg_controllen = sizeof ctrl;
+    cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  return ::sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(payload.size());
+}
+
+// Receives one message; `fd` gets a passed descriptor, if any. Waits at most `timeout_ms`.
+bool recv_msg(int sock, std::string &out, int &fd, int timeout_ms) {
+  fd = -1;
+  pollfd p{sock, POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) <= 0) return false;
+  char buf[4096];
+  iovec iov{buf, sizeof buf};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return false;
+  for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    }
+  }
+  out.assign(buf, static_cast<std::size_t>(n));
+  return true;
+}
+
+// Drops every capability for good: bounding set, ambient set, securebits so that a uid-0 exec
+// regains nothing, then the effective/permitted/inheritable sets.
+bool drop_capabilities() {
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED) != 0) {
+    return false;
+  }
+  for (int cap = 0; cap <= 63; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno == EINVAL) break;
+  }
+  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capset, &hdr, data) != 0) return false;
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
+}
+
+// Removes the private directory's files and the directory (one level: sluice writes no subfolders).
+void remove_private_dir(const std::string &dir) {
+  if (dir.empty()) return;
+  for (auto name : {"/ca.pem", "/truststore.p12"}) ::unlink((dir + name).c_str());
+  ::rmdir(dir.c_str());
+}
+
+// PID 1 of the sandbox. Sets up the network and mounts, hands the listener over, waits for the go,
+// runs the command, forwards signals, reaps orphans, and exits with the command's status.
+[[noreturn]] void init_main(const sandbox_options &o, int control, int exec_pipe_w) {
+  auto fail = [&](const char *step, const std::string &msg) {
+    send_msg(control, 'E', std::string(step) + '\0' + msg);
+    _exit(125);
+  };
+  std::string msg;
+  int ignored_fd = -1;
+  if (!recv_msg(control, msg, ignored_fd, 10'000) || msg != "G") _exit(125); // sluice is gone
+  // The id maps are written; from now on nothing in the sandbox may ptrace init, which holds
+  // every capability of the sandbox's user namespace.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+
+  // Loopback: the only interface; without it the listener has no address to live on.
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (o.fault == "loopback" || s < 0 || ::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
+    fail("loopback", std::string("cannot read lo flags: ") + std::strerror(errno));
+  }
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) {
+    fail("loopback", std::string("cannot bring lo up: ") + std::strerror(errno));
+  }
+  ::close(s);
+
+  int listener = -1;
+  if (o.network) {
+    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(o.port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
+        ::listen(listener, 1024) != 0) {
+      fail("fd_handoff", std::string("cannot listen on 127.0.0.1 inside the sandbox: ") +
+                             std::strerror(errno));
+    }
+  }
+
+  // Mounts: private propagation, a /proc for this PID namespace, host sockets masked.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    fail("mounts", std::string("cannot make mounts private: ") + std::strerror(errno));
+  }
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    fail("mounts", std::string("cannot mount /proc for the sandbox: ") + std::strerror(errno));
+  }
+  for (auto path : masked_sockets) {
+    struct stat st {};
+    if (::lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+        ::mount("/dev/null", path, nullptr, MS_BIND, nullptr) != 0) {
+      fail("mounts", std::string("cannot mask host socket ") + path + ": " + std::strerror(errno));
+    }
+  }
+
+  if (o.fault == "fd_handoff") fail("fd_handoff", "fault injected (SLUICE_FAULT=fd_handoff)");
+  if (!send_msg(control, 'R', {}, listener)) _exit(125);
+  if (listener >= 0) ::close(listener);
+
+  if (!recv_msg(control, msg, ignored_fd, -1) || msg != "S") {
+    remove_private_dir(o.private_dir);
+    _exit(125); // sluice gave up before the start: nothing runs
+  }
+  if (o.probe) _exit(0);
+
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : forwarded) sigaddset(&set, sig);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  int sfd = ::signalfd(-1, &set, SFD_CLOEXEC);
+
+  pid_t cmd = ::fork();
+  if (cmd == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+    ::close(control);
+    if (!drop_capabilities()) {
+      int e = EPERM;
+      (void)!::write(exec_pipe_w, &e, sizeof e);
+      _exit(125);
+    }
+    std::vector<char *> argv, envp;
+    for (auto &a : o.argv) argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    for (auto &e : o.env) envp.push_back(const_cast<char *>(e.c_str()));
+    envp.push_back(nullptr);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    int e = errno;
+    (void)!::write(exec_pipe_w, &e, sizeof e);
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  ::close(exec_pipe_w);
+  if (cmd < 0) _exit(125);
+
+  int status = 125;
+  bool done = false;
+  while (!done) {
+    pollfd p[2] = {{sfd, POLLIN, 0}, {control, POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) continue;
+    if (p[1].revents) {
+      char b;
+      if (::recv(control, &b, 1, MSG_DONTWAIT) <= 0) {
+        // sluice died: take everything in this namespace down and leave nothing on disk.
+        ::kill(-1, SIGKILL);
+        remove_private_dir(o.private_dir);
+        _exit(137);
+      }
+    }
+    if (!(p[0].revents & POLLIN)) continue;
+    signalfd_siginfo si{};
+    if (::read(sfd, &si, sizeof si) != sizeof si) continue;
+    if (si.ssi_signo != SIGCHLD) {
+      // From a terminal the kernel already signalled the command's process group; pass on only
+      // what someone sent with kill().
+      if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE) ::kill(cmd, static_cast<int>(si.ssi_signo));
+      continue;
+    }
+    for (;;) { // reap every child: the command and any orphan re-parented to init
+      int st = 0;
+      pid_t r = ::waitpid(-1, &st, WNOHANG);
+      if (r <= 0) break;
+      if (r == cmd) {
+        status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        done = true;
+      }
+    }
+  }
+  _exit(status);
+}
+
+} // namespace
+
+sandbox::sandbox(const sandbox_options &o) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    throw setup_error("fd_handoff", std::string("socketpair: ") + std::strerror(errno));
+  }
+  int ep[2];
+  if (::pipe2(ep, O_CLOEXEC) != 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    throw setup_error("fd_handoff", std::string("pipe: ") + std::strerror(errno));
+  }
+  control_ = sv[0];
+  exec_pipe_ = ep[0];
+  uid_t uid = ::geteuid();
+  gid_t gid = ::getegid();
+  long pid = -1;
+  if (o.fault != "namespaces") {
+    pid = ::syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS |
+                                   CLONE_NEWIPC | SIGCHLD,
+                    nullptr, nullptr, nullptr, nullptr);
+  } else {
+    errno = EPERM;
+  }
+  if (pid == 0) {
+    ::close(sv[0]);
+    ::close(ep[0]);
+    init_main(o, sv[1], ep[1]);
+  }
+  ::close(sv[1]);
+  ::close(ep[1]);
+  if (pid < 0) {
+    int e = errno;
+    ::close(control_);
+    ::close(exec_pipe_);
+    control_ = exec_pipe_ = -1;
+    throw setup_error("namespaces", std::string("cannot create user, network and PID namespaces: ") +
+                                        std::strerror(e) +
+                                        "; enable unprivileged user namespaces "
+                                        "(sysctl kernel.unprivileged_userns_clone=1 and "
+                                        "user.max_user_namespaces > 0)");
+  }
+  init_ = static_cast<pid_t>(pid);
+  std::string proc = "/proc/" + std::to_string(init_);
+  if (!write_file(proc + "/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1\n") ||
+      !write_file(proc + "/setgroups", "deny") ||
+      !write_file(proc + "/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n")) {
+    int e = errno;
+    throw setup_error("namespaces", std::string("cannot write the user namespace id maps: ") +
+                                        std::strerror(e));
+  }
+  if (!send_msg(control_, 'G')) throw setup_error("namespaces", "the sandbox init died early");
+  std::string msg;
+  int fd = -1;
+  if (!recv_msg(control_, msg, fd, 10'000) || msg.empty()) {
+    throw setup_error("fd_handoff", "no answer from the sandbox init");
+  }
+  if (msg[0] == 'E') {
+    auto zero = msg.find('\0');
+    throw setup_error(msg.substr(1, zero - 1), msg.substr(zero + 1));
+  }
+  if (o.network && fd < 0) throw setup_error("fd_handoff", "the listener was not handed over");
+  listener_ = fd;
+}
+
+sandbox::~sandbox() {
+  if (init_ > 0 && !reaped_) {
+    ::kill(init_, SIGKILL);
+    int st;
+    ::waitpid(init_, &st, 0);
+  }
+  if (control_ >= 0) ::close(control_);
+  if (exec_pipe_ >= 0) ::close(exec_pipe_);
+}
+
+bool sandbox::start(int &errno_out) {
+  errno_out = 0;
+  if (!send_msg(control_, 'S')) {
+    errno_out = EPIPE;
+    return false;
+  }
+  int e = 0;
+  ssize_t n;
+  do {
+    n = ::read(exec_pipe_, &e, sizeof e);
+  } while (n < 0 && errno == EINTR);
+  if (n == sizeof e) {
+    errno_out = e;
+    return false;
+  }
+  return true; // EOF: the exec succeeded and closed the pipe (O_CLOEXEC)
+}
+
+void sandbox::signal(int sig) {
+  if (init_ > 0 && !reaped_) ::kill(init_, sig);
+}
+
+int sandbox::wait() {
+  int st = 0;
+  while (::waitpid(init_, &st, 0) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  return 128 + WTERMSIG(st);
+}
+
+} // namespace sluice::exec

@@ -1,0 +1,59 @@
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace sluice::exec {
+
+// A set-up step that failed; the command has not run. `step` names it for the message and doctor.
+struct setup_error : std::runtime_error {
+  setup_error(std::string s, const std::string &what) : std::runtime_error(what), step(std::move(s)) {}
+  std::string step;
+};
+
+struct sandbox_options {
+  bool network = true;             // false: `offline`, no listener at all
+  unsigned port = 3128;            // the listener's port on the sandbox's 127.0.0.1
+  std::vector<std::string> argv;   // the command, untouched
+  std::vector<std::string> env;    // its environment
+  std::string private_dir;         // removed by the sandbox's init if sluice dies
+  std::string fault;               // test hook: the named step fails (SLUICE_FAULT)
+  bool probe = false;              // doctor: set up, hand the fd over, run nothing
+};
+
+// A sandbox whose init is running and waiting for `start()`.
+class sandbox {
+public:
+  // Creates the namespaces (user, network, PID, mount, IPC) with init as PID 1, brings up lo, makes
+  // the listener inside and receives it by SCM_RIGHTS. Throws setup_error; nothing has run then.
+  explicit sandbox(const sandbox_options &options);
+  ~sandbox();
+  sandbox(const sandbox &) = delete;
+  sandbox &operator=(const sandbox &) = delete;
+
+  int listener() const { return listener_; } // -1 offline; the caller takes ownership
+
+  // Lets init run the command. Returns false with `errno_out` set when it could not be executed
+  // (ENOENT: not found, else not executable).
+  bool start(int &errno_out);
+
+  // Forwards a signal to the command through init.
+  void signal(int sig);
+
+  // Waits for the command; returns its wait status as exec reports it (code, or 128+N).
+  int wait();
+
+  pid_t init_pid() const { return init_; }
+  // The caller reaped init itself (waitpid on init_pid()).
+  void release_reaped() { reaped_ = true; }
+
+private:
+  pid_t init_ = -1;
+  int control_ = -1;   // SOCK_SEQPACKET to init; EOF tells init that sluice is gone
+  int exec_pipe_ = -1; // read end: errno of a failed execve, EOF on success
+  int listener_ = -1;
+  bool reaped_ = false;
+};
+
+} // namespace sluice::exec
