@@ -27,23 +27,34 @@ extern char **environ;
 namespace sluice::exec {
 namespace {
 
-// The private directory for the CA certificate: 0700, under $TMPDIR, else $XDG_RUNTIME_DIR, else
-// /tmp. An explicit TMPDIR that does not work is reported, never silently replaced.
-std::string make_private_dir(const std::string &fault) {
+// Where the private directory for the CA certificate goes: $TMPDIR, else $XDG_RUNTIME_DIR, else
+// /tmp. An explicit TMPDIR that does not work is reported, never silently replaced. The name is
+// chosen here; the directory itself is made only once the sandbox's init exists, so that a sluice
+// killed at any moment leaves no directory behind (init removes it).
+std::string private_dir_path(const std::string &fault) {
   std::string base = "/tmp";
   if (const char *t = std::getenv("TMPDIR"); t && *t) {
     base = t;
   } else if (const char *x = std::getenv("XDG_RUNTIME_DIR"); x && *x && ::access(x, W_OK) == 0) {
     base = x;
   }
-  std::string templ = base + "/sluice-XXXXXX";
-  if (fault == "private_dir" || ::mkdtemp(templ.data()) == nullptr) {
+  if (fault == "private_dir" || ::access(base.c_str(), W_OK | X_OK) != 0) {
     int e = fault == "private_dir" ? EACCES : errno;
     throw setup_error("private_dir", "cannot create a private directory under " + base + ": " +
                                          std::strerror(e) + "; point TMPDIR at a writable directory");
   }
-  ::chmod(templ.c_str(), 0700);
-  return templ;
+  unsigned char b[9];
+  RAND_bytes(b, sizeof b);
+  std::string name = base + "/sluice-";
+  for (unsigned char c : b) name += "abcdefghijklmnopqrstuvwxyz0123456789"[c % 36];
+  return name;
+}
+
+void make_private_dir(const std::string &path) {
+  if (::mkdir(path.c_str(), 0700) != 0) {
+    throw setup_error("private_dir", "cannot create " + path + ": " + std::strerror(errno) +
+                                         "; point TMPDIR at a writable directory");
+  }
 }
 
 void write_private_file(const std::string &path, const std::string &data) {
@@ -111,7 +122,7 @@ int run_exec(const exec_options &opt) {
   spec.mode = mode;
   spec.grants = resolved.grants;
   if (network) {
-    dir = make_private_dir(fault);
+    dir = private_dir_path(fault);
     spec.proxy_port = 3128;
     spec.ca_file = dir + "/ca.pem";
     if (filters::terminates_tls(mode)) spec.java_truststore = dir + "/truststore.p12";
@@ -139,6 +150,7 @@ int run_exec(const exec_options &opt) {
   sandbox sb(so);
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (network) {
+    make_private_dir(dir);
     if (fault == "ca") throw setup_error("ca", "fault injected (SLUICE_FAULT=ca)");
     auto policy = std::make_shared<const filters::policy>(resolved.gateway);
     gateway::gateway_options go;

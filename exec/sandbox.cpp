@@ -122,11 +122,15 @@ void remove_private_dir(const std::string &dir) {
 [[noreturn]] void init_main(const sandbox_options &o, int control, int exec_pipe_w) {
   auto fail = [&](const char *step, const std::string &msg) {
     send_msg(control, 'E', std::string(step) + '\0' + msg);
+    remove_private_dir(o.private_dir);
     _exit(125);
   };
   std::string msg;
   int ignored_fd = -1;
-  if (!recv_msg(control, msg, ignored_fd, 10'000) || msg != "G") _exit(125); // sluice is gone
+  if (!recv_msg(control, msg, ignored_fd, 10'000) || msg != "G") { // sluice is gone
+    remove_private_dir(o.private_dir);
+    _exit(125);
+  }
   // The id maps are written; from now on nothing in the sandbox may ptrace init, which holds
   // every capability of the sandbox's user namespace.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -176,7 +180,10 @@ void remove_private_dir(const std::string &dir) {
   }
 
   if (o.fault == "fd_handoff") fail("fd_handoff", "fault injected (SLUICE_FAULT=fd_handoff)");
-  if (!send_msg(control, 'R', {}, listener)) _exit(125);
+  if (!send_msg(control, 'R', {}, listener)) {
+    remove_private_dir(o.private_dir);
+    _exit(125);
+  }
   if (listener >= 0) ::close(listener);
 
   if (!recv_msg(control, msg, ignored_fd, -1) || msg != "S") {

@@ -4,7 +4,8 @@
 
 namespace sluice::filters {
 
-host_matcher::host_matcher(const std::vector<std::string> &patterns) {
+host_matcher::host_matcher(const std::vector<std::string> &patterns, bool portless_any_port)
+    : portless_any_port_(portless_any_port) {
   patterns_.reserve(patterns.size());
   for (const auto &text : patterns) {
     patterns_.push_back(parse_host_pattern(text));
@@ -42,7 +43,7 @@ std::optional<std::string> host_matcher::match(std::string_view host, std::strin
   std::string key(host);
   if (auto it = exact_.find(key); it != exact_.end()) {
     for (auto idx : it->second) {
-      if (port_matches(patterns_[idx].port, scheme, port)) {
+      if (port_ok(patterns_[idx], scheme, port)) {
         return patterns_[idx].text;
       }
     }
@@ -54,13 +55,13 @@ std::optional<std::string> host_matcher::match(std::string_view host, std::strin
       continue;
     }
     for (auto idx : it->second) {
-      if (port_matches(patterns_[idx].port, scheme, port)) {
+      if (port_ok(patterns_[idx], scheme, port)) {
         return patterns_[idx].text;
       }
     }
   }
   for (const auto &[re, idx] : regexes_) {
-    if (port_matches(patterns_[idx].port, scheme, port) && RE2::FullMatch(key, *re)) {
+    if (port_ok(patterns_[idx], scheme, port) && RE2::FullMatch(key, *re)) {
       return patterns_[idx].text;
     }
   }

@@ -19,7 +19,9 @@ namespace sluice::filters {
 class host_matcher {
 public:
   host_matcher() = default;
-  explicit host_matcher(const std::vector<std::string> &patterns);
+  // `portless_any_port`: a pattern without a port matches every port (deny lists), instead of the
+  // scheme's default port (allow lists).
+  explicit host_matcher(const std::vector<std::string> &patterns, bool portless_any_port = false);
   host_matcher(host_matcher &&) noexcept;
   host_matcher &operator=(host_matcher &&) noexcept;
   ~host_matcher();
@@ -32,7 +34,15 @@ public:
   bool has_regex() const { return !regexes_.empty(); }
 
 private:
+  bool port_ok(const host_pattern &p, std::string_view scheme, unsigned port) const {
+    return (portless_any_port_ && p.port == 0) || port_matches(p.port, scheme, port);
+  }
+
+public:
+
+private:
   std::vector<host_pattern> patterns_;
+  bool portless_any_port_ = false;
   std::unordered_map<std::string, std::vector<std::size_t>> exact_;
   std::unordered_map<std::string, std::vector<std::size_t>> suffix_;
   std::vector<std::pair<std::unique_ptr<re2::RE2>, std::size_t>> regexes_;

@@ -2,7 +2,8 @@
 
 namespace sluice::filters {
 
-policy::policy(config cfg) : cfg_(std::move(cfg)), allow_(cfg_.allow), deny_(cfg_.deny) {}
+// A deny rule without a port denies the host on every port: the conservative reading.
+policy::policy(config cfg) : cfg_(std::move(cfg)), allow_(cfg_.allow), deny_(cfg_.deny, true) {}
 
 decision policy::decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
                              std::string &rule) const {

@@ -1,5 +1,6 @@
 """A tiny authoritative DNS server for tests, on loopback UDP. Answers A records from argv
 (name=ip,...) and NXDOMAIN for everything else. `rebind.test` alternates between two answers."""
+import os
 import socket
 import struct
 import sys
@@ -21,7 +22,7 @@ def main():
         name, ips = item.split("=")
         records[name] = ips.split(",")
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", port))
+    sock.bind((os.environ.get("DNS_HOST", "127.0.0.1"), port))
     print("ready", flush=True)
     counter = {}
     while True:

@@ -7,6 +7,7 @@ GET /headers        the request head as received, as the body
 POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked request)
 """
 import http.server
+import os
 import ssl
 import sys
 
@@ -62,6 +63,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._send(200, payload(int(parts[1])), head=head)
         if parts[0] == "chunked":
             return self._send(200, payload(int(parts[1])), chunked=True, head=head)
+        if parts[0] == "files" and os.environ.get("ORIGIN_ROOT"):
+            # Static files (a git repository for dumb HTTP), confined to ORIGIN_ROOT.
+            root = os.path.realpath(os.environ["ORIGIN_ROOT"])
+            path = os.path.realpath(os.path.join(root, *parts[1:]))
+            if not path.startswith(root + os.sep) or not os.path.isfile(path):
+                return self._send(404, b"not found\n", head=head)
+            with open(path, "rb") as f:
+                return self._send(200, f.read(), head=head)
         if parts[0] == "status":
             return self._send(int(parts[1]), b"")
         if parts[0] == "headers":
@@ -85,7 +94,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 def main():
     port = int(sys.argv[1])
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    host = os.environ.get("ORIGIN_HOST", "127.0.0.1")
+    server = http.server.ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     if len(sys.argv) > 3:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -18,6 +18,10 @@ TEST_CASE("deny beats allow, methods follow the profile", "[filters][policy]") {
   CHECK_FALSE(d.allowed);
   CHECK(d.reason == "host_denied");
   CHECK(d.rule == "gist.github.com");
+  config c2 = c;
+  c2.allow = {"gist.github.com:8443"};
+  d = policy(c2).decide("GET", "https", "gist.github.com", 8443);
+  CHECK(d.reason == "host_denied"); // a portless deny rule covers every port
   d = p.decide("POST", "https", "api.github.com", 443);
   CHECK_FALSE(d.allowed);
   CHECK(d.reason == "method_not_allowed");

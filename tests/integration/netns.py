@@ -1,0 +1,43 @@
+"""A test host in its own network namespace, reached over a veth pair: 198.18.0.1 on this side,
+198.18.0.2 inside (RFC 2544 benchmarking range). Needs root; used by the exec and bench suites."""
+import os
+import subprocess
+
+
+class TestHost:
+    def __init__(self, name=None):
+        self.name = name or "sluice-t%d" % os.getpid()
+        self.host_if = "sl%dh" % (os.getpid() % 100000)
+        self.peer_if = "sl%dp" % (os.getpid() % 100000)
+        self.address = "198.18.0.2"
+        self.procs = []
+        self._ip("netns", "add", self.name)
+        self._ip("link", "add", self.host_if, "type", "veth", "peer", "name", self.peer_if)
+        self._ip("link", "set", self.peer_if, "netns", self.name)
+        self._ip("addr", "add", "198.18.0.1/24", "dev", self.host_if)
+        self._ip("link", "set", self.host_if, "up")
+        self.run("ip", "addr", "add", "198.18.0.2/24", "dev", self.peer_if)
+        self.run("ip", "link", "set", self.peer_if, "up")
+        self.run("ip", "link", "set", "lo", "up")
+
+    def _ip(self, *args):
+        subprocess.run(["ip"] + list(args), check=True, capture_output=True)
+
+    def run(self, *cmd):
+        return subprocess.run(["ip", "netns", "exec", self.name] + list(cmd), check=True,
+                              capture_output=True)
+
+    def start(self, *cmd, env=None):
+        p = subprocess.Popen(["ip", "netns", "exec", self.name] + list(cmd), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        self.procs.append(p)
+        return p
+
+    def close(self):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+            p.stderr.close()
+        subprocess.run(["ip", "link", "del", self.host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
