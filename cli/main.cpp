@@ -106,7 +106,12 @@ int main(int argc, char **argv) {
       if (::getcwd(cwd, sizeof cwd)) ex.request.working_dir = cwd;
       ex.argv = child_argv;
       try {
-        return sluice::exec::run_exec(ex);
+        // exec has reaped its child and removed its directory: leave without running the static
+        // destructors and library teardown, which would only add to the start-up cost of every
+        // wrapped command.
+        int rc = sluice::exec::run_exec(ex);
+        std::fflush(nullptr);
+        ::_exit(rc);
       } catch (const sluice::exec::setup_error &e) {
         std::fprintf(stderr, "sluice: sandbox set-up failed at %s: %s; nothing was run "
                              "(see `sluice doctor`)\n", e.step.c_str(), e.what());

@@ -61,6 +61,7 @@ std::vector<doctor_check> run_doctor() {
       o.fault = fault;
       o.argv = {"true"};
       sandbox sb(o);
+      sb.ready();
       if (sb.listener() < 0) handoff = "no listener received";
       ::close(sb.listener());
       int e = 0;

@@ -149,6 +149,7 @@ int run_exec(const exec_options &opt) {
   // on this process is not dumpable: no core dumps, no ptrace, no /proc/PID/mem for others.
   sandbox sb(so);
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // The CA and the gateway are built while init brings up its network (sb.ready() below).
   if (network) {
     make_private_dir(dir);
     if (fault == "ca") throw setup_error("ca", "fault injected (SLUICE_FAULT=ca)");
@@ -161,6 +162,7 @@ int run_exec(const exec_options &opt) {
     } catch (const certs::crypto_error &e) {
       throw setup_error("ca", e.what());
     }
+    sb.ready(); // init's own failure (loopback, listener, mounts) is the one to report
     write_private_file(spec.ca_file, gw->ca().cert_pem());
     if (!spec.java_truststore.empty()) {
       write_private_file(spec.java_truststore,
@@ -168,6 +170,8 @@ int run_exec(const exec_options &opt) {
     }
     gw->adopt_listener(sb.listener());
     gw->start();
+  } else {
+    sb.ready();
   }
   int exec_errno = 0;
   int status;

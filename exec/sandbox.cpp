@@ -199,28 +199,44 @@ void remove_private_dir(const std::string &dir) {
   sigprocmask(SIG_BLOCK, &set, nullptr);
   int sfd = ::signalfd(-1, &set, SFD_CLOEXEC);
 
-  pid_t cmd = ::fork();
-  if (cmd == 0) {
+  // Everything the command's side needs is prepared before the clone: with CLONE_VM|CLONE_VFORK
+  // (posix_spawn's way) init's page tables are not copied, and the child must not allocate.
+  std::vector<char *> argv, envp;
+  for (auto &a : o.argv) argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto &e : o.env) envp.push_back(const_cast<char *>(e.c_str()));
+  envp.push_back(nullptr);
+  struct spawn_args {
+    char **argv, **envp;
+    int control, exec_pipe_w;
+  } sa{argv.data(), envp.data(), control, exec_pipe_w};
+  static constexpr std::size_t stack_size = 64 * 1024;
+  std::vector<char> stack(stack_size);
+  auto child = +[](void *p) -> int {
+    auto *a = static_cast<spawn_args *>(p);
     sigset_t none;
     sigemptyset(&none);
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_DFL &&
+          old.sa_handler != SIG_IGN) {
+        ::signal(sig, SIG_DFL);
+      }
+    }
+    ::signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-    ::close(control);
+    ::close(a->control);
     if (!drop_capabilities()) {
       int e = EPERM;
-      (void)!::write(exec_pipe_w, &e, sizeof e);
+      (void)!::write(a->exec_pipe_w, &e, sizeof e);
       _exit(125);
     }
-    std::vector<char *> argv, envp;
-    for (auto &a : o.argv) argv.push_back(const_cast<char *>(a.c_str()));
-    argv.push_back(nullptr);
-    for (auto &e : o.env) envp.push_back(const_cast<char *>(e.c_str()));
-    envp.push_back(nullptr);
-    ::execvpe(argv[0], argv.data(), envp.data());
+    ::execvpe(a->argv[0], a->argv, a->envp);
     int e = errno;
-    (void)!::write(exec_pipe_w, &e, sizeof e);
+    (void)!::write(a->exec_pipe_w, &e, sizeof e);
     _exit(e == ENOENT ? 127 : 126);
-  }
+  };
+  pid_t cmd = ::clone(child, stack.data() + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &sa);
   ::close(exec_pipe_w);
   if (cmd < 0) _exit(125);
 
@@ -313,6 +329,10 @@ sandbox::sandbox(const sandbox_options &o) {
                                         std::strerror(e));
   }
   if (!send_msg(control_, 'G')) throw setup_error("namespaces", "the sandbox init died early");
+  network_ = o.network;
+}
+
+void sandbox::ready() {
   std::string msg;
   int fd = -1;
   if (!recv_msg(control_, msg, fd, 10'000) || msg.empty()) {
@@ -322,7 +342,7 @@ sandbox::sandbox(const sandbox_options &o) {
     auto zero = msg.find('\0');
     throw setup_error(msg.substr(1, zero - 1), msg.substr(zero + 1));
   }
-  if (o.network && fd < 0) throw setup_error("fd_handoff", "the listener was not handed over");
+  if (network_ && fd < 0) throw setup_error("fd_handoff", "the listener was not handed over");
   listener_ = fd;
 }
 

@@ -25,9 +25,13 @@ struct sandbox_options {
 // A sandbox whose init is running and waiting for `start()`.
 class sandbox {
 public:
-  // Creates the namespaces (user, network, PID, mount, IPC) with init as PID 1, brings up lo, makes
-  // the listener inside and receives it by SCM_RIGHTS. Throws setup_error; nothing has run then.
+  // Creates the namespaces (user, network, PID, mount, IPC) with init as PID 1 and writes its id
+  // maps; init then brings up lo and makes the listener while the caller goes on (see ready()).
+  // Throws setup_error; nothing has run then.
   explicit sandbox(const sandbox_options &options);
+
+  // Waits for init's set-up and receives the listener by SCM_RIGHTS. Throws setup_error.
+  void ready();
   ~sandbox();
   sandbox(const sandbox &) = delete;
   sandbox &operator=(const sandbox &) = delete;
@@ -54,6 +58,7 @@ private:
   int exec_pipe_ = -1; // read end: errno of a failed execve, EOF on success
   int listener_ = -1;
   bool reaped_ = false;
+  bool network_ = true;
 };
 
 } // namespace sluice::exec

@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -95,7 +96,23 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
                             ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                             ssl::context::no_tlsv1_1);
   upstream_tls_.set_verify_mode(ssl::verify_peer);
-  if (cfg.upstream_system_trust) upstream_tls_.set_default_verify_paths();
+  // The system store is loaded when the first upstream TLS handshake needs it, not at start-up:
+  // parsing a full CA bundle costs tens of milliseconds, and most `exec` runs never need it.
+  if (cfg.upstream_system_trust) {
+    load_system_trust_ = [ctx = &upstream_tls_] {
+      const char *file = std::getenv(X509_get_default_cert_file_env());
+      const char *dir = std::getenv(X509_get_default_cert_dir_env());
+      if (file || dir) {
+        boost::system::error_code ignored; // a missing default store leaves only the bundle
+        ctx->set_default_verify_paths(ignored);
+      } else {
+        SSL_CTX_load_verify_dir(ctx->native_handle(), X509_get_default_cert_dir());
+        SSL_CTX_load_verify_file(ctx->native_handle(), X509_get_default_cert_file());
+      }
+    };
+  } else {
+    load_system_trust_ = [] {};
+  }
   if (!cfg.upstream_ca_bundle.empty()) {
     boost::system::error_code ec;
     upstream_tls_.load_verify_file(cfg.upstream_ca_bundle, ec);
@@ -107,7 +124,8 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   SSL_CTX_set_session_cache_mode(upstream_tls_.native_handle(), SSL_SESS_CACHE_CLIENT);
 
   state_ = std::unique_ptr<gateway_state>(new gateway_state{
-      {policy}, *metrics_, *log_, *leaves_, server_tls_, upstream_tls_, summary_, local_addresses()});
+      {policy}, *metrics_, *log_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},
+      summary_, local_addresses()});
 
   unsigned n = options_.threads;
   if (n == 0) n = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);

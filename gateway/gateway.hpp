@@ -8,6 +8,7 @@
 #include "metrics/access_log.hpp"
 #include "metrics/metrics.hpp"
 
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -61,6 +62,7 @@ private:
   std::unique_ptr<certs::leaf_cache> leaves_;
   ssl::context server_tls_{ssl::context::tls_server};
   ssl::context upstream_tls_{ssl::context::tls_client};
+  std::function<void()> load_system_trust_;
   request_summary summary_;
   std::unique_ptr<gateway_state> state_;
   std::vector<std::unique_ptr<worker>> workers_;

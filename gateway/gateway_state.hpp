@@ -9,6 +9,8 @@
 #include "metrics/metrics.hpp"
 
 #include <atomic>
+#include <functional>
+#include <mutex>
 #include <memory>
 
 namespace sluice::gateway {
@@ -22,6 +24,9 @@ struct gateway_state {
   certs::leaf_cache &leaves;
   ssl::context &server_tls;
   ssl::context &upstream_tls;
+  // Loads the system trust store into upstream_tls once, before the first upstream handshake.
+  std::function<void()> &load_system_trust;
+  std::once_flag system_trust_once;
   request_summary &summary;
   std::vector<net::ip::address> own_addresses;
   std::atomic<int> in_flight{0};

@@ -420,6 +420,7 @@ private:
     if (ec) co_return nullptr;
     conn->tcp.socket().set_option(tcp::no_delay(true));
     if (tls) {
+      std::call_once(state_.system_trust_once, state_.load_system_trust);
       conn->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(conn->tcp),
                                                                        state_.upstream_tls);
       SSL *ssl = conn->tls->native_handle();
