@@ -113,8 +113,10 @@ struct loader {
     auto *n = t.get(key);
     if (!n || !n->as_array()) return;
     for (auto &&e : *n->as_array()) {
+      auto text = e.value<std::string>();
+      if (!text) fail(e, where + "." + std::string(key) + " must contain only strings");
       try {
-        host_matcher m({*e.value<std::string>()});
+        host_matcher m({*text});
       } catch (const pattern_error &err) {
         fail(e, where + "." + std::string(key) + ": " + err.what());
       }
@@ -188,8 +190,10 @@ struct loader {
       c.allow_address_text = strings_of(*t, "allow_addresses", "upstream");
       if (auto *arr = (*t)["allow_addresses"].as_array()) {
         for (auto &&e : *arr) {
+          auto text = e.value<std::string>();
+          if (!text) fail(e, "upstream.allow_addresses must contain only strings");
           try {
-            c.allow_addresses.push_back(parse_address_range(*e.value<std::string>()));
+            c.allow_addresses.push_back(parse_address_range(*text));
           } catch (const std::invalid_argument &err) {
             fail(e, std::string("upstream.allow_addresses: ") + err.what());
           }

@@ -11,3 +11,6 @@ if [ "${1:-}" != "--no-asan" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --preset asan -j 2
 fi
+if [ "${1:-}" != "--no-asan" ]; then
+  bash scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-60}"
+fi

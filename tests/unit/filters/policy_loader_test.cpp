@@ -81,6 +81,10 @@ TEST_CASE("config errors name the file, the line and the fix", "[filters][config
       {"[limits]\nmax_connections = 0\n", {"test.toml:2:", "max_connections", "from 1"}},
       {"[policy\n", {"test.toml:1:", "TOML", ""}},
       {"[skills.x]\ndefault_profile = \"root\"\n", {"test.toml:2:", "offline", ""}},
+      // Found by config_fuzz: non-string array entries were dereferenced as strings.
+      {"[policy]\nallow = [222]\n", {"test.toml:2:", "only strings", ""}},
+      {"[upstream]\nallow_addresses = [1]\n", {"test.toml:2:", "only strings", ""}},
+      {"[skills.x]\nallow_domains = [true]\n", {"test.toml:2:", "only strings", ""}},
   };
   for (const auto &r : rows) {
     INFO(r.toml);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan+UBSan) and runs each for a bounded time on a copy of the
+# committed seed corpus. Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 60)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+bash scripts/install-deps.sh clang libclang-rt-14-dev
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz --target fuzzers
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+for pair in request_head:request_head_fuzz host_pattern:host_pattern_fuzz address:address_class_fuzz config:config_fuzz; do
+  corpus="${pair%%:*}"; target="${pair##*:}"
+  mkdir -p "$work/$corpus"
+  echo "fuzz: $target for ${seconds}s"
+  (cd "$work" && "$OLDPWD/build/fuzz/tests/fuzz/$target" -max_total_time="$seconds" -max_len=4096 \
+      -print_final_stats=0 "$work/$corpus" "$OLDPWD/tests/fuzz/corpus/$corpus" 2>&1 | grep -E "^Done|ERROR|SUMMARY" || true)
+  if ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* >/dev/null 2>&1; then
+    echo "fuzz: $target found a failing input; see above" >&2
+    exit 1
+  fi
+done
+echo "fuzz: no crashes"
