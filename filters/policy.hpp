@@ -23,11 +23,13 @@ struct timeouts_config {
   std::chrono::milliseconds tunnel_idle{300'000};
   std::chrono::milliseconds dns{5'000};
   std::chrono::milliseconds drain{10'000}; // SIGTERM: in-flight requests get this long
+  std::chrono::milliseconds request{3'600'000}; // one request and its whole response, however it trickles
 };
 
 struct limits_config {
   std::size_t max_header_bytes = 64 * 1024;
-  std::uint64_t max_body_bytes = 0; // 0: no cap
+  std::uint64_t max_body_bytes = 0;          // request bodies; 0: no cap
+  std::uint64_t max_response_body_bytes = 0; // response bodies; 0: no cap
   std::size_t max_connections = 10'000;
   std::size_t max_requests_per_connection = 10'000;
   std::size_t pool_idle_per_host = 8;

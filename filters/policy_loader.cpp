@@ -232,7 +232,7 @@ struct loader {
     }
     if (auto *t = root["timeouts"].as_table()) {
       check_keys(*t, "[timeouts]", {"connect", "tls_handshake", "header_read", "idle", "io",
-                                    "tunnel_idle", "dns", "drain"});
+                                    "tunnel_idle", "dns", "drain", "request"});
       auto &to = c.timeouts;
       to.connect = duration_of(*t, "connect", "timeouts", to.connect);
       to.tls_handshake = duration_of(*t, "tls_handshake", "timeouts", to.tls_handshake);
@@ -242,14 +242,17 @@ struct loader {
       to.tunnel_idle = duration_of(*t, "tunnel_idle", "timeouts", to.tunnel_idle);
       to.dns = duration_of(*t, "dns", "timeouts", to.dns);
       to.drain = duration_of(*t, "drain", "timeouts", to.drain);
+      to.request = duration_of(*t, "request", "timeouts", to.request);
     }
     if (auto *t = root["limits"].as_table()) {
-      check_keys(*t, "[limits]", {"max_header_bytes", "max_body_bytes", "max_connections",
+      check_keys(*t, "[limits]", {"max_header_bytes", "max_body_bytes", "max_response_body_bytes",
+                                  "max_connections",
                                   "max_requests_per_connection", "pool_idle_per_host",
                                   "pool_idle_total", "pool_idle_timeout"});
       auto &l = c.limits;
       l.max_header_bytes = int_of(*t, "max_header_bytes", "limits", l.max_header_bytes, 1024, 1 << 20);
       l.max_body_bytes = int_of(*t, "max_body_bytes", "limits", 0, 0, INT64_MAX);
+      l.max_response_body_bytes = int_of(*t, "max_response_body_bytes", "limits", 0, 0, INT64_MAX);
       l.max_connections = int_of(*t, "max_connections", "limits", l.max_connections, 1, 1'000'000);
       l.max_requests_per_connection = int_of(*t, "max_requests_per_connection", "limits",
                                              l.max_requests_per_connection, 1, 1'000'000'000);

@@ -91,7 +91,10 @@ std::string_view check_raw_head(std::string_view head) {
 }
 
 bool is_framing_error(std::string_view reason) {
-  if (reason == "obsolete_line_folding" || reason == "bare_line_ending") return true;
+  if (reason == "obsolete_line_folding" || reason == "bare_line_ending" ||
+      reason == "bad_request_body" || reason == "body_too_large") {
+    return true;
+  }
   return reason == "duplicate_content_length" || reason == "content_length_with_transfer_encoding" ||
          reason == "bad_transfer_encoding" || reason == "bad_content_length" ||
          reason == "ambiguous_target" || reason == "bad_host_header" ||

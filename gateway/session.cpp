@@ -267,6 +267,14 @@ private:
       }
     }
 
+    if (tunnel && req.method() == http::verb::connect) {
+      o.host = tunnel->host;
+      o.port = tunnel->port;
+      o.target = std::string(req.target());
+      co_await deny(s, o, "connect_in_tunnel", {}, false, version);
+      co_return false;
+    }
+
     // Work out the origin the request is for, refusing every ambiguity.
     std::string target(req.target());
     std::string raw_host;
@@ -356,10 +364,6 @@ private:
     for (auto &f : req) view.fields.emplace_back(f.name_string(), f.value());
     if (auto why = filters::check_request(view, pol.mode()); !why.empty()) {
       co_await deny(s, o, why, {}, false, version);
-      co_return false;
-    }
-    if (tunnel && req.method() == http::verb::connect) {
-      co_await deny(s, o, "connect_in_tunnel", {}, false, version);
       co_return false;
     }
     auto d = pol.decide(o.method, o.scheme, o.host, port);
@@ -454,7 +458,8 @@ private:
   net::awaitable<error_code> relay(In &in, beast::flat_buffer &in_buf,
                                    http::parser<isRequest, http::buffer_body> &p, Out &out,
                                    http::message<isRequest, http::buffer_body> &msg,
-                                   std::uint64_t &bytes, bool &in_failed) {
+                                   std::uint64_t &bytes, bool &in_failed,
+                                   clock::time_point deadline, std::uint64_t max_bytes = 0) {
     std::unique_ptr<char[]> chunk(new char[chunk_size]);
     msg.body().data = nullptr;
     msg.body().size = 0;
@@ -483,6 +488,15 @@ private:
         msg.body().more = false;
       }
       bytes += msg.body().size;
+      // A trickling or endless body is cut at the request deadline or the byte cap.
+      if (clock::now() > deadline) {
+        in_failed = true;
+        co_return error_code(beast::error::timeout);
+      }
+      if (max_bytes && bytes > max_bytes) {
+        in_failed = true;
+        co_return error_code(http::error::body_limit);
+      }
       lowest(out).expires_after(cfg_.timeouts.io);
       auto [wec, wn] = co_await http::async_write(out, sr, use_tuple);
       if (wec == http::error::need_buffer) wec = {};
@@ -529,12 +543,23 @@ private:
       conn->key = key;
       bool in_failed = false;
       error_code ec = co_await conn->visit([&](auto &up) {
-        return relay<true>(s, buf, parser, up, out, o.bytes_in, in_failed);
+        return relay<true>(s, buf, parser, up, out, o.bytes_in, in_failed,
+                           o.start + cfg_.timeouts.request);
       });
       if (ec && in_failed) {
-        o.decision = "error";
-        o.reason = "client_aborted";
-        finish(o);
+        // The client's body broke its own framing (bad chunk size, oversize body) or stopped:
+        // answer a framing error with 400 while no response has started; the origin sees a cut
+        // request and the connection is dropped.
+        bool framing = ec.category() == http::make_error_code(http::error::bad_chunk).category() ||
+                       ec == http::error::body_limit;
+        if (framing) {
+          co_await deny(s, o, ec == http::error::body_limit ? "body_too_large" : "bad_request_body",
+                        o.rule, false, version);
+        } else {
+          o.decision = "error";
+          o.reason = "client_aborted";
+          finish(o);
+        }
         co_return false;
       }
       if (!ec) {
@@ -611,11 +636,15 @@ private:
 
     bool in_failed = false;
     error_code ec = co_await conn->visit([&](auto &up) {
-      return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed);
+      return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed,
+                          o.start + cfg_.timeouts.request, cfg_.limits.max_response_body_bytes);
     });
     if (ec) {
       o.decision = "error";
-      o.reason = in_failed ? "response_incomplete" : "client_aborted";
+      o.reason = !in_failed                       ? "client_aborted"
+                 : ec == http::error::body_limit ? "response_too_large"
+                 : ec == beast::error::timeout   ? "response_timeout"
+                                                 : "response_incomplete";
       finish(o);
       co_return false;
     }

@@ -118,6 +118,16 @@ def main():
             ok("signalled %d" % pid)
         except OSError as e:
             blocked(str(e))
+    if what == "icmp":
+        # Unprivileged ICMP echo (ping sockets), then IPv6 to the host's loopback.
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+            s.settimeout(2)
+            s.sendto(b"\x08\x00\x00\x00\x12\x34\x00\x01", (args[0], 0))
+            s.recvfrom(100)
+            ok("icmp echo answered")
+        except OSError as e:
+            blocked("icmp: " + str(e))
     if what == "argv":
         print(json.dumps(args))
         sys.exit(0)

@@ -247,6 +247,26 @@ class ExecAsRoot(unittest.TestCase):
         self.assertEqual(self.probe("network-read", "unshare", "198.18.0.2", "9000").returncode, 1)
         self.assertEqual(self.probe("network-read", "setns", "198.18.0.2", "9000").returncode, 1)
 
+    def test_icmp_blocked(self):
+        self.assertEqual(self.probe("network-read", "icmp", "198.18.0.2").returncode, 1)
+        self.assertEqual(self.probe("offline", "icmp", "198.18.0.2").returncode, 1)
+
+    def test_host_daemon_sockets_masked(self):
+        path = "/run/docker.sock"
+        if os.path.exists(path):
+            self.skipTest(path + " exists on this machine; not replacing it")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        os.chmod(path, 0o666)
+        srv.listen(4)
+        try:
+            self.assertEqual(self.outside("unix", path).returncode, 0)
+            p = self.probe("network-read", "unix", path)
+            self.assertEqual(p.returncode, 1, p.stdout)
+        finally:
+            srv.close()
+            os.unlink(path)
+
     def test_processes_outside_invisible(self):
         p = self.probe("network-read", "pids")
         pids = json.loads(p.stdout)

@@ -1,0 +1,62 @@
+"""A misbehaving HTTP origin on loopback for the adversarial suite. By request path:
+/hang      reads the request and never answers
+/trickle   answers a 1 MiB Content-Length body one byte every 0.3 s
+/endless   answers a chunked body that never ends
+anything else: a normal small response. Also counts connections (GET /count on the same port)."""
+import socket
+import sys
+import threading
+import time
+
+count = 0
+
+
+def serve(conn):
+    global count
+    try:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            data += chunk
+        path = data.split(b" ")[1]
+        if not path.endswith(b"/count"):
+            count += 1  # connections that carried a real request; count queries excluded
+        if path.endswith(b"/count"):
+            body = str(count).encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        elif path.endswith(b"/hang"):
+            time.sleep(30)
+        elif path.endswith(b"/trickle"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n")
+            for _ in range(100):
+                conn.sendall(b"x")
+                time.sleep(0.3)
+        elif path.endswith(b"/endless"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            block = b"y" * 65536
+            while True:
+                conn.sendall(b"10000\r\n" + block + b"\r\n")
+        else:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def main():
+    global count
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1", int(sys.argv[1])))
+    s.listen(128)
+    print("ready", flush=True)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,388 @@
+"""The adversarial matrix against `sluice serve` (docs/threat-model.md): destination and name tricks,
+cross-checks, read-only semantics, framing, resource abuse and TLS. Real processes on loopback only;
+the 'forbidden' destinations are loopback addresses outside the allowed range, each with a listener
+that counts connections, so that a test proves nothing was dialed."""
+import json
+import os
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import (PYTHON, HERE, Gateway, Processes, curl, free_port, header, make_ca, make_leaf,
+                     raw_exchange, run, start_dns, start_origin, status_of)
+
+
+def expired_leaf(d, ca, name):
+    """A certificate for `name` that expired in 2020, signed by `ca` (openssl ca with explicit dates)."""
+    key, csr, pem = (os.path.join(d, name + x) for x in (".key", ".csr", ".pem"))
+    run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+         "-out", csr, "-subj", "/CN=" + name])
+    db = os.path.join(d, "index.txt")
+    open(db, "w").close()
+    conf = os.path.join(d, "ca.cnf")
+    with open(conf, "w") as f:
+        f.write(f"""[ca]\ndefault_ca = c\n[c]\ndatabase = {db}\nnew_certs_dir = {d}\nserial = {d}/serial\n
+default_md = sha256\npolicy = p\nunique_subject = no\ncopy_extensions = none\nx509_extensions = e\n[p]\ncommonName = supplied\n
+[e]\nsubjectAltName = DNS:{name}\n""")
+    with open(os.path.join(d, "serial"), "w") as f:
+        f.write("1000\n")
+    run(["openssl", "ca", "-batch", "-config", conf, "-cert", ca[0], "-keyfile", ca[1], "-in", csr, "-out", pem,
+         "-startdate", "20200101000000Z", "-enddate", "20200102000000Z", "-notext"])
+    return pem, key
+
+
+class Counter:
+    """A listener on a forbidden loopback address that counts connections."""
+
+    def __init__(self, procs, address):
+        self.port = free_port()
+        self.address = address
+        p = procs.start([PYTHON, os.path.join(HERE, "bad_origin.py"), str(self.port), address])
+        assert p.stdout.readline().strip() == b"ready"
+
+    def count(self):
+        with socket.create_connection((self.address, self.port), timeout=5) as s:
+            s.sendall(b"GET /count HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while True:
+                c = s.recv(4096)
+                if not c:
+                    break
+                data += c
+        return int(data.split(b"\r\n\r\n")[1])
+
+
+class Adversarial(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.procs = Processes()
+        ca = make_ca(d, "origin-ca")
+        good = make_leaf(d, ca, "origin.test", "DNS:origin.test")
+        wrong = make_leaf(d, ca, "other.test", "DNS:other.test")
+        old = expired_leaf(d, ca, "expired.test")
+        cls.https = start_origin(cls.procs, good)
+        cls.http = start_origin(cls.procs)
+        cls.wrong = start_origin(cls.procs, wrong)
+        cls.expired = start_origin(cls.procs, old)
+        cls.bad = free_port()
+        p = cls.procs.start([PYTHON, os.path.join(HERE, "bad_origin.py"), str(cls.bad)])
+        assert p.stdout.readline().strip() == b"ready"
+        # 127.0.0.2 and 127.0.0.3 stand for private and metadata destinations: not in the allowed
+        # range (127.0.0.1/32), each with a counting listener on the port the tests ask for.
+        cls.trap = Counter(cls.procs, "127.0.0.2")
+        dns = start_dns(cls.procs, {"mixed.test": ["127.0.0.2", "127.0.0.1"],
+                                    "rebind.test": ["127.0.0.1", "127.0.0.2"],
+                                    "private.test": ["127.0.0.2"]})
+        cls.body = f"""
+[policy]
+allow = ["origin.test:{cls.https}", "origin.test:{cls.http}", "wrong.test:{cls.wrong}",
+         "expired.test:{cls.expired}", "bad.test:{cls.bad}", "mixed.test:{cls.trap.port}",
+         "rebind.test:{cls.trap.port}", "private.test:{cls.trap.port}",
+         "127.0.0.2:{cls.trap.port}", "allowed.test:{cls.http}"]
+[tls]
+upstream_ca_bundle = "{ca[0]}"
+system_trust = false
+[upstream]
+allow_addresses = ["127.0.0.1/32"]
+dns_servers = ["127.0.0.1:{dns}"]
+[upstream.resolve]
+"origin.test" = "127.0.0.1"
+"wrong.test" = "127.0.0.1"
+"expired.test" = "127.0.0.1"
+"bad.test" = "127.0.0.1"
+"allowed.test" = "127.0.0.1"
+[timeouts]
+header_read = "1s"
+idle = "2s"
+io = "1500ms"
+request = "4s"
+[limits]
+max_response_body_bytes = 2097152
+max_header_bytes = 16384
+"""
+        cls.gw = Gateway(cls.procs, d, 'profile = "network-read"\n' + cls.body, "read")
+        cls.pub = Gateway(cls.procs, d, 'profile = "publish"\n' + cls.body, "pub")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.procs.stop_all()
+        cls.tmp.cleanup()
+
+    def get(self, gw, raw):
+        return raw_exchange(gw.port, raw.encode() if isinstance(raw, str) else raw)
+
+    def still_serving(self, gw=None):
+        p = curl(gw or self.gw, f"http://origin.test:{self.http}/alive")
+        self.assertEqual(p.stdout, b"hello from origin /alive\n")
+
+    # --- destination tricks -----------------------------------------------------------------
+    def test_ip_literal_notations_refused(self):
+        for host in ("2130706433", "0x7f000001", "0177.0.0.1", "0x7f.0.0.1", "127.1", "127.0.1",
+                     "017700000001"):
+            out = self.get(self.gw, f"GET http://{host}:{self.http}/ HTTP/1.1\r\nHost: {host}:{self.http}\r\n\r\n")
+            self.assertIn(b'details="ambiguous_host"', out, host)
+        for host in ("[::ffff:127.0.0.2]", "[::127.0.0.2]", "[64:ff9b::7f00:2]", "[2002:7f00:2::1]",
+                     "[::1]", "[fd00:ec2::254]", "169.254.169.254", "100.64.0.1", "0.0.0.0"):
+            out = self.get(self.gw, f"GET http://{host}:{self.trap.port}/ HTTP/1.1\r\nHost: {host}:{self.trap.port}\r\n\r\n")
+            self.assertTrue(out.startswith(b"HTTP/1.1 403"), (host, out[:100]))
+        self.assertEqual(self.trap.count(), 0)
+
+    def test_listed_special_address_still_refused(self):
+        out = self.get(self.gw, f"GET http://127.0.0.2:{self.trap.port}/ HTTP/1.1\r\nHost: 127.0.0.2:{self.trap.port}\r\n\r\n")
+        self.assertIn(b"destination_ip_prohibited", out)
+        self.assertEqual(self.trap.count(), 0)
+
+    def test_localhost_names_refused(self):
+        out = self.get(self.gw, f"GET http://localhost:{self.http}/ HTTP/1.1\r\nHost: localhost:{self.http}\r\n\r\n")
+        self.assertIn(b'details="localhost_refused"', out)
+        out = self.get(self.gw, f"GET http://a.localhost:{self.http}/ HTTP/1.1\r\nHost: a.localhost:{self.http}\r\n\r\n")
+        self.assertIn(b'details="localhost_refused"', out)
+
+    def test_dns_answers_mixing_allowed_and_forbidden_dial_only_checked(self):
+        for name in ("mixed.test", "rebind.test", "rebind.test", "rebind.test", "private.test"):
+            out = self.get(self.gw, f"GET http://{name}:{self.trap.port}/x HTTP/1.1\r\nHost: {name}:{self.trap.port}\r\nConnection: close\r\n\r\n")
+            self.assertRegex(out[:12], rb"HTTP/1.1 (200|403|502)", name)
+        self.assertEqual(self.trap.count(), 0)
+
+    # --- name tricks --------------------------------------------------------------------------
+    def test_name_tricks(self):
+        cases = {
+            f"allowed.test.evil.test:{self.http}": b"host_not_allowlisted",
+            f"evilallowed.test:{self.http}": b"host_not_allowlisted",
+            f"ALLOWED.TEST.:{self.http}": b"HTTP/1.1 200",
+            f"allowed%2etest:{self.http}": b"invalid_host",
+            f"allowed..test:{self.http}": b"invalid_host",
+            f"{'a' * 64}.test:{self.http}": b"invalid_host",
+            f"xn--bcher-kva.test:{self.http}": b"host_not_allowlisted",
+            f"under_score.test:{self.http}": b"host_not_allowlisted",
+        }
+        for auth, want in cases.items():
+            out = self.get(self.gw, f"GET http://{auth}/ HTTP/1.1\r\nHost: {auth}\r\nConnection: close\r\n\r\n")
+            self.assertIn(want, out, auth)
+        out = self.get(self.gw, f"GET http://allowed.test:{self.http}@evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+        self.assertIn(b"userinfo_in_target", out)
+        out = self.get(self.gw, "GET http://b\xc3\xbccher.test/ HTTP/1.1\r\nHost: x\r\n\r\n".encode("latin-1"))
+        self.assertRegex(out[:12], rb"HTTP/1.1 4\d\d")
+
+    # --- cross-checks ------------------------------------------------------------------------
+    def tunnel(self, gw, connect, sni, requests):
+        s = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        s.sendall(f"CONNECT {connect} HTTP/1.1\r\nHost: {connect}\r\n\r\n".encode())
+        resp = s.recv(4096)
+        if not resp.startswith(b"HTTP/1.1 200"):
+            s.close()
+            return resp
+        ctx = ssl.create_default_context(cafile=gw.ca)
+        ctx.check_hostname = False
+        t = ctx.wrap_socket(s, server_hostname=sni)
+        t.sendall(requests.encode())
+        data = b""
+        try:
+            while True:
+                c = t.recv(65536)
+                if not c:
+                    break
+                data += c
+        except (socket.timeout, ssl.SSLError):
+            pass
+        t.close()
+        return data
+
+    def test_connect_sni_host_and_authority_cross_checks(self):
+        o = f"origin.test:{self.https}"
+        ok = self.tunnel(self.gw, o, None, f"GET /nosni HTTP/1.1\r\nHost: {o}\r\nConnection: close\r\n\r\n")
+        self.assertTrue(ok.startswith(b"HTTP/1.1 200"), ok[:100])  # no SNI: the CONNECT host's leaf
+        out = self.tunnel(self.gw, o, "origin.test", f"GET https://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+        self.assertIn(b"host_mismatch", out)
+        out = self.tunnel(self.gw, o, "origin.test", f"GET https://{o}/ HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+        self.assertIn(b"host_mismatch", out)
+        out = self.tunnel(self.gw, o, "origin.test",
+                          f"GET /a HTTP/1.1\r\nHost: {o}\r\n\r\nGET /b HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+        self.assertIn(b"hello from origin /a", out)
+        self.assertIn(b"host_mismatch", out)
+        self.assertNotIn(b"hello from origin /b", out)
+        out = self.tunnel(self.gw, o, "origin.test", f"CONNECT evil.test:443 HTTP/1.1\r\nHost: {o}\r\n\r\n")
+        self.assertIn(b"connect_in_tunnel", out)
+        with self.assertRaises(ssl.SSLError):
+            ctx = ssl.create_default_context(cafile=self.gw.ca)
+            s = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+            s.sendall(f"CONNECT {o} HTTP/1.1\r\n\r\n".encode())
+            s.recv(4096)
+            ctx.wrap_socket(s, server_hostname="evil.test")
+
+    def test_plain_bytes_in_tunnel_refused(self):
+        s = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        s.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\n\r\n".encode())
+        self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+        s.sendall(b"GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+        self.assertIn(b"tls_required", s.recv(4096))
+        s.close()
+
+    # --- read-only semantics -------------------------------------------------------------------
+    def test_read_only_semantics(self):
+        u = f"http://origin.test:{self.http}"
+        h = f"Host: origin.test:{self.http}\r\n"
+        cases = [
+            (f"get {u}/ HTTP/1.1\r\n{h}\r\n", b"4"),
+            (f"TRACE {u}/ HTTP/1.1\r\n{h}\r\n", b"method_not_allowed"),
+            (f"PROPFIND {u}/ HTTP/1.1\r\n{h}\r\n", b"method_not_allowed"),
+            (f"PATCH {u}/ HTTP/1.1\r\n{h}Content-Length: 0\r\n\r\n", b"method_not_allowed"),
+            (f"GET {u}/ HTTP/1.1\r\n{h}X-HTTP-Method-Override: DELETE\r\n\r\n", b"method_override_refused"),
+            (f"GET {u}/ HTTP/1.1\r\n{h}X-HTTP-Method: PUT\r\n\r\n", b"method_override_refused"),
+            (f"GET {u}/ HTTP/1.1\r\n{h}Content-Length: 4\r\n\r\nabcd", b"body_on_read_method"),
+            (f"GET {u}/ HTTP/1.1\r\n{h}Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n", b"upgrade_refused"),
+            (f"GET {u}/ HTTP/1.1\r\n{h}Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", b"upgrade_refused"),
+        ]
+        for raw, want in cases:
+            out = self.get(self.gw, raw)
+            self.assertTrue(out.startswith(b"HTTP/1.1 4"), (raw[:60], out[:80]))
+            self.assertIn(want, out, raw[:60])
+        out = self.get(self.gw, f"GET {u}/e HTTP/1.1\r\n{h}Expect: 100-continue\r\nConnection: close\r\n\r\n")
+        self.assertIn(b"HTTP/1.1 200 OK", out[:200])
+        out = self.get(self.gw, f"GET {u}/one HTTP/1.1\r\n{h}\r\nPOST {u}/two HTTP/1.1\r\n{h}Content-Length: 0\r\n\r\nGET {u}/three HTTP/1.1\r\n{h}Connection: close\r\n\r\n")
+        self.assertIn(b"hello from origin /one", out)
+        self.assertIn(b"method_not_allowed", out)
+        self.assertIn(b"hello from origin /three", out)
+        self.still_serving()
+
+    # --- framing -------------------------------------------------------------------------------
+    def test_framing_errors_are_4xx_and_never_forwarded(self):
+        u = f"http://bad.test:{self.bad}"
+        h = f"Host: bad.test:{self.bad}\r\n"
+        before = self.bad_count()
+        cases = [
+            f"POST {u}/ HTTP/1.1\r\n{h}Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+            f"POST {u}/ HTTP/1.1\r\n{h}Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+            f"POST {u}/ HTTP/1.1\r\n{h}Transfer-Encoding: chunked, identity\r\n\r\n",
+            f"POST {u}/ HTTP/1.1\r\n{h}Transfer-Encoding: identity\r\n\r\n",
+            f"GET {u}/ HTTP/1.1\r\n{h}X-A: b\r\n c\r\n\r\n",
+            f"GET {u}/ HTTP/1.1\n{h}\n",
+            f"GET {u}/ HTTP/1.1\r\n{h}X-A: a\x00b\r\n\r\n",
+            f"GET {u}/ HTTP/1.1\r\n{h}X-A: a\x01b\r\n\r\n",
+            f"GET {u}/a b HTTP/1.1\r\n{h}\r\n",
+            f"GET {u}/a/../b HTTP/1.1\r\n{h}\r\n",
+            f"GET {u}/a/%2E%2e/b HTTP/1.1\r\n{h}\r\n",
+            f"GET {u}/a\\b HTTP/1.1\r\n{h}\r\n",
+            f"GET {u}/a#x HTTP/1.1\r\n{h}\r\n",
+            f"GET {u}/ HTTP/1.1\r\n{h}X-Big: {'a' * 20000}\r\n\r\n",
+        ]
+        for raw in cases:
+            for gw in (self.gw, self.pub):
+                out = self.get(gw, raw.encode("latin-1"))
+                self.assertRegex(out[:12], rb"HTTP/1.1 4(00|31)", (raw[:70], out[:120]))
+        # An oversize chunk-size line inside a body: the head was fine, the body is not.
+        out = self.get(self.pub, f"POST {u}/ HTTP/1.1\r\n{h}Transfer-Encoding: chunked\r\n\r\n{'f' * 5000}\r\n")
+        self.assertRegex(out[:12], rb"HTTP/1.1 400", out[:120])
+        self.assertEqual(self.bad_count() - before, 1)  # only that last head reached the origin
+        self.still_serving()
+        self.still_serving(self.pub)
+
+    def bad_count(self):
+        with socket.create_connection(("127.0.0.1", self.bad), timeout=5) as s:
+            s.sendall(b"GET /count HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = s.recv(4096)
+        return int(data.split(b"\r\n\r\n")[1])
+
+    # --- resource abuse ------------------------------------------------------------------------
+    def test_slowloris_head_cut_at_deadline(self):
+        s = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        t0 = time.time()
+        s.sendall(b"GET http://origin.test/ HTTP/1.1\r\n")
+        closed = False
+        try:
+            for _ in range(20):
+                s.sendall(b"X-Slow: 1\r\n")
+                time.sleep(0.25)
+        except OSError:
+            closed = True
+        if not closed:
+            s.settimeout(5)
+            closed = s.recv(100) in (b"",) or True
+        self.assertLess(time.time() - t0, 6)
+        s.close()
+        self.still_serving()
+
+    def test_slow_body_cut(self):
+        s = socket.create_connection(("127.0.0.1", self.pub.port), timeout=10)
+        s.sendall(f"POST http://origin.test:{self.http}/echo HTTP/1.1\r\nHost: origin.test:{self.http}\r\nContent-Length: 100\r\n\r\nab".encode())
+        t0 = time.time()
+        data = s.recv(4096)  # the gateway gives up after the io timeout
+        self.assertLess(time.time() - t0, 8)
+        s.close()
+        self.still_serving(self.pub)
+
+    def test_many_idle_connections(self):
+        socks = []
+        for _ in range(400):
+            socks.append(socket.create_connection(("127.0.0.1", self.gw.port), timeout=5))
+        self.still_serving()
+        self.assertGreaterEqual(self.gw.metric("sluice_connections_active"), 400)
+        time.sleep(2.5)  # past header_read: the gateway closes them
+        self.assertLess(self.gw.metric("sluice_connections_active"), 10)
+        for s in socks:
+            s.close()
+
+    def test_client_that_never_reads(self):
+        # A gateway without the response cap, so that only the stalled writes can end this.
+        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' +
+                     self.body.replace("max_response_body_bytes = 2097152\n", ""), "nocap")
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(10)
+        s.connect(("127.0.0.1", gw.port))
+        s.sendall(f"GET http://origin.test:{self.http}/bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.http}\r\n\r\n".encode())
+        time.sleep(4)  # past the io timeout of a blocked write
+        self.still_serving(gw)
+        recs = [r for r in gw.access_log() if r["path"] == "/bytes/80000000"]
+        s.close()
+        self.assertTrue(recs and recs[-1]["reason"] == "client_aborted", recs[-1:])
+
+    def test_upstream_that_never_answers_is_504(self):
+        t0 = time.time()
+        p = curl(self.gw, f"http://bad.test:{self.bad}/hang")
+        self.assertEqual(status_of(p.stderr.decode()), 504)
+        self.assertIn("http_response_timeout", header(p.stderr.decode(), "Proxy-Status"))
+        self.assertLess(time.time() - t0, 6)
+
+    def test_trickling_and_endless_responses_are_cut(self):
+        t0 = time.time()
+        p = curl(self.gw, f"http://bad.test:{self.bad}/trickle")
+        self.assertNotEqual(p.returncode, 0)  # cut short: the body is incomplete
+        self.assertLess(time.time() - t0, 8)
+        p = curl(self.gw, f"http://bad.test:{self.bad}/endless")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertLessEqual(len(p.stdout), 2097152 + 65536)
+        time.sleep(0.3)
+        reasons = {r["path"]: r["reason"] for r in self.gw.access_log() if r["host"] == "bad.test"}
+        self.assertEqual(reasons.get("/trickle"), "response_timeout")
+        self.assertEqual(reasons.get("/endless"), "response_too_large")
+        self.still_serving()
+
+    # --- TLS -------------------------------------------------------------------------------------
+    def test_expired_and_wrong_host_upstream_certificates(self):
+        for url in (f"https://expired.test:{self.expired}/", f"https://wrong.test:{self.wrong}/"):
+            p = curl(self.gw, url)
+            heads = p.stderr.decode()
+            self.assertEqual(status_of(heads), 502, url)
+            self.assertIn("tls_certificate_error", header(heads, "Proxy-Status"), url)
+
+    def test_ca_name_constraints_reject_unlisted_names(self):
+        # The gateway's ephemeral CA is constrained to its allowlist (no regex entries here).
+        d = self.tmp.name
+        key = os.path.join(d, "evil.key")
+        csr = os.path.join(d, "evil.csr")
+        run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+             key, "-out", csr, "-subj", "/CN=evil.test"])
+        text = subprocess.run(["openssl", "x509", "-in", self.gw.ca, "-noout", "-text"], capture_output=True).stdout.decode()
+        self.assertIn("Name Constraints", text)
+        self.assertIn("DNS:origin.test", text)
+        self.assertNotIn("evil.test", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
