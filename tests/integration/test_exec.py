@@ -173,6 +173,20 @@ class ExecAsRoot(unittest.TestCase):
         self.assertEqual(s["requestsDenied"], 0)
         self.assertNoLeftovers()
 
+    def test_jvm_through_per_command_truststore(self):
+        java = shutil.which("java")
+        if not java:
+            self.skipTest("no JVM on this machine")
+        src = os.path.join(self.work, "Fetch.java")
+        with open(src, "w") as f:
+            f.write("public class Fetch { public static void main(String[] a) throws Exception {"
+                    " System.out.print(new String(new java.net.URL(a[0]).openStream().readAllBytes())); } }")
+        os.chmod(src, 0o644)
+        p = self.sx("--sandbox-profile", "network-read", "--", java, src, "https://origin.test:8443/jvm",
+                    env={"HOME": self.work}, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout, b"hello from origin /jvm\n")
+
     def test_denied_post_and_unlisted_host_reported(self):
         summary = os.path.join(self.work, "summary.json")
         log = os.path.join(self.work, "access.log")

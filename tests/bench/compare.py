@@ -1,0 +1,315 @@
+#!/usr/bin/python3
+"""Side-by-side benchmark of sluice and its peers on one workload, in one run (issue 5).
+
+An HTTPS origin (nginx) runs in a network namespace at 198.18.0.2 with a certificate from a test CA,
+serving 1 KiB and 10 MiB files. The same curl clients (`-Z --parallel-max N`) go direct and through
+each target; every response is checked for status 200 and full length, and a target with errors is
+reported as failed, not as fast. Prints a table of medians with each target's ratio to direct.
+
+usage (root): tests/bench/compare.py [--repeat 3] [--requests 2000] [--targets direct,sluice,...]
+Installs what it needs with apt-get; tears everything down at the end."""
+import argparse
+import os
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "../integration"))
+from harness import free_port, make_ca, run, wait_port  # noqa: E402
+from netns import TestHost  # noqa: E402
+
+ORIGIN = "198.18.0.2"
+PKGS = ["nginx-light", "squid-openssl", "mitmproxy", "tinyproxy", "curl", "openssl"]
+
+
+def sluice_binary():
+    for preset in ("release", "default"):
+        p = os.path.join(HERE, "../../build", preset, "sluice")
+        if os.path.exists(p):
+            return os.path.realpath(p)
+    raise SystemExit("build sluice first: scripts/build.sh release")
+
+
+def install():
+    missing = [p for p in PKGS if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    if missing:
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing, check=True,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.tmp = tempfile.mkdtemp(prefix="sluice-bench-")
+        os.chmod(self.tmp, 0o755)
+        self.procs = []
+        self.host = None
+
+    # --- set-up --------------------------------------------------------------------------
+    def setup_origin(self):
+        d = self.tmp
+        self.ca = make_ca(d, "bench-origin-ca")
+        key, csr, pem, ext = (os.path.join(d, "origin" + x) for x in (".key", ".csr", ".pem", ".ext"))
+        with open(ext, "w") as f:
+            f.write("subjectAltName=DNS:origin.test,IP:%s\n" % ORIGIN)
+        run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+             "-out", csr, "-subj", "/CN=origin.test"])
+        run(["openssl", "x509", "-req", "-in", csr, "-CA", self.ca[0], "-CAkey", self.ca[1], "-CAcreateserial",
+             "-out", pem, "-days", "2", "-extfile", ext])
+        www = os.path.join(d, "www")
+        os.makedirs(www)
+        with open(os.path.join(www, "1k.bin"), "wb") as f:
+            f.write(os.urandom(1024))
+        with open(os.path.join(www, "10m.bin"), "wb") as f:
+            f.write(os.urandom(10 * 1024 * 1024))
+        subprocess.run(["chmod", "-R", "a+rX", d], check=True)
+        conf = os.path.join(d, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/nginx-error.log;
+daemon off;
+events {{ worker_connections 20000; }}
+http {{
+  access_log off;
+  sendfile on;
+  keepalive_requests 1000000;
+  keepalive_timeout 120s;
+  server {{
+    listen {ORIGIN}:443 ssl;
+    ssl_certificate {pem};
+    ssl_certificate_key {key};
+    root {www};
+  }}
+}}
+""")
+        self.host = TestHost("sluice-bench")
+        p = self.host.start("nginx", "-c", conf)
+        self.procs.append(p)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection((ORIGIN, 443), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise SystemExit("nginx did not start")
+
+    def start(self, cmd, port, env=None, cwd=None):
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.tmp, "target.log"), "ab"),
+                             env=env, cwd=cwd)
+        self.procs.append(p)
+        wait_port(port, p, timeout=20)
+        return p
+
+    def target_sluice(self):
+        port, d = free_port(), self.tmp
+        conf = os.path.join(d, "sluice.toml")
+        with open(conf, "w") as f:
+            f.write(f"""profile = "network-read"
+[listen]
+proxy = "127.0.0.1:{port}"
+[policy]
+allow = ["{ORIGIN}", "origin.test"]
+[tls]
+upstream_ca_bundle = "{self.ca[0]}"
+system_trust = false
+[upstream]
+allow_addresses = ["198.18.0.0/15"]
+[limits]
+max_connections = 50000
+""")
+        cafile = os.path.join(d, "sluice-ca.pem")
+        p = self.start([sluice_binary(), "serve", "--config", conf, "--ca-out", cafile], port)
+        return {"proxy": "http://127.0.0.1:%d" % port, "cafile": cafile, "pid": p.pid}
+
+    def target_tinyproxy(self):
+        port, d = free_port(), self.tmp
+        conf = os.path.join(d, "tinyproxy.conf")
+        with open(conf, "w") as f:
+            f.write(f"Port {port}\nListen 127.0.0.1\nTimeout 60\nMaxClients 1000\nAllow 127.0.0.1\n"
+                    f"ConnectPort 443\nLogLevel Critical\nPidFile \"{d}/tinyproxy.pid\"\n")
+        p = self.start(["tinyproxy", "-d", "-c", conf], port)
+        return {"proxy": "http://127.0.0.1:%d" % port, "cafile": self.ca[0], "pid": p.pid}
+
+    def target_squid(self):
+        port, d = free_port(), self.tmp
+        sq = os.path.join(d, "squid")
+        os.makedirs(sq, exist_ok=True)
+        cakey, capem = os.path.join(sq, "ca.key"), os.path.join(sq, "ca.pem")
+        run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", cakey, "-out", capem, "-days", "2", "-subj", "/CN=squid bench CA"])
+        db = os.path.join(sq, "ssl_db")
+        run(["/usr/lib/squid/security_file_certgen", "-c", "-s", db, "-M", "16MB"])
+        subprocess.run(["chown", "-R", "proxy:proxy", sq], check=True)
+        conf = os.path.join(sq, "squid.conf")
+        with open(conf, "w") as f:
+            f.write(f"""http_port 127.0.0.1:{port} ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=16MB tls-cert={capem} tls-key={cakey}
+sslcrtd_program /usr/lib/squid/security_file_certgen -s {db} -M 16MB
+acl step1 at_step SslBump1
+ssl_bump peek step1
+ssl_bump bump all
+tls_outgoing_options cafile={self.ca[0]}
+http_access allow localhost
+http_access deny all
+cache deny all
+access_log none
+cache_log {sq}/cache.log
+pid_filename {sq}/squid.pid
+coredump_dir {sq}
+max_filedescriptors 65536
+""")
+        p = self.start(["squid", "-N", "-f", conf], port)
+        return {"proxy": "http://127.0.0.1:%d" % port, "cafile": capem, "pid": p.pid}
+
+    def target_mitmproxy(self):
+        port, d = free_port(), self.tmp
+        confdir = os.path.join(d, "mitm")
+        os.makedirs(confdir, exist_ok=True)
+        p = self.start(["mitmdump", "-q", "--listen-host", "127.0.0.1", "--listen-port", str(port),
+                        "--set", "confdir=" + confdir, "--set", "ssl_verify_upstream_trusted_ca=" + self.ca[0]],
+                       port)
+        for _ in range(100):
+            if os.path.exists(os.path.join(confdir, "mitmproxy-ca-cert.pem")):
+                break
+            time.sleep(0.05)
+        return {"proxy": "http://127.0.0.1:%d" % port, "cafile": os.path.join(confdir, "mitmproxy-ca-cert.pem"),
+                "pid": p.pid}
+
+    # --- workloads -----------------------------------------------------------------------
+    def curl(self, t, url, count, parallel, extra=()):
+        cmd = ["curl", "-s", "-Z", "--parallel-max", str(parallel), "--cacert", t.get("cafile", self.ca[0]),
+               "-o", "/dev/null", "-w", "%{http_code} %{size_download}\\n"] + list(extra)
+        if t.get("proxy"):
+            cmd += ["--proxy", t["proxy"]]
+        cmd.append(url + "?[1-%d]" % count)
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, timeout=600)
+        elapsed = time.perf_counter() - t0
+        lines = p.stdout.decode().split()
+        return elapsed, lines
+
+    def workload(self, t, name):
+        n = self.args.requests
+        if name == "keep-alive":
+            el, out = self.curl(t, "https://%s/1k.bin" % ORIGIN, n, 8)
+            ok = out.count("200") == n and out.count("1024") == n
+            return (n / el if ok else None), "req/s"
+        if name == "handshake":
+            m = max(n // 4, 50)
+            el, out = self.curl(t, "https://%s/1k.bin" % ORIGIN, m, 8, ["-H", "Connection: close"])
+            ok = out.count("200") == m and out.count("1024") == m
+            return (m / el if ok else None), "req/s"
+        if name == "bulk":
+            m = 16
+            el, out = self.curl(t, "https://%s/10m.bin" % ORIGIN, m, 4)
+            ok = out.count("200") == m and out.count(str(10 * 1024 * 1024)) == m
+            return (m * 10 / el if ok else None), "MiB/s"
+        raise ValueError(name)
+
+    def idle_rss(self, t, tunnels):
+        """RSS of the gateway process holding `tunnels` idle terminated TLS tunnels."""
+        import ssl
+        ctx = ssl.create_default_context(cafile=t["cafile"])
+        socks = []
+        host, port = t["proxy"].rsplit(":", 1)
+        for _ in range(tunnels):
+            s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+            s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (ORIGIN, ORIGIN)).encode())
+            if not s.recv(4096).startswith(b"HTTP/1.1 200"):
+                return None
+            socks.append(ctx.wrap_socket(s, server_hostname=ORIGIN))
+        time.sleep(1)
+        with open("/proc/%d/status" % t["pid"]) as f:
+            rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS")][0]
+        for s in socks:
+            s.close()
+        return rss / 1024.0
+
+    # --- driver --------------------------------------------------------------------------
+    def run(self):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (65536, 65536))
+        install()
+        self.setup_origin()
+        makers = {"direct": lambda: {}, "sluice": self.target_sluice, "tinyproxy": self.target_tinyproxy,
+                  "squid-bump": self.target_squid, "mitmproxy": self.target_mitmproxy}
+        workloads = ["keep-alive", "handshake", "bulk"]
+        results = {}
+        for name in self.args.targets.split(","):
+            try:
+                t = makers[name]()
+            except Exception as e:  # a peer that cannot start is reported, not hidden
+                print("target %s failed to start: %s" % (name, e), file=sys.stderr)
+                results[name] = {w: (None, "") for w in workloads}
+                continue
+            results[name] = {}
+            for w in workloads:
+                vals, unit = [], ""
+                for _ in range(self.args.repeat):
+                    v, unit = self.workload(t, w)
+                    vals.append(v)
+                results[name][w] = (None if None in vals else statistics.median(vals), unit)
+            if name == "sluice" and self.args.idle:
+                results[name]["idle"] = (self.idle_rss(t, self.args.idle), "MiB RSS")
+        self.report(results, workloads)
+
+    def report(self, results, workloads):
+        print("\n%s, %d cores, repeat %d, %d requests" % (time.strftime("%Y-%m-%d"), os.cpu_count(),
+                                                          self.args.repeat, self.args.requests))
+        print("%-12s" % "target" + "".join("%24s" % w for w in workloads))
+        direct = results.get("direct", {})
+        for name, r in results.items():
+            cells = []
+            for w in workloads:
+                v, unit = r.get(w, (None, ""))
+                if v is None:
+                    cells.append("%24s" % "FAILED")
+                    continue
+                d = direct.get(w, (None, ""))[0]
+                ratio = (" (%.2f)" % (v / d)) if d else ""
+                cells.append("%24s" % ("%.1f %s%s" % (v, unit, ratio)))
+            print("%-12s" % name + "".join(cells))
+        if "idle" in results.get("sluice", {}):
+            v, unit = results["sluice"]["idle"]
+            print("sluice idle tunnels (%d): %s" % (self.args.idle, "FAILED" if v is None else "%.1f %s" % (v, unit)))
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        subprocess.run(["pkill", "-f", os.path.join(self.tmp, "squid")], capture_output=True)
+        if self.host:
+            self.host.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--idle", type=int, default=0, help="also measure RSS with this many idle tunnels")
+    ap.add_argument("--targets", default="direct,sluice,tinyproxy,squid-bump,mitmproxy")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("run as root: the harness creates a network namespace and installs packages")
+    b = Bench(args)
+    try:
+        b.run()
+    finally:
+        b.close()
+
+
+if __name__ == "__main__":
+    main()
