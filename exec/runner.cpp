@@ -66,12 +66,6 @@ void write_private_file(const std::string &path, const std::string &data) {
   ::close(fd);
 }
 
-void remove_private_dir(const std::string &dir) {
-  if (dir.empty()) return;
-  for (auto name : {"/ca.pem", "/truststore.p12"}) ::unlink((dir + name).c_str());
-  ::rmdir(dir.c_str());
-}
-
 std::string random_id() {
   unsigned char b[6];
   RAND_bytes(b, sizeof b);

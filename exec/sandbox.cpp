@@ -110,13 +110,6 @@ bool drop_capabilities() {
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
 }
 
-// Removes the private directory's files and the directory (one level: sluice writes no subfolders).
-void remove_private_dir(const std::string &dir) {
-  if (dir.empty()) return;
-  for (auto name : {"/ca.pem", "/truststore.p12"}) ::unlink((dir + name).c_str());
-  ::rmdir(dir.c_str());
-}
-
 // PID 1 of the sandbox. Sets up the network and mounts, hands the listener over, waits for the go,
 // runs the command, forwards signals, reaps orphans, and exits with the command's status.
 [[noreturn]] void init_main(const sandbox_options &o, int control, int exec_pipe_w) {
@@ -277,6 +270,12 @@ void remove_private_dir(const std::string &dir) {
 }
 
 } // namespace
+
+void remove_private_dir(const std::string &dir) {
+  if (dir.empty()) return;
+  for (auto name : {"/ca.pem", "/truststore.p12"}) ::unlink((dir + name).c_str());
+  ::rmdir(dir.c_str());
+}
 
 sandbox::sandbox(const sandbox_options &o) {
   int sv[2];

@@ -12,6 +12,10 @@ struct setup_error : std::runtime_error {
   std::string step;
 };
 
+// Removes the private directory and the files sluice writes there (ca.pem, truststore.p12). Used by
+// sluice at exit and by the sandbox's init when sluice has died.
+void remove_private_dir(const std::string &dir);
+
 struct sandbox_options {
   bool network = true;             // false: `offline`, no listener at all
   unsigned port = 3128;            // the listener's port on the sandbox's 127.0.0.1
