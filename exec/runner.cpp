@@ -151,6 +151,7 @@ int run_exec(const exec_options &opt) {
     gateway::gateway_options go;
     go.threads = 1;
     go.command_id = command_id;
+    go.keep_summary = true;
     try {
       gw = std::make_unique<gateway::gateway>(policy, go);
     } catch (const certs::crypto_error &e) {

@@ -122,10 +122,11 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
     }
   }
   SSL_CTX_set_session_cache_mode(upstream_tls_.native_handle(), SSL_SESS_CACHE_CLIENT);
+  SSL_CTX_set_mode(upstream_tls_.native_handle(), SSL_MODE_RELEASE_BUFFERS);
 
   state_ = std::unique_ptr<gateway_state>(new gateway_state{
       {policy}, *metrics_, *log_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},
-      summary_, local_addresses()});
+      summary_, options_.keep_summary, local_addresses()});
 
   unsigned n = options_.threads;
   if (n == 0) n = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);

@@ -21,6 +21,7 @@ struct gateway_options {
   // CA for TLS termination. Null: an ephemeral CA is generated, name-constrained to the allowlist
   // when it has no regex entries.
   std::shared_ptr<const certs::certificate_authority> ca;
+  bool keep_summary = false; // record per-host decisions for request_summary (exec)
 };
 
 // The gateway core shared by `serve` and `exec`: workers, listeners, TLS contexts, instruments.

@@ -28,6 +28,7 @@ struct gateway_state {
   std::function<void()> &load_system_trust;
   std::once_flag system_trust_once;
   request_summary &summary;
+  bool keep_summary = false; // exec reports per-host decisions at exit; serve does not need them
   std::vector<net::ip::address> own_addresses;
   std::atomic<int> in_flight{0};
   std::atomic<std::size_t> connections{0};

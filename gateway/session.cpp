@@ -85,7 +85,9 @@ private:
     if (o.decision == "allow") state_.metrics.request_duration.Observe(elapsed);
     state_.log.write({o.method, o.scheme, o.host, o.port, o.target, o.rule, o.reason, o.decision,
                       o.status, o.bytes_in, o.bytes_out, elapsed});
-    state_.summary.record(o.host, std::string(o.decision), std::string(o.reason), o.method);
+    if (state_.keep_summary) {
+      state_.summary.record(o.host, std::string(o.decision), std::string(o.reason), o.method);
+    }
   }
 
   // Writes a complete short reply: denials (403 + Proxy-Status), framing errors (400), upstream
@@ -201,6 +203,7 @@ private:
       bool keep = co_await handle(s, buf, parser, tunnel, o);
       --state_.in_flight;
       if (!keep) co_return;
+      if (buf.size() == 0) buf.shrink_to_fit(); // idle keep-alive connections hold no read buffer
     }
   }
 
@@ -756,6 +759,7 @@ private:
     beast::ssl_stream<beast::tcp_stream> tls(std::move(s), state_.server_tls);
     SSL *ssl = tls.native_handle();
     SSL_use_certificate(ssl, leaf.cert.get());
+    SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS); // an idle tunnel keeps no 34 KiB of TLS buffers
     sni_check check{o.host, parsed.host->ip.has_value(), false};
     SSL_set_app_data(ssl, &check);
     lowest(tls).expires_after(cfg_.timeouts.tls_handshake);
@@ -772,6 +776,7 @@ private:
       co_return;
     }
     buf.consume(used);
+    buf.shrink_to_fit(); // the ClientHello's buffer is not needed for the tunnel's lifetime
     tunnel_target t{o.host, port};
     beast::flat_buffer inner(cfg_.limits.max_header_bytes + chunk_size);
     co_await serve_requests(tls, inner, &t);

@@ -86,16 +86,26 @@ metrics::metrics()
 
 void metrics::request(std::string_view profile, std::string_view decision, std::string_view reason,
                       std::string_view method, std::string_view rule) {
-  requests_
-      .Add({{"profile", std::string(profile)},
-            {"decision", std::string(decision)},
-            {"reason", std::string(reason)},
-            {"method", std::string(bounded_method(method))}})
-      .Increment();
-  if (!rule.empty()) {
-    rule_matches_.Add({{"rule", std::string(rule)}, {"decision", std::string(decision)}})
-        .Increment();
+  auto m = bounded_method(method);
+  std::string key;
+  key.reserve(profile.size() + decision.size() + reason.size() + m.size() + rule.size() + 4);
+  key.append(profile).append(1, '\n').append(decision).append(1, '\n').append(reason);
+  key.append(1, '\n').append(m).append(1, '\n').append(rule);
+  std::lock_guard lock(cache_mutex_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    auto *req = &requests_.Add({{"profile", std::string(profile)},
+                                {"decision", std::string(decision)},
+                                {"reason", std::string(reason)},
+                                {"method", std::string(m)}});
+    prometheus::Counter *by_rule = nullptr;
+    if (!rule.empty()) {
+      by_rule = &rule_matches_.Add({{"rule", std::string(rule)}, {"decision", std::string(decision)}});
+    }
+    it = cache_.emplace(std::move(key), std::make_pair(req, by_rule)).first;
   }
+  it->second.first->Increment();
+  if (it->second.second) it->second.second->Increment();
 }
 
 void metrics::bytes(std::uint64_t in, std::uint64_t out) {

@@ -6,7 +6,9 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <string>
+#include <mutex>
 #include <string_view>
+#include <unordered_map>
 
 namespace sluice::metrics {
 
@@ -45,6 +47,10 @@ private:
   prometheus::Family<prometheus::Counter> &tls_;
   prometheus::Counter &bytes_in_;
   prometheus::Counter &bytes_out_;
+  // Counters already created, by their joined label values: prometheus-cpp's Family::Add builds a
+  // label map and takes a lock per call, which showed in the keep-alive profile.
+  std::mutex cache_mutex_;
+  std::unordered_map<std::string, std::pair<prometheus::Counter *, prometheus::Counter *>> cache_;
 };
 
 } // namespace sluice::metrics

@@ -26,6 +26,8 @@ from harness import free_port, make_ca, run, wait_port  # noqa: E402
 from netns import TestHost  # noqa: E402
 
 ORIGIN = "198.18.0.2"
+NAME = "origin.test"
+HOSTS_MARK = "# sluice-bench"
 PKGS = ["nginx-light", "squid-openssl", "mitmproxy", "tinyproxy", "curl", "openssl"]
 
 
@@ -91,6 +93,9 @@ http {{
   }}
 }}
 """)
+        # Peers resolve the origin's name themselves: a marked /etc/hosts line, removed at the end.
+        with open("/etc/hosts", "a") as f:
+            f.write("%s %s %s\n" % (ORIGIN, NAME, HOSTS_MARK))
         self.host = TestHost("sluice-bench")
         p = self.host.start("nginx", "-c", conf)
         self.procs.append(p)
@@ -118,12 +123,14 @@ http {{
 [listen]
 proxy = "127.0.0.1:{port}"
 [policy]
-allow = ["{ORIGIN}", "origin.test"]
+allow = ["{NAME}"]
 [tls]
 upstream_ca_bundle = "{self.ca[0]}"
 system_trust = false
 [upstream]
 allow_addresses = ["198.18.0.0/15"]
+[upstream.resolve]
+"{NAME}" = "{ORIGIN}"
 [limits]
 max_connections = 50000
 """)
@@ -161,6 +168,9 @@ tls_outgoing_options cafile={self.ca[0]}
 http_access allow localhost
 http_access deny all
 cache deny all
+dns_nameservers 127.0.0.1
+pinger_enable off
+netdb_filename none
 access_log none
 cache_log {sq}/cache.log
 pid_filename {sq}/squid.pid
@@ -190,6 +200,8 @@ max_filedescriptors 65536
                "-o", "/dev/null", "-w", "%{http_code} %{size_download}\\n"] + list(extra)
         if t.get("proxy"):
             cmd += ["--proxy", t["proxy"]]
+        else:
+            cmd += ["--resolve", "%s:443:%s" % (NAME, ORIGIN)]
         cmd.append(url + "?[1-%d]" % count)
         t0 = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, timeout=600)
@@ -200,17 +212,17 @@ max_filedescriptors 65536
     def workload(self, t, name):
         n = self.args.requests
         if name == "keep-alive":
-            el, out = self.curl(t, "https://%s/1k.bin" % ORIGIN, n, 8)
+            el, out = self.curl(t, "https://%s/1k.bin" % NAME, n, 8)
             ok = out.count("200") == n and out.count("1024") == n
             return (n / el if ok else None), "req/s"
         if name == "handshake":
             m = max(n // 4, 50)
-            el, out = self.curl(t, "https://%s/1k.bin" % ORIGIN, m, 8, ["-H", "Connection: close"])
+            el, out = self.curl(t, "https://%s/1k.bin" % NAME, m, 8, ["-H", "Connection: close"])
             ok = out.count("200") == m and out.count("1024") == m
             return (m / el if ok else None), "req/s"
         if name == "bulk":
             m = 16
-            el, out = self.curl(t, "https://%s/10m.bin" % ORIGIN, m, 4)
+            el, out = self.curl(t, "https://%s/10m.bin" % NAME, m, 4)
             ok = out.count("200") == m and out.count(str(10 * 1024 * 1024)) == m
             return (m * 10 / el if ok else None), "MiB/s"
         raise ValueError(name)
@@ -223,10 +235,10 @@ max_filedescriptors 65536
         host, port = t["proxy"].rsplit(":", 1)
         for _ in range(tunnels):
             s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
-            s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (ORIGIN, ORIGIN)).encode())
+            s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (NAME, NAME)).encode())
             if not s.recv(4096).startswith(b"HTTP/1.1 200"):
                 return None
-            socks.append(ctx.wrap_socket(s, server_hostname=ORIGIN))
+            socks.append(ctx.wrap_socket(s, server_hostname=NAME))
         time.sleep(1)
         with open("/proc/%d/status" % t["pid"]) as f:
             rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS")][0]
@@ -236,7 +248,12 @@ max_filedescriptors 65536
 
     # --- driver --------------------------------------------------------------------------
     def run(self):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (65536, 65536))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        want = 65536 if hard == resource.RLIM_INFINITY else min(65536, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        if self.args.idle and self.args.idle + 100 > want:
+            print("note: descriptor limit %d; idle tunnels capped" % want, file=sys.stderr)
+            self.args.idle = max(want - 200, 0) // 2
         install()
         self.setup_origin()
         makers = {"direct": lambda: {}, "sluice": self.target_sluice, "tinyproxy": self.target_tinyproxy,
@@ -248,6 +265,9 @@ max_filedescriptors 65536
                 t = makers[name]()
             except Exception as e:  # a peer that cannot start is reported, not hidden
                 print("target %s failed to start: %s" % (name, e), file=sys.stderr)
+                log = os.path.join(self.tmp, "target.log")
+                if os.path.exists(log):
+                    print(open(log, errors="replace").read()[-2000:], file=sys.stderr)
                 results[name] = {w: (None, "") for w in workloads}
                 continue
             results[name] = {}
@@ -292,6 +312,10 @@ max_filedescriptors 65536
         subprocess.run(["pkill", "-f", os.path.join(self.tmp, "squid")], capture_output=True)
         if self.host:
             self.host.close()
+        with open("/etc/hosts") as f:
+            lines = [l for l in f if HOSTS_MARK not in l]
+        with open("/etc/hosts", "w") as f:
+            f.writelines(lines)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
