@@ -24,19 +24,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../integration"))
 from harness import free_port, make_ca, run, wait_port  # noqa: E402
 from netns import TestHost  # noqa: E402
+from exec_startup import default_binary as sluice_binary  # noqa: E402
 
 ORIGIN = "198.18.0.2"
 NAME = "origin.test"
 HOSTS_MARK = "# sluice-bench"
 PKGS = ["nginx-light", "squid-openssl", "mitmproxy", "tinyproxy", "curl", "openssl"]
-
-
-def sluice_binary():
-    for preset in ("release", "default"):
-        p = os.path.join(HERE, "../../build", preset, "sluice")
-        if os.path.exists(p):
-            return os.path.realpath(p)
-    raise SystemExit("build sluice first: scripts/build.sh release")
 
 
 def install():

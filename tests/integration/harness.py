@@ -12,6 +12,8 @@ import tempfile
 import time
 import urllib.request
 
+from origin import payload  # noqa: F401  (the bytes the test origin serves)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
 SLUICE = os.environ.get("SLUICE_BIN") or os.path.join(HERE, "../../build/default/sluice")
@@ -197,11 +199,3 @@ def raw_exchange(port, data, read_timeout=5):
 
 def sha256(data):
     return hashlib.sha256(data).hexdigest()
-
-
-def payload(n):
-    block = bytes(range(256)) * 64
-    out = bytearray()
-    while len(out) < n:
-        out += block
-    return bytes(out[:n])
