@@ -36,6 +36,9 @@ struct outcome {
 
 // Fields a proxy must not forward (RFC 9110 section 7.6.1) plus the proxy's own credentials.
 bool hop_by_hop(std::string_view name) {
+  if (name.size() >= 6 && beast::iequals(name.substr(0, 6), "proxy-")) {
+    return true; // Proxy-Authorization, Proxy-Connection and any other proxy-addressed field
+  }
   for (auto h : {"connection", "keep-alive", "proxy-connection", "proxy-authorization",
                  "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade",
                  "content-length"}) {

@@ -128,7 +128,10 @@ allow_addresses = ["198.18.0.0/15"]
 max_connections = 50000
 """)
         cafile = os.path.join(d, "sluice-ca.pem")
-        p = self.start([sluice_binary(), "serve", "--config", conf, "--ca-out", cafile], port)
+        cmd = [sluice_binary(), "serve", "--config", conf, "--ca-out", cafile]
+        if self.args.sluice_threads:
+            cmd += ["--threads", str(self.args.sluice_threads)]
+        p = self.start(cmd, port)
         return {"proxy": "http://127.0.0.1:%d" % port, "cafile": cafile, "pid": p.pid}
 
     def target_tinyproxy(self):
@@ -317,6 +320,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--idle", type=int, default=0, help="also measure RSS with this many idle tunnels")
+    ap.add_argument("--sluice-threads", type=int, default=0, help="worker threads (default: one per core)")
     ap.add_argument("--targets", default="direct,sluice,tinyproxy,squid-bump,mitmproxy")
     args = ap.parse_args()
     if os.geteuid() != 0:

@@ -66,6 +66,10 @@ def setUpModule():
     M["loop_srv"].bind(("127.0.0.1", 0))
     M["loop_srv"].listen(16)
     M["loop_port"] = M["loop_srv"].getsockname()[1]
+    M["loop6_srv"] = socket.socket(socket.AF_INET6)
+    M["loop6_srv"].bind(("::1", 0))
+    M["loop6_srv"].listen(16)
+    M["loop6_port"] = M["loop6_srv"].getsockname()[1]
     M["abstract"] = "sluice-test-%d" % os.getpid()
     M["abs_srv"] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     M["abs_srv"].bind("\0" + M["abstract"])
@@ -80,7 +84,7 @@ def setUpModule():
                 c.close()
             except OSError:
                 pass
-    for s in (M["loop_srv"], M["abs_srv"]):
+    for s in (M["loop_srv"], M["loop6_srv"], M["abs_srv"]):
         threading.Thread(target=accept_loop, args=(s,), daemon=True).start()
 
     M["policy"] = os.path.join(d, "policy.toml")
@@ -114,6 +118,7 @@ def tearDownModule():
         M["stop"] = True
         M["host"].close()
         M["loop_srv"].close()
+        M["loop6_srv"].close()
         M["abs_srv"].close()
     if "tmp" in M:
         shutil.rmtree(M["tmp"], ignore_errors=True)
@@ -236,6 +241,10 @@ class ExecAsRoot(unittest.TestCase):
     def test_host_loopback_service_blocked(self):
         self.assertEqual(self.outside("tcp", "127.0.0.1", str(M["loop_port"])).returncode, 0)
         self.assertEqual(self.probe("network-read", "tcp", "127.0.0.1", str(M["loop_port"])).returncode, 1)
+
+    def test_host_ipv6_loopback_service_blocked(self):
+        self.assertEqual(self.outside("tcp", "::1", str(M["loop6_port"])).returncode, 0)
+        self.assertEqual(self.probe("network-read", "tcp", "::1", str(M["loop6_port"])).returncode, 1)
 
     def test_abstract_unix_socket_blocked(self):
         self.assertEqual(self.outside("abstract", M["abstract"]).returncode, 0)
