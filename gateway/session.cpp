@@ -71,8 +71,7 @@ class session {
 public:
   session(tcp::socket socket, worker &w, gateway_state &state)
       : client_(std::move(socket)), worker_(w), state_(state),
-        policy_(state.policy.load()), cfg_(policy_->cfg()),
-        buffer_(cfg_.limits.max_header_bytes + chunk_size) {}
+        policy_(state.policy.load()), buffer_(cfg().limits.max_header_bytes + chunk_size) {}
 
   net::awaitable<void> run() {
     co_await serve_requests(client_, buffer_, nullptr);
@@ -81,9 +80,13 @@ public:
   }
 
 private:
+  // The config of the policy this session holds now; it follows policy_ across reloads (a reference
+  // kept from the first policy would dangle once a reload drops the last owner).
+  const filters::config &cfg() const { return policy_->cfg(); }
+
   void finish(outcome &o) {
     auto elapsed = std::chrono::duration<double>(clock::now() - o.start).count();
-    state_.metrics.request(filters::to_string(cfg_.mode), o.decision, o.reason, o.method, o.rule);
+    state_.metrics.request(filters::to_string(cfg().mode), o.decision, o.reason, o.method, o.rule);
     state_.metrics.bytes(o.bytes_in, o.bytes_out);
     if (o.decision == "allow") state_.metrics.request_duration.Observe(elapsed);
     state_.log.write({o.method, o.scheme, o.host, o.port, o.target, o.rule, o.reason, o.decision,
@@ -107,7 +110,7 @@ private:
     res.keep_alive(keep_alive);
     res.prepare_payload();
     o.status = status;
-    lowest(s).expires_after(cfg_.timeouts.io);
+    lowest(s).expires_after(cfg().timeouts.io);
     co_await http::async_write(s, res, use_tuple);
   }
 
@@ -122,7 +125,7 @@ private:
              "--allow-domain " + o.host + " for sluice exec).\n";
     } else if (o.reason == "method_not_allowed" || o.reason == "body_on_read_method" ||
                o.reason == "method_override_refused") {
-      msg += "The " + std::string(filters::to_string(cfg_.mode)) +
+      msg += "The " + std::string(filters::to_string(cfg().mode)) +
              " profile is read-only (GET, HEAD, OPTIONS). Writes need the publish profile with "
              "--confirm-external-side-effects.\n";
     } else if (o.reason == "destination_address_denied") {
@@ -170,16 +173,16 @@ private:
   template <class Stream>
   net::awaitable<void> serve_requests(Stream &s, beast::flat_buffer &buf,
                                       const tunnel_target *tunnel) {
-    for (std::size_t served = 0; served < cfg_.limits.max_requests_per_connection; ++served) {
+    for (std::size_t served = 0; served < cfg().limits.max_requests_per_connection; ++served) {
       if (state_.draining.load()) co_return;
       http::request_parser<http::buffer_body> parser;
-      parser.header_limit(static_cast<std::uint32_t>(cfg_.limits.max_header_bytes));
-      if (cfg_.limits.max_body_bytes) {
-        parser.body_limit(cfg_.limits.max_body_bytes);
+      parser.header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
+      if (cfg().limits.max_body_bytes) {
+        parser.body_limit(cfg().limits.max_body_bytes);
       } else {
         parser.body_limit(boost::none);
       }
-      lowest(s).expires_after(served == 0 ? cfg_.timeouts.header_read : cfg_.timeouts.idle);
+      lowest(s).expires_after(served == 0 ? cfg().timeouts.header_read : cfg().timeouts.idle);
       std::string_view raw_reason;
       error_code ec = co_await read_head(s, buf, parser, raw_reason);
       if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
@@ -233,7 +236,7 @@ private:
       if (n) break;
       scanned = have.size() >= 2 ? have.size() - 2 : 0;
       std::size_t room = buf.max_size() - buf.size();
-      if (room == 0 || buf.size() > cfg_.limits.max_header_bytes) {
+      if (room == 0 || buf.size() > cfg().limits.max_header_bytes) {
         co_return http::error::header_limit;
       }
       auto [ec, got] = co_await s.async_read_some(buf.prepare(std::min<std::size_t>(room, 16384)),
@@ -412,7 +415,7 @@ private:
     ec = gateway_error::connection_refused;
     for (auto &a : allowed) {
       // The endpoint dialed is built from the address that was just checked, never re-resolved.
-      conn->tcp.expires_after(cfg_.timeouts.connect);
+      conn->tcp.expires_after(cfg().timeouts.connect);
       auto [cec] = co_await conn->tcp.async_connect(tcp::endpoint(a, port), use_tuple);
       if (!cec) {
         ec = {};
@@ -443,7 +446,7 @@ private:
       } else {
         X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
       }
-      conn->lowest().expires_after(cfg_.timeouts.tls_handshake);
+      conn->lowest().expires_after(cfg().timeouts.tls_handshake);
       auto [hec] = co_await conn->tls->async_handshake(ssl::stream_base::client, use_tuple);
       state_.metrics.tls_handshake("upstream", !hec);
       if (hec) {
@@ -471,14 +474,14 @@ private:
     msg.body().size = 0;
     msg.body().more = !p.is_done();
     http::serializer<isRequest, http::buffer_body> sr{msg};
-    lowest(out).expires_after(cfg_.timeouts.io);
+    lowest(out).expires_after(cfg().timeouts.io);
     auto [hec, hn] = co_await http::async_write_header(out, sr, use_tuple);
     if (hec) co_return hec;
     do {
       if (!p.is_done()) {
         p.get().body().data = chunk.get();
         p.get().body().size = chunk_size;
-        lowest(in).expires_after(cfg_.timeouts.io);
+        lowest(in).expires_after(cfg().timeouts.io);
         auto [rec, rn] = co_await http::async_read(in, in_buf, p, use_tuple);
         if (rec == http::error::need_buffer) rec = {};
         if (rec) {
@@ -503,7 +506,7 @@ private:
         in_failed = true;
         co_return error_code(http::error::body_limit);
       }
-      lowest(out).expires_after(cfg_.timeouts.io);
+      lowest(out).expires_after(cfg().timeouts.io);
       auto [wec, wn] = co_await http::async_write(out, sr, use_tuple);
       if (wec == http::error::need_buffer) wec = {};
       if (wec) co_return wec;
@@ -550,7 +553,7 @@ private:
       bool in_failed = false;
       error_code ec = co_await conn->visit([&](auto &up) {
         return relay<true>(s, buf, parser, up, out, o.bytes_in, in_failed,
-                           o.start + cfg_.timeouts.request);
+                           o.start + cfg().timeouts.request);
       });
       if (ec && in_failed) {
         // The client's body broke its own framing (bad chunk size, oversize body) or stopped:
@@ -570,10 +573,10 @@ private:
       }
       if (!ec) {
         rp.emplace();
-        rp->header_limit(static_cast<std::uint32_t>(cfg_.limits.max_header_bytes));
+        rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
         rp->body_limit(boost::none);
         if (req.method() == http::verb::head) rp->skip(true);
-        conn->lowest().expires_after(cfg_.timeouts.io);
+        conn->lowest().expires_after(cfg().timeouts.io);
         ec = co_await conn->visit([&](auto &up) -> net::awaitable<error_code> {
           auto [e, n] = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
           // Interim 1xx responses (100 Continue, 103) are passed on; 101 never is, since
@@ -581,14 +584,14 @@ private:
           while (!e && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101) {
             if (version >= 11) {
               http::response<http::empty_body> interim{rp->get().result(), 11};
-              lowest(s).expires_after(cfg_.timeouts.io);
+              lowest(s).expires_after(cfg().timeouts.io);
               co_await http::async_write(s, interim, use_tuple);
             }
             rp.emplace();
-            rp->header_limit(static_cast<std::uint32_t>(cfg_.limits.max_header_bytes));
+            rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
             rp->body_limit(boost::none);
             if (req.method() == http::verb::head) rp->skip(true);
-            conn->lowest().expires_after(cfg_.timeouts.io);
+            conn->lowest().expires_after(cfg().timeouts.io);
             std::tie(e, n) = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
           }
           if (!e && rp->get().result_int() == 101) e = http::error::bad_status;
@@ -643,7 +646,7 @@ private:
     bool in_failed = false;
     error_code ec = co_await conn->visit([&](auto &up) {
       return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed,
-                          o.start + cfg_.timeouts.request, cfg_.limits.max_response_body_bytes);
+                          o.start + cfg().timeouts.request, cfg().limits.max_response_body_bytes);
     });
     if (ec) {
       o.decision = "error";
@@ -665,7 +668,7 @@ private:
   net::awaitable<void> pipe(beast::tcp_stream &from, beast::tcp_stream &to, std::uint64_t &bytes) {
     std::unique_ptr<char[]> data(new char[chunk_size]);
     for (;;) {
-      from.expires_after(cfg_.timeouts.tunnel_idle);
+      from.expires_after(cfg().timeouts.tunnel_idle);
       auto [ec, n] = co_await from.async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
       if (ec) {
         error_code ignored; // half-close on EOF; on any error tear both directions down
@@ -678,7 +681,7 @@ private:
         co_return;
       }
       bytes += n;
-      to.expires_after(cfg_.timeouts.io);
+      to.expires_after(cfg().timeouts.io);
       auto [wec, wn] = co_await net::async_write(to, net::buffer(data.get(), n), use_tuple);
       if (wec) {
         error_code ignored;
@@ -725,11 +728,11 @@ private:
         co_await fail(s, o, ec, false);
         co_return;
       }
-      s.expires_after(cfg_.timeouts.io);
+      s.expires_after(cfg().timeouts.io);
       auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
       if (wec) co_return;
       if (buf.size()) { // bytes the client sent before our 200
-        conn->tcp.expires_after(cfg_.timeouts.io);
+        conn->tcp.expires_after(cfg().timeouts.io);
         auto [e2, n2] = co_await net::async_write(conn->tcp, buf.data(), use_tuple);
         o.bytes_in += n2;
         buf.consume(buf.size());
@@ -742,11 +745,11 @@ private:
       co_return;
     }
 
-    s.expires_after(cfg_.timeouts.io);
+    s.expires_after(cfg().timeouts.io);
     auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
     if (wec) co_return;
     if (buf.size() == 0) {
-      s.expires_after(cfg_.timeouts.header_read);
+      s.expires_after(cfg().timeouts.header_read);
       auto [rec, rn] = co_await s.async_read_some(buf.prepare(16 * 1024), use_tuple);
       if (rec) co_return;
       buf.commit(rn);
@@ -765,7 +768,7 @@ private:
     SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS); // an idle tunnel keeps no 34 KiB of TLS buffers
     sni_check check{o.host, parsed.host->ip.has_value(), false};
     SSL_set_app_data(ssl, &check);
-    lowest(tls).expires_after(cfg_.timeouts.tls_handshake);
+    lowest(tls).expires_after(cfg().timeouts.tls_handshake);
     auto [hec, used] =
         co_await tls.async_handshake(ssl::stream_base::server, buf.data(), use_tuple);
     SSL_set_app_data(ssl, nullptr);
@@ -781,7 +784,7 @@ private:
     buf.consume(used);
     buf.shrink_to_fit(); // the ClientHello's buffer is not needed for the tunnel's lifetime
     tunnel_target t{o.host, port};
-    beast::flat_buffer inner(cfg_.limits.max_header_bytes + chunk_size);
+    beast::flat_buffer inner(cfg().limits.max_header_bytes + chunk_size);
     co_await serve_requests(tls, inner, &t);
     lowest(tls).expires_after(std::chrono::seconds(2));
     co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
@@ -800,7 +803,6 @@ private:
   worker &worker_;
   gateway_state &state_;
   filters::policy_ptr policy_;
-  const filters::config &cfg_;
   beast::flat_buffer buffer_;
 };
 

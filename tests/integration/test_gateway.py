@@ -329,6 +329,25 @@ allow_addresses = ["127.0.0.1/32"]
         self.assertEqual(self.get("b.test"), 200)
         self.assertEqual(self.get("a.test"), 403)
 
+    def test_kept_alive_connection_follows_reload(self):
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=10)
+        url = f"http://a.test:{self.origin}/k"
+        conn.request("GET", url, headers={"Host": f"a.test:{self.origin}"})
+        r = conn.getresponse()
+        self.assertEqual((r.status, r.read()), (200, b"hello from origin /k\n"))
+        self.gw.write_config(f'[policy]\nallow = ["b.test:{self.origin}"]\n' + self.body)
+        self.gw.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        for _ in range(3):  # the same connection, judged by the new policy, many times over
+            conn.request("GET", url, headers={"Host": f"a.test:{self.origin}"})
+            r = conn.getresponse()
+            r.read()
+            self.assertEqual(r.status, 403)
+        conn.close()
+        self.assertEqual(self.get("b.test"), 200)
+        self.assertIsNone(self.gw.proc.poll())
+
     def test_sigterm_drains_and_exits_zero(self):
         self.assertEqual(self.get("a.test"), 200)
         self.gw.proc.send_signal(signal.SIGTERM)
