@@ -262,7 +262,8 @@ private:
                               http::request_parser<http::buffer_body> &parser,
                               const tunnel_target *tunnel, outcome &o) {
     auto &req = parser.get();
-    const auto &pol = *policy_;
+    const filters::policy_ptr held = policy_; // see handle_connect: a tunnel may move policy_ on
+    const auto &pol = *held;
     o.method = std::string(req.method_string());
     unsigned version = req.version();
     bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
@@ -696,7 +697,9 @@ private:
   // or terminated with a leaf for the CONNECT host (network-read, publish).
   net::awaitable<void> handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf,
                                       http::request<http::buffer_body> &req, outcome &o) {
-    const auto &pol = *policy_;
+    // Held for the tunnel's lifetime: requests inside it move policy_ on to newer policies.
+    const filters::policy_ptr held = policy_;
+    const auto &pol = *held;
     o.scheme = "https";
     std::string_view raw_host;
     unsigned port = 0;
