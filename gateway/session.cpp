@@ -309,9 +309,8 @@ private:
       }
       o.scheme = scheme;
       raw_host = std::string(url->encoded_host());
-      if (url->host_type() == boost::urls::host_type::ipv6) raw_host = "[" + raw_host + "]";
-      if (raw_host.size() > 2 && raw_host.front() == '[' && raw_host[1] == '[') {
-        raw_host = std::string(url->encoded_host());
+      if (url->host_type() == boost::urls::host_type::ipv6 && raw_host.front() != '[') {
+        raw_host = "[" + raw_host + "]"; // parse_host takes IPv6 literals in brackets
       }
       port = url->has_port() ? url->port_number() : (scheme == "https" ? 443 : 80);
       if (url->has_port() && port == 0) {
