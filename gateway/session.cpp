@@ -39,8 +39,7 @@ bool hop_by_hop(std::string_view name) {
   if (name.size() >= 6 && beast::iequals(name.substr(0, 6), "proxy-")) {
     return true; // Proxy-Authorization, Proxy-Connection and any other proxy-addressed field
   }
-  for (auto h : {"connection", "keep-alive", "proxy-connection", "proxy-authorization",
-                 "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade",
+  for (auto h : {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
                  "content-length"}) {
     if (beast::iequals(name, h)) return true;
   }

@@ -54,29 +54,18 @@ def main():
             ok("resolved")
         except OSError as e:
             blocked(str(e))
-    if what == "abstract":
+    if what in ("abstract", "unix"):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.connect("\0" + args[0])
+            s.connect(("\0" if what == "abstract" else "") + args[0])
             ok("connected")
         except OSError as e:
             blocked(str(e))
-    if what == "unix":
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if what in ("raw", "raw6"):
+        family, proto = ((socket.AF_INET, socket.IPPROTO_ICMP) if what == "raw"
+                         else (socket.AF_INET6, socket.IPPROTO_ICMPV6))
         try:
-            s.connect(args[0])
-            ok("connected")
-        except OSError as e:
-            blocked(str(e))
-    if what == "raw":
-        try:
-            socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-            ok("raw socket")
-        except OSError as e:
-            blocked(str(e))
-    if what == "raw6":
-        try:
-            socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+            socket.socket(family, socket.SOCK_RAW, proto)
             ok("raw socket")
         except OSError as e:
             blocked(str(e))
