@@ -91,6 +91,9 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   SSL_CTX_set_tlsext_servername_callback(sctx, &check_sni);
   SSL_CTX_set_alpn_select_cb(sctx, &select_alpn, nullptr);
   SSL_CTX_set_session_id_context(sctx, reinterpret_cast<const unsigned char *>("sluice"), 6);
+  // Resumption rides on stateless tickets; a server-side session cache would hold up to 20,480
+  // sessions in memory for nothing.
+  SSL_CTX_set_session_cache_mode(sctx, SSL_SESS_CACHE_OFF);
 
   upstream_tls_.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                             ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
@@ -122,7 +125,6 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
     }
   }
   SSL_CTX_set_session_cache_mode(upstream_tls_.native_handle(), SSL_SESS_CACHE_CLIENT);
-  SSL_CTX_set_mode(upstream_tls_.native_handle(), SSL_MODE_RELEASE_BUFFERS);
 
   state_ = std::unique_ptr<gateway_state>(new gateway_state{
       {policy}, *metrics_, *log_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},

@@ -63,7 +63,8 @@ template <class Fields> void copy_fields(const Fields &from, http::fields &to) {
   }
 }
 
-template <class Stream> beast::tcp_stream &lowest(Stream &s) { return beast::get_lowest_layer(s); }
+// The layer that carries deadlines: the beast::tcp_stream of a plain stream, the tls_stream itself.
+template <class Stream> auto &lowest(Stream &s) { return beast::get_lowest_layer(s); }
 
 // The session proper: one client connection, one worker.
 class session {
@@ -433,8 +434,8 @@ private:
     conn->tcp.socket().set_option(tcp::no_delay(true));
     if (tls) {
       std::call_once(state_.system_trust_once, state_.load_system_trust);
-      conn->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(conn->tcp),
-                                                                       state_.upstream_tls);
+      conn->tls = std::make_unique<tls_stream>(conn->tcp.release_socket(),
+                                               state_.upstream_tls.native_handle());
       SSL *ssl = conn->tls->native_handle();
       if (!ip) SSL_set_tlsext_host_name(ssl, host.c_str());
       // Hostname (or IP) check inside OpenSSL's chain verification.
@@ -445,8 +446,9 @@ private:
       } else {
         X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
       }
-      conn->lowest().expires_after(cfg().timeouts.tls_handshake);
-      auto [hec] = co_await conn->tls->async_handshake(ssl::stream_base::client, use_tuple);
+      conn->expires_after(cfg().timeouts.tls_handshake);
+      auto [hec, hn] =
+          co_await conn->tls->async_handshake(tls_stream::role::client, {}, use_tuple);
       state_.metrics.tls_handshake("upstream", !hec);
       if (hec) {
         ec = SSL_get_verify_result(ssl) != X509_V_OK ? gateway_error::tls_certificate_error
@@ -575,7 +577,7 @@ private:
         rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
         rp->body_limit(boost::none);
         if (req.method() == http::verb::head) rp->skip(true);
-        conn->lowest().expires_after(cfg().timeouts.io);
+        conn->expires_after(cfg().timeouts.io);
         ec = co_await conn->visit([&](auto &up) -> net::awaitable<error_code> {
           auto [e, n] = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
           // Interim 1xx responses (100 Continue, 103) are passed on; 101 never is, since
@@ -590,7 +592,7 @@ private:
             rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
             rp->body_limit(boost::none);
             if (req.method() == http::verb::head) rp->skip(true);
-            conn->lowest().expires_after(cfg().timeouts.io);
+            conn->expires_after(cfg().timeouts.io);
             std::tie(e, n) = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
           }
           if (!e && rp->get().result_int() == 101) e = http::error::bad_status;
@@ -763,15 +765,14 @@ private:
 
     auto leaf = state_.leaves.get(o.host, parsed.host->ip.has_value());
     (leaf.cached ? state_.metrics.cert_cache_hits : state_.metrics.certs_minted).Increment();
-    beast::ssl_stream<beast::tcp_stream> tls(std::move(s), state_.server_tls);
+    tls_stream tls(s.release_socket(), state_.server_tls.native_handle());
     SSL *ssl = tls.native_handle();
     SSL_use_certificate(ssl, leaf.cert.get());
-    SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS); // an idle tunnel keeps no 34 KiB of TLS buffers
     sni_check check{o.host, parsed.host->ip.has_value(), false};
     SSL_set_app_data(ssl, &check);
     lowest(tls).expires_after(cfg().timeouts.tls_handshake);
     auto [hec, used] =
-        co_await tls.async_handshake(ssl::stream_base::server, buf.data(), use_tuple);
+        co_await tls.async_handshake(tls_stream::role::server, buf.data(), use_tuple);
     SSL_set_app_data(ssl, nullptr);
     state_.metrics.tls_handshake("client", !hec);
     if (hec) {

@@ -12,7 +12,7 @@ bool still_idle(upstream_connection &c) {
     return false;
   }
   char byte;
-  auto fd = c.lowest().socket().native_handle();
+  auto fd = c.socket().native_handle();
   ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }

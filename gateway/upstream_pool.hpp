@@ -1,5 +1,6 @@
 #pragma once
 #include "gateway/net.hpp"
+#include "gateway/tls_stream.hpp"
 
 #include <chrono>
 #include <deque>
@@ -15,10 +16,17 @@ struct upstream_connection {
   explicit upstream_connection(net::any_io_executor ex) : tcp(ex) {}
   std::string key; // "scheme://host:port"
   beast::tcp_stream tcp;
-  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+  std::unique_ptr<tls_stream> tls; // set for https; it then owns the socket
   beast::flat_buffer buffer{64 * 1024};
 
-  beast::tcp_stream &lowest() { return tls ? beast::get_lowest_layer(*tls) : tcp; }
+  void expires_after(std::chrono::steady_clock::duration d) {
+    if (tls) {
+      tls->expires_after(d);
+    } else {
+      tcp.expires_after(d);
+    }
+  }
+  tcp::socket &socket() { return tls ? tls->socket() : tcp.socket(); }
   template <class F> decltype(auto) visit(F &&f) { return tls ? f(*tls) : f(tcp); }
 };
 

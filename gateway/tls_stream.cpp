@@ -1,0 +1,164 @@
+#include "gateway/tls_stream.hpp"
+
+#include <openssl/err.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <sys/socket.h>
+
+namespace sluice::gateway {
+
+// The BIO between OpenSSL and the socket: bytes read before the handshake first, then recv/send on
+// the descriptor. MSG_NOSIGNAL because a peer that has gone must be an error, not a SIGPIPE (and
+// ignoring SIGPIPE process-wide would leak into the commands `exec` starts).
+struct tls_bio {
+  static tls_stream &stream(BIO *b) { return *static_cast<tls_stream *>(BIO_get_data(b)); }
+
+  static int read(BIO *b, char *out, int len) {
+    BIO_clear_retry_flags(b);
+    auto &s = stream(b);
+    if (s.preread_used_ < s.preread_.size()) {
+      std::size_t n = std::min<std::size_t>(len, s.preread_.size() - s.preread_used_);
+      std::memcpy(out, s.preread_.data() + s.preread_used_, n);
+      s.preread_used_ += n;
+      if (s.preread_used_ == s.preread_.size()) {
+        std::string().swap(s.preread_);
+        s.preread_used_ = 0;
+      }
+      return static_cast<int>(n);
+    }
+    ssize_t n = ::recv(s.socket_.native_handle(), out, len, 0);
+    if (n > 0) return static_cast<int>(n);
+    if (n == 0) {
+      s.eof_ = true;
+      errno = 0;
+      return 0;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_read(b);
+    return -1;
+  }
+
+  static int write(BIO *b, const char *in, int len) {
+    BIO_clear_retry_flags(b);
+    ssize_t n = ::send(stream(b).socket_.native_handle(), in, len, MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<int>(n);
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(b);
+    return -1;
+  }
+
+  static long ctrl(BIO *b, int cmd, long, void *) {
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+      return 1;
+    case BIO_CTRL_EOF:
+      return stream(b).eof_ ? 1 : 0;
+    default:
+      return 0;
+    }
+  }
+
+  static BIO_METHOD *method() {
+    static BIO_METHOD *m = [] {
+      BIO_METHOD *meth = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "sluice socket");
+      if (!meth || !BIO_meth_set_read(meth, &read) || !BIO_meth_set_write(meth, &write) ||
+          !BIO_meth_set_ctrl(meth, &ctrl)) {
+        throw std::runtime_error("cannot create the TLS socket BIO method");
+      }
+      return meth;
+    }();
+    return m;
+  }
+};
+
+tls_stream::tls_stream(tcp::socket socket, SSL_CTX *ctx)
+    : socket_(std::move(socket)), ssl_(SSL_new(ctx), &SSL_free), timer_(socket_.get_executor()),
+      deadline_state_(std::make_shared<deadline_state>()) {
+  if (!ssl_) throw std::runtime_error("SSL_new failed");
+  BIO *bio = BIO_new(tls_bio::method());
+  if (!bio) throw std::runtime_error("BIO_new failed");
+  BIO_set_data(bio, this);
+  BIO_set_init(bio, 1);
+  SSL_set_bio(ssl_.get(), bio, bio);
+  // Idle streams give their record buffers back; a read takes what the socket has, not one record;
+  // a write may end after any whole record; a retried write may come from another buffer with the
+  // same bytes (coalesced pieces are copied afresh).
+  SSL_set_mode(ssl_.get(), SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
+                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_set_read_ahead(ssl_.get(), 1);
+  socket_.non_blocking(true);
+  deadline_state_->socket = &socket_;
+}
+
+tls_stream::~tls_stream() { deadline_state_->socket = nullptr; }
+
+char *tls_stream::coalesce_buffer() {
+  thread_local std::unique_ptr<char[]> buffer(new char[coalesce_limit]);
+  return buffer.get();
+}
+
+int tls_stream::read_into(SSL *ssl, net::mutable_buffer b, std::size_t &done) {
+  done = 0;
+  if (b.size() == 0) return 1;
+  auto *p = static_cast<char *>(b.data());
+  // One record per SSL_read; take the ones already buffered too, without another system call.
+  while (done < b.size()) {
+    std::size_t got = 0;
+    if (SSL_read_ex(ssl, p + done, b.size() - done, &got) != 1) return done ? 1 : 0;
+    done += got;
+    if (!SSL_has_pending(ssl)) break;
+  }
+  return 1;
+}
+
+int tls_stream::write_from(SSL *ssl, const void *data, std::size_t size, std::size_t &done) {
+  return SSL_write_ex(ssl, data, size, &done) == 1 ? 1 : 0;
+}
+
+error_code tls_stream::begin_wait() {
+  auto &st = *deadline_state_;
+  st.fired = false;
+  if (deadline_ == clock::time_point::max()) {
+    if (st.armed) { // a deadline set earlier no longer applies
+      ++st.generation;
+      st.armed = false;
+      timer_.cancel();
+    }
+  } else {
+    if (clock::now() >= deadline_) return beast::error::timeout;
+    if (!st.armed || armed_at_ != deadline_) {
+      armed_at_ = deadline_;
+      st.armed = true;
+      timer_.expires_at(deadline_);
+      timer_.async_wait([state = deadline_state_, gen = ++st.generation](error_code ec) {
+        if (state->generation != gen) return; // re-armed or disarmed since
+        state->armed = false;
+        if (ec || !state->waiting || !state->socket) return;
+        state->fired = true;
+        state->socket->cancel();
+      });
+    }
+  }
+  st.waiting = true;
+  return {};
+}
+
+error_code tls_stream::error_of(int ssl_error, int) {
+  if (ssl_error == SSL_ERROR_ZERO_RETURN) return net::error::eof; // close_notify received
+  unsigned long e = ERR_peek_error();
+  if (ssl_error == SSL_ERROR_SYSCALL && e == 0) {
+    int err = errno;
+    ERR_clear_error();
+    if (err == 0 || eof_) return net::ssl::error::stream_truncated; // EOF without close_notify
+    return error_code(err, boost::system::system_category());
+  }
+  if (ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+    ERR_clear_error();
+    return net::ssl::error::stream_truncated;
+  }
+  ERR_clear_error();
+  if (e == 0) return net::ssl::error::stream_truncated;
+  return error_code(static_cast<int>(e), net::error::get_ssl_category());
+}
+
+} // namespace sluice::gateway
