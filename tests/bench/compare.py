@@ -6,11 +6,16 @@ serving 1 KiB and 10 MiB files. The same curl clients (`-Z --parallel-max N`) go
 each target; every response is checked for status 200 and full length, and a target with errors is
 reported as failed, not as fast. Prints a table of medians with each target's ratio to direct.
 
+Sandbox targets (srt, srt-tls, sluice-exec) run the same curl inside the sandbox and time it there,
+so their start-up is not counted; start-up is a column of its own (`true` run in the sandbox).
+
 usage (root): tests/bench/compare.py [--repeat 3] [--requests 2000] [--targets direct,sluice,...]
-Installs what it needs with apt-get; tears everything down at the end."""
+Installs what it needs with apt-get and npm; tears everything down at the end."""
 import argparse
 import os
+import json
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -25,19 +30,30 @@ sys.path.insert(0, os.path.join(HERE, "../integration"))
 from harness import free_port, make_ca, run, wait_port  # noqa: E402
 from netns import TestHost  # noqa: E402
 from exec_startup import default_binary as sluice_binary  # noqa: E402
+from exec_startup import measure as measure_startup  # noqa: E402
 
 ORIGIN = "198.18.0.2"
 NAME = "origin.test"
 HOSTS_MARK = "# sluice-bench"
-PKGS = ["nginx-light", "squid-openssl", "mitmproxy", "tinyproxy", "curl", "openssl"]
+PKGS = ["nginx-light", "squid-openssl", "mitmproxy", "tinyproxy", "curl", "openssl", "bubblewrap", "socat",
+        "ripgrep", "util-linux"]
+# Anthropic's sandbox runtime, pinned; kept between runs like the Debian packages.
+SRT_PACKAGE = "@anthropic-ai/sandbox-runtime@0.0.83"
+SRT_DIR = "/var/cache/sluice-bench/srt"
+SRT_CLI = os.path.join(SRT_DIR, "node_modules/@anthropic-ai/sandbox-runtime/dist/cli.js")
 
 
 def install():
-    missing = [p for p in PKGS if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    pkgs = PKGS + ([] if shutil.which("npm") else ["npm"])
+    missing = [p for p in pkgs if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
     if missing:
         subprocess.run(["apt-get", "update", "-qq"], check=True)
         subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing, check=True,
                        env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    if not os.path.exists(SRT_CLI):
+        os.makedirs(SRT_DIR, exist_ok=True)
+        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", SRT_DIR, SRT_PACKAGE],
+                       check=True)
 
 
 class Bench:
@@ -190,10 +206,63 @@ max_filedescriptors 65536
         return {"proxy": "http://127.0.0.1:%d" % port, "cafile": os.path.join(confdir, "mitmproxy-ca-cert.pem"),
                 "pid": p.pid}
 
+    # Sandboxes: the workload's curl runs inside and is timed there; the sandbox sets the proxy (and,
+    # where it terminates TLS, the trust) in the environment. "startup" runs `true` inside.
+    def target_srt(self, terminate=False):
+        settings = os.path.join(self.tmp, "srt-%s.json" % ("tls" if terminate else "tunnel"))
+        network = {"allowedDomains": [NAME], "deniedDomains": []}
+        if terminate:
+            network["tlsTerminate"] = {"extraCaCertPaths": [self.ca[0]]}
+        with open(settings, "w") as f:
+            json.dump({"network": network, "filesystem": {"denyRead": [], "allowRead": [], "allowWrite": [],
+                                                          "denyWrite": []}}, f)
+        # The proxy (in srt's own process) verifies the origin with Node's trust plus this CA.
+        env = dict(os.environ, NODE_EXTRA_CA_CERTS=self.ca[0])
+
+        def wrap(script):
+            return ["node", SRT_CLI, "--settings", settings, "-c", script]
+        probe = subprocess.run(wrap("curl -s -o /dev/null -w %%{http_code} %s https://%s/1k.bin" %
+                                    ("" if terminate else "--cacert " + self.ca[0], NAME)),
+                               capture_output=True, env=env, timeout=60)
+        if probe.stdout != b"200":
+            raise RuntimeError("srt probe: %r %r" % (probe.stdout, probe.stderr[-1500:]))
+        return {"wrap": wrap, "env": env, "cafile": None if terminate else self.ca[0]}
+
+    def target_sluice_exec(self):
+        policy = os.path.join(self.tmp, "sluice-exec.toml")
+        with open(policy, "w") as f:
+            f.write(f"""[skills.default]
+default_profile = "network-read"
+allow_domains = ["{NAME}"]
+[tls]
+upstream_ca_bundle = "{self.ca[0]}"
+system_trust = false
+[upstream]
+allow_addresses = ["198.18.0.0/15"]
+[upstream.resolve]
+"{NAME}" = "{ORIGIN}"
+""")
+        os.chmod(policy, 0o644)
+
+        def wrap(script):
+            return [sluice_binary(), "exec", "--policy", policy, "--", "sh", "-c", script]
+        return {"wrap": wrap, "cafile": None}
+
     # --- workloads -----------------------------------------------------------------------
     def curl(self, t, url, count, parallel, extra=()):
-        cmd = ["curl", "-s", "-Z", "--parallel-max", str(parallel), "--cacert", t.get("cafile", self.ca[0]),
-               "-o", "/dev/null", "-w", "%{http_code} %{size_download}\\n"] + list(extra)
+        cmd = ["curl", "-s", "-Z", "--parallel-max", str(parallel), "-o", "/dev/null",
+               "-w", "%{http_code} %{size_download}\\n"] + list(extra)
+        if "wrap" in t:
+            if t.get("cafile"):
+                cmd += ["--cacert", t["cafile"]]
+            cmd.append(url + "?[1-%d]" % count)
+            script = "date +%s%N; " + " ".join(shlex.quote(c) for c in cmd) + "; date +%s%N"
+            p = subprocess.run(t["wrap"](script), capture_output=True, timeout=600, env=t.get("env"))
+            words = p.stdout.decode().split()
+            if len(words) < 2:
+                return 1.0, []
+            return (int(words[-1]) - int(words[0])) / 1e9, words[1:-1]
+        cmd += ["--cacert", t.get("cafile", self.ca[0])]
         if t.get("proxy"):
             cmd += ["--proxy", t["proxy"]]
         else:
@@ -252,8 +321,10 @@ max_filedescriptors 65536
             self.args.idle = max(want - 200, 0) // 2
         install()
         self.setup_origin()
-        makers = {"direct": lambda: {}, "sluice": self.target_sluice, "tinyproxy": self.target_tinyproxy,
-                  "squid-bump": self.target_squid, "mitmproxy": self.target_mitmproxy}
+        makers = {"direct": lambda: {}, "sluice": self.target_sluice, "sluice-exec": self.target_sluice_exec,
+                  "tinyproxy": self.target_tinyproxy, "squid-bump": self.target_squid,
+                  "mitmproxy": self.target_mitmproxy, "srt": self.target_srt,
+                  "srt-tls": lambda: self.target_srt(terminate=True)}
         workloads = ["keep-alive", "handshake", "bulk"]
         results = {}
         for name in self.args.targets.split(","):
@@ -273,26 +344,44 @@ max_filedescriptors 65536
                     v, unit = self.workload(t, w)
                     vals.append(v)
                 results[name][w] = (None if None in vals else statistics.median(vals), unit)
+            if "wrap" in t:
+                results[name]["start-up"] = (self.startup(t), "ms")
             if name == "sluice" and self.args.idle:
                 results[name]["idle"] = (self.idle_rss(t, self.args.idle), "MiB RSS")
+        if self.args.startup_runs:  # the floor for any namespace sandbox
+            bare = [shutil.which("unshare") or "unshare", "-Urn", "true"]
+            results.setdefault("unshare -Urn", {})["start-up"] = (measure_startup(bare, self.args.startup_runs)[0],
+                                                                  "ms")
         self.report(results, workloads)
 
+    def startup(self, t):
+        """Median wall time of `true` in the sandbox, set-up and teardown included (ms)."""
+        cmd = t["wrap"]("true")
+        try:
+            return measure_startup(cmd, self.args.startup_runs, env=t.get("env"))[0]
+        except SystemExit:
+            return None
+
     def report(self, results, workloads):
+        cols = workloads + ["start-up"]
         print("\n%s, %d cores, repeat %d, %d requests" % (time.strftime("%Y-%m-%d"), os.cpu_count(),
                                                           self.args.repeat, self.args.requests))
-        print("%-12s" % "target" + "".join("%24s" % w for w in workloads))
+        print("%-14s" % "target" + "".join("%24s" % w for w in cols))
         direct = results.get("direct", {})
         for name, r in results.items():
             cells = []
-            for w in workloads:
-                v, unit = r.get(w, (None, ""))
+            for w in cols:
+                if w not in r:
+                    cells.append("%24s" % "-")
+                    continue
+                v, unit = r[w]
                 if v is None:
                     cells.append("%24s" % "FAILED")
                     continue
                 d = direct.get(w, (None, ""))[0]
                 ratio = (" (%.2f)" % (v / d)) if d else ""
                 cells.append("%24s" % ("%.1f %s%s" % (v, unit, ratio)))
-            print("%-12s" % name + "".join(cells))
+            print("%-14s" % name + "".join(cells))
         if "idle" in results.get("sluice", {}):
             v, unit = results["sluice"]["idle"]
             print("sluice idle tunnels (%d): %s" % (self.args.idle, "FAILED" if v is None else "%.1f %s" % (v, unit)))
@@ -321,7 +410,8 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--idle", type=int, default=0, help="also measure RSS with this many idle tunnels")
     ap.add_argument("--sluice-threads", type=int, default=0, help="worker threads (default: one per core)")
-    ap.add_argument("--targets", default="direct,sluice,tinyproxy,squid-bump,mitmproxy")
+    ap.add_argument("--startup-runs", type=int, default=10, help="runs of `true` per sandbox for start-up")
+    ap.add_argument("--targets", default="direct,sluice,sluice-exec,tinyproxy,squid-bump,mitmproxy,srt,srt-tls")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: the harness creates a network namespace and installs packages")

@@ -21,13 +21,13 @@ def default_binary():
     raise SystemExit("build sluice first: scripts/build.sh release")
 
 
-def measure(cmd, runs):
-    for _ in range(5):  # warm the page cache
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def measure(cmd, runs, env=None):
+    for _ in range(min(runs, 5)):  # warm the page cache
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+        rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env).returncode
         times.append((time.perf_counter() - t) * 1000)
         if rc != 0:
             raise SystemExit("failed (%d): %s" % (rc, " ".join(cmd)))
