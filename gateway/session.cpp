@@ -63,6 +63,36 @@ template <class Fields> void copy_fields(const Fields &from, http::fields &to) {
   }
 }
 
+// Relay buffers of chunk_size, kept per thread for reuse: allocating and freeing 64 KiB per request
+// makes malloc trim and re-fault its heap each time. At most `kept` wait idle per worker.
+class chunk {
+public:
+  chunk() {
+    auto &f = free_list();
+    if (f.empty()) {
+      data_.reset(new char[chunk_size]);
+    } else {
+      data_ = std::move(f.back());
+      f.pop_back();
+    }
+  }
+  ~chunk() {
+    auto &f = free_list();
+    if (f.size() < kept) f.push_back(std::move(data_));
+  }
+  chunk(const chunk &) = delete;
+  chunk &operator=(const chunk &) = delete;
+  char *get() { return data_.get(); }
+
+private:
+  static constexpr std::size_t kept = 16;
+  static std::vector<std::unique_ptr<char[]>> &free_list() {
+    thread_local std::vector<std::unique_ptr<char[]>> f;
+    return f;
+  }
+  std::unique_ptr<char[]> data_;
+};
+
 // The layer that carries deadlines: the beast::tcp_stream of a plain stream, the tls_stream itself.
 template <class Stream> auto &lowest(Stream &s) { return beast::get_lowest_layer(s); }
 
@@ -238,6 +268,12 @@ private:
       std::size_t room = buf.max_size() - buf.size();
       if (room == 0 || buf.size() > cfg().limits.max_header_bytes) {
         co_return http::error::header_limit;
+      }
+      if constexpr (std::is_same_v<Stream, tls_stream>) {
+        if (buf.size() == 0) { // idle: wait for the next request before taking a read buffer
+          auto [wec, wn] = co_await s.async_wait_readable(use_tuple);
+          if (wec) co_return wec == net::error::eof ? error_code(http::error::end_of_stream) : wec;
+        }
       }
       auto [ec, got] = co_await s.async_read_some(buf.prepare(std::min<std::size_t>(room, 16384)),
                                                   use_tuple);
@@ -470,27 +506,45 @@ private:
                                    http::message<isRequest, http::buffer_body> &msg,
                                    std::uint64_t &bytes, bool &in_failed,
                                    clock::time_point deadline, std::uint64_t max_bytes = 0) {
-    std::unique_ptr<char[]> chunk(new char[chunk_size]);
+    chunk buffer;
     msg.body().data = nullptr;
     msg.body().size = 0;
     msg.body().more = !p.is_done();
     http::serializer<isRequest, http::buffer_body> sr{msg};
-    lowest(out).expires_after(cfg().timeouts.io);
-    auto [hec, hn] = co_await http::async_write_header(out, sr, use_tuple);
-    if (hec) co_return hec;
+    // The head goes out on its own only when body bytes are still to come from the network: a
+    // request body may wait for 100 Continue, and a response body that is not here yet must not
+    // hold the head back. Otherwise head and first body bytes leave in one write (one TLS record).
+    if (!p.is_done() && (isRequest || in_buf.size() == 0)) {
+      lowest(out).expires_after(cfg().timeouts.io);
+      auto [hec, hn] = co_await http::async_write_header(out, sr, use_tuple);
+      if (hec) co_return hec;
+    }
+    // Beast reads as much as the buffer has room for: give a body a full chunk of room, so a bulk
+    // transfer moves in 64 KiB steps rather than one TLS record at a time.
+    auto remaining = p.content_length_remaining();
+    bool large = !remaining || *remaining > in_buf.size() + 16 * 1024;
+    if (!p.is_done() && large && in_buf.capacity() - in_buf.size() < chunk_size &&
+        in_buf.max_size() >= in_buf.size() + chunk_size) {
+      in_buf.reserve(in_buf.size() + chunk_size);
+    }
     do {
       if (!p.is_done()) {
-        p.get().body().data = chunk.get();
+        p.get().body().data = buffer.get();
         p.get().body().size = chunk_size;
         lowest(in).expires_after(cfg().timeouts.io);
-        auto [rec, rn] = co_await http::async_read(in, in_buf, p, use_tuple);
+        // Whatever has arrived is passed on at once (a streamed body is not held back until the
+        // buffer fills); a full buffer shows as need_buffer.
+        auto [rec, rn] = co_await http::async_read_some(in, in_buf, p, use_tuple);
         if (rec == http::error::need_buffer) rec = {};
         if (rec) {
           in_failed = true;
           co_return rec;
         }
-        msg.body().size = chunk_size - p.get().body().size;
-        msg.body().data = chunk.get();
+        std::size_t got = chunk_size - p.get().body().size;
+        // A read may parse only framing (a chunk header): an empty buffer with more to come
+        // would go out as the last chunk, so nothing is written until body bytes are here.
+        msg.body().size = got;
+        msg.body().data = got ? buffer.get() : nullptr;
         msg.body().more = !p.is_done();
       } else {
         msg.body().data = nullptr;
@@ -507,6 +561,7 @@ private:
         in_failed = true;
         co_return error_code(http::error::body_limit);
       }
+      if (msg.body().size == 0 && msg.body().more) continue;
       lowest(out).expires_after(cfg().timeouts.io);
       auto [wec, wn] = co_await http::async_write(out, sr, use_tuple);
       if (wec == http::error::need_buffer) wec = {};
@@ -667,7 +722,7 @@ private:
 
   // Copies bytes one way until EOF or error, for `allowlist` tunnels.
   net::awaitable<void> pipe(beast::tcp_stream &from, beast::tcp_stream &to, std::uint64_t &bytes) {
-    std::unique_ptr<char[]> data(new char[chunk_size]);
+    chunk data;
     for (;;) {
       from.expires_after(cfg().timeouts.tunnel_idle);
       auto [ec, n] = co_await from.async_read_some(net::buffer(data.get(), chunk_size), use_tuple);

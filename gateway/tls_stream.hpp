@@ -109,6 +109,19 @@ public:
         std::forward<Token>(token));
   }
 
+  // Completes when a read would find data (decrypted bytes held, or the socket readable), so a
+  // connection waiting for its next request needs no read buffer while it waits.
+  template <class Token> auto async_wait_readable(Token &&token) {
+    return start(
+        [waited = false](SSL *ssl, std::size_t &done) mutable {
+          done = 0;
+          if (waited || SSL_has_pending(ssl)) return 1;
+          waited = true;
+          return want_read;
+        },
+        std::forward<Token>(token));
+  }
+
   // Sends close_notify; does not wait for the peer's.
   template <class Token> auto async_shutdown(Token &&token) {
     return start(
@@ -122,6 +135,7 @@ public:
 
 private:
   static constexpr std::size_t coalesce_limit = 16 * 1024;
+  static constexpr int want_read = -1000; // a step's own request to wait for the socket
   static char *coalesce_buffer();
   static int read_into(SSL *ssl, net::mutable_buffer b, std::size_t &done);
   static int write_from(SSL *ssl, const void *data, std::size_t size, std::size_t &done);
@@ -158,7 +172,7 @@ private:
       ERR_clear_error();
       int r = step(s.ssl_.get(), done);
       if (r > 0) return finish(self, first, {});
-      int err = SSL_get_error(s.ssl_.get(), r);
+      int err = r == want_read ? SSL_ERROR_WANT_READ : SSL_get_error(s.ssl_.get(), r);
       if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
         if (error_code wec = s.begin_wait()) return finish(self, first, wec);
         state = waiting;

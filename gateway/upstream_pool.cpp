@@ -43,6 +43,10 @@ void upstream_pool::put(std::unique_ptr<upstream_connection> conn) {
   if (per_key_ == 0 || total_ == 0) {
     return;
   }
+  if (conn->buffer.size() == 0 && conn->buffer.capacity() > 16 * 1024) {
+    conn->buffer.shrink_to_fit(); // a bulk transfer's 64 KiB is not kept while idle
+    conn->buffer.reserve(16 * 1024);
+  }
   auto &q = idle_[conn->key];
   if (q.size() >= per_key_) {
     q.pop_front();

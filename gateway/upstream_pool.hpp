@@ -13,11 +13,13 @@ namespace sluice::gateway {
 // One connection to an origin: plain TCP, or TLS over TCP. `visit` hands the active stream to a
 // generic function, so the relay code is written once for both.
 struct upstream_connection {
-  explicit upstream_connection(net::any_io_executor ex) : tcp(ex) {}
+  // The read buffer starts with room for a whole response head: Beast sizes each read by the room
+  // left, and an empty buffer would read a head in 512-byte pieces.
+  explicit upstream_connection(net::any_io_executor ex) : tcp(ex) { buffer.reserve(16 * 1024); }
   std::string key; // "scheme://host:port"
   beast::tcp_stream tcp;
   std::unique_ptr<tls_stream> tls; // set for https; it then owns the socket
-  beast::flat_buffer buffer{64 * 1024};
+  beast::flat_buffer buffer{128 * 1024};
 
   void expires_after(std::chrono::steady_clock::duration d) {
     if (tls) {
