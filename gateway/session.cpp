@@ -105,6 +105,15 @@ public:
 
   net::awaitable<void> run() {
     co_await serve_requests(client_, buffer_, nullptr);
+    if (connect_) {
+      // A CONNECT ends the plain request loop first, so its frames (about 4 KiB) are not held for
+      // the life of the tunnel.
+      outcome o = std::move(*connect_);
+      connect_.reset();
+      ++state_.in_flight;
+      co_await handle_connect(client_, buffer_, o);
+      --state_.in_flight;
+    }
     error_code ignored; // the client may already be gone
     client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
@@ -308,7 +317,7 @@ private:
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
       if (!tunnel && req.method() == http::verb::connect) {
         o.target = std::string(req.target());
-        co_await handle_connect(s, buf, req, o);
+        connect_ = std::move(o); // handled by run() once this loop has ended
         co_return false;
       }
     }
@@ -750,16 +759,16 @@ private:
 
   // CONNECT: judged on host and port before anything else happens; then passed through (allowlist)
   // or terminated with a leaf for the CONNECT host (network-read, publish).
-  net::awaitable<void> handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf,
-                                      http::request<http::buffer_body> &req, outcome &o) {
+  net::awaitable<void> handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf, outcome &o) {
     // Held for the tunnel's lifetime: requests inside it move policy_ on to newer policies.
     const filters::policy_ptr held = policy_;
     const auto &pol = *held;
     o.scheme = "https";
     std::string_view raw_host;
     unsigned port = 0;
-    if (!filters::split_authority(req.target(), raw_host, port) || port == 0) {
-      o.host = std::string(req.target());
+    const std::string target = std::move(o.target); // raw_host points into it
+    if (!filters::split_authority(target, raw_host, port) || port == 0) {
+      o.host = target;
       co_await deny(s, o, "invalid_host", {}, false);
       co_return;
     }
@@ -861,6 +870,7 @@ private:
   gateway_state &state_;
   filters::policy_ptr policy_;
   beast::flat_buffer buffer_;
+  std::optional<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
 };
 
 } // namespace
