@@ -94,6 +94,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   // Resumption rides on stateless tickets; a server-side session cache would hold up to 20,480
   // sessions in memory for nothing.
   SSL_CTX_set_session_cache_mode(sctx, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_default_read_buffer_len(sctx, 64 * 1024);
 
   upstream_tls_.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                             ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
@@ -125,6 +126,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
     }
   }
   SSL_CTX_set_session_cache_mode(upstream_tls_.native_handle(), SSL_SESS_CACHE_CLIENT);
+  SSL_CTX_set_default_read_buffer_len(upstream_tls_.native_handle(), 64 * 1024);
 
   state_ = std::unique_ptr<gateway_state>(new gateway_state{
       {policy}, *metrics_, *log_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},
