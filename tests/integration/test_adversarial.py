@@ -103,6 +103,7 @@ dns_servers = ["127.0.0.1:{dns}"]
 "bad.test" = "127.0.0.1"
 "allowed.test" = "127.0.0.1"
 [timeouts]
+tls_handshake = "2s"
 header_read = "1s"
 idle = "2s"
 io = "1500ms"
@@ -353,6 +354,79 @@ max_header_bytes = 16384
         self.still_serving(gw)
         recs = [r for r in gw.access_log() if r["path"] == "/bytes/80000000"]
         s.close()
+        self.assertTrue(recs and recs[-1]["reason"] == "client_aborted", recs[-1:])
+
+    # --- deadlines inside terminated tunnels (gateway/tls_stream) ------------------------------
+    def open_tunnel(self, gw):
+        s = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+        s.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+        self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+        return s
+
+    def closed_within(self, s, seconds):
+        """True when the peer closes `s` (EOF or reset) within `seconds`."""
+        s.settimeout(seconds)
+        try:
+            while s.recv(4096):
+                pass
+            return True
+        except (ConnectionResetError, ssl.SSLError):
+            return True
+        except socket.timeout:
+            return False
+
+    def test_stalled_tls_handshake_cut(self):
+        s = self.open_tunnel(self.gw)
+        s.sendall(bytes.fromhex("160301020001"))  # a ClientHello record header promising 512 bytes
+        t0 = time.time()
+        self.assertTrue(self.closed_within(s, 8))
+        self.assertLess(time.time() - t0, 5)  # tls_handshake is 2 s
+        s.close()
+        self.still_serving()
+
+    def test_slowloris_head_inside_tunnel_cut(self):
+        ctx = ssl.create_default_context(cafile=self.gw.ca)
+        t = ctx.wrap_socket(self.open_tunnel(self.gw), server_hostname="origin.test")
+        t0 = time.time()
+        t.sendall(f"GET /slow HTTP/1.1\r\nHost: origin.test:{self.https}\r\n".encode())
+        closed = False
+        try:
+            for _ in range(24):
+                t.sendall(b"X-Slow: 1\r\n")
+                time.sleep(0.25)
+        except (OSError, ssl.SSLError):
+            closed = True
+        self.assertTrue(closed or self.closed_within(t, 5))
+        self.assertLess(time.time() - t0, 5)  # header_read is 1 s
+        t.close()
+        self.still_serving()
+
+    def test_idle_tunnel_closed_after_idle_timeout(self):
+        ctx = ssl.create_default_context(cafile=self.gw.ca)
+        t = ctx.wrap_socket(self.open_tunnel(self.gw), server_hostname="origin.test")
+        t.sendall(f"GET /first HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+        t.settimeout(5)
+        self.assertTrue(t.recv(4096).startswith(b"HTTP/1.1 200"))
+        t0 = time.time()
+        self.assertTrue(self.closed_within(t, 8))
+        self.assertLess(time.time() - t0, 5)  # idle is 2 s
+        t.close()
+
+    def test_tunnel_client_that_never_reads(self):
+        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' +
+                     self.body.replace("max_response_body_bytes = 2097152\n", ""), "nocap-tls")
+        raw = socket.socket()
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        raw.settimeout(10)
+        raw.connect(("127.0.0.1", gw.port))
+        raw.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+        self.assertTrue(raw.recv(4096).startswith(b"HTTP/1.1 200"))
+        t = ssl.create_default_context(cafile=gw.ca).wrap_socket(raw, server_hostname="origin.test")
+        t.sendall(f"GET /bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+        time.sleep(4)  # past the io timeout of a blocked write
+        self.still_serving(gw)
+        recs = [r for r in gw.access_log() if r["path"] == "/bytes/80000000"]
+        t.close()
         self.assertTrue(recs and recs[-1]["reason"] == "client_aborted", recs[-1:])
 
     def test_upstream_that_never_answers_is_504(self):
