@@ -124,6 +124,17 @@ http {{
         wait_port(port, p, timeout=20)
         return p
 
+    def origin_trust(self):
+        """sluice config lines that let it reach and verify the test origin."""
+        return f"""[tls]
+upstream_ca_bundle = "{self.ca[0]}"
+system_trust = false
+[upstream]
+allow_addresses = ["198.18.0.0/15"]
+[upstream.resolve]
+"{NAME}" = "{ORIGIN}"
+"""
+
     def target_sluice(self):
         port, d = free_port(), self.tmp
         conf = os.path.join(d, "sluice.toml")
@@ -133,14 +144,7 @@ http {{
 proxy = "127.0.0.1:{port}"
 [policy]
 allow = ["{NAME}"]
-[tls]
-upstream_ca_bundle = "{self.ca[0]}"
-system_trust = false
-[upstream]
-allow_addresses = ["198.18.0.0/15"]
-[upstream.resolve]
-"{NAME}" = "{ORIGIN}"
-[limits]
+{self.origin_trust()}[limits]
 max_connections = 50000
 """)
         cafile = os.path.join(d, "sluice-ca.pem")
@@ -234,14 +238,7 @@ max_filedescriptors 65536
             f.write(f"""[skills.default]
 default_profile = "network-read"
 allow_domains = ["{NAME}"]
-[tls]
-upstream_ca_bundle = "{self.ca[0]}"
-system_trust = false
-[upstream]
-allow_addresses = ["198.18.0.0/15"]
-[upstream.resolve]
-"{NAME}" = "{ORIGIN}"
-""")
+{self.origin_trust()}""")
         os.chmod(policy, 0o644)
 
         def wrap(script):

@@ -341,19 +341,31 @@ max_header_bytes = 16384
             time.sleep(0.25)
         self.assertLess(self.gw.metric("sluice_connections_active"), 10)
 
-    def test_client_that_never_reads(self):
-        # A gateway without the response cap, so that only the stalled writes can end this.
+    def never_reading_client(self, name, tunnel):
+        """A client with a tiny receive buffer that asks for 80 MB and reads nothing, against a gateway
+        without the response cap, so that only the stalled writes can end it. Returns the gateway
+        and the request's access-log records once the io timeout has passed."""
         gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' +
-                     self.body.replace("max_response_body_bytes = 2097152\n", ""), "nocap")
+                     self.body.replace("max_response_body_bytes = 2097152\n", ""), name)
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.settimeout(10)
         s.connect(("127.0.0.1", gw.port))
-        s.sendall(f"GET http://origin.test:{self.http}/bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.http}\r\n\r\n".encode())
+        if tunnel:
+            s.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+            self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+            s = ssl.create_default_context(cafile=gw.ca).wrap_socket(s, server_hostname="origin.test")
+            s.sendall(f"GET /bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+        else:
+            s.sendall(f"GET http://origin.test:{self.http}/bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.http}\r\n\r\n".encode())
         time.sleep(4)  # past the io timeout of a blocked write
         self.still_serving(gw)
         recs = [r for r in gw.access_log() if r["path"] == "/bytes/80000000"]
         s.close()
+        return recs
+
+    def test_client_that_never_reads(self):
+        recs = self.never_reading_client("nocap", tunnel=False)
         self.assertTrue(recs and recs[-1]["reason"] == "client_aborted", recs[-1:])
 
     # --- deadlines inside terminated tunnels (gateway/tls_stream) ------------------------------
@@ -413,20 +425,7 @@ max_header_bytes = 16384
         t.close()
 
     def test_tunnel_client_that_never_reads(self):
-        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' +
-                     self.body.replace("max_response_body_bytes = 2097152\n", ""), "nocap-tls")
-        raw = socket.socket()
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        raw.settimeout(10)
-        raw.connect(("127.0.0.1", gw.port))
-        raw.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
-        self.assertTrue(raw.recv(4096).startswith(b"HTTP/1.1 200"))
-        t = ssl.create_default_context(cafile=gw.ca).wrap_socket(raw, server_hostname="origin.test")
-        t.sendall(f"GET /bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
-        time.sleep(4)  # past the io timeout of a blocked write
-        self.still_serving(gw)
-        recs = [r for r in gw.access_log() if r["path"] == "/bytes/80000000"]
-        t.close()
+        recs = self.never_reading_client("nocap-tls", tunnel=True)
         self.assertTrue(recs and recs[-1]["reason"] == "client_aborted", recs[-1:])
 
     def test_upstream_that_never_answers_is_504(self):
