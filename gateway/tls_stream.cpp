@@ -112,7 +112,17 @@ int tls_stream::read_into(SSL *ssl, net::mutable_buffer b, std::size_t &done) {
 }
 
 int tls_stream::write_from(SSL *ssl, const void *data, std::size_t size, std::size_t &done) {
-  return SSL_write_ex(ssl, data, size, &done) == 1 ? 1 : 0;
+  // Partial-write mode returns after each record; keep writing records until all is out or the
+  // socket is full. A record that could not be sent whole stays pending in OpenSSL and is not
+  // counted in `done`, so the caller's next write (the same bytes) completes it.
+  done = 0;
+  auto *p = static_cast<const char *>(data);
+  while (done < size) {
+    std::size_t n = 0;
+    if (SSL_write_ex(ssl, p + done, size - done, &n) != 1) return done ? 1 : 0;
+    done += n;
+  }
+  return 1;
 }
 
 error_code tls_stream::begin_wait() {
