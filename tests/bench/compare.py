@@ -9,8 +9,9 @@ reported as failed, not as fast. Prints a table of medians with each target's ra
 Sandbox targets (srt, srt-tls, sluice-exec) run the same curl inside the sandbox and time it there,
 so their start-up is not counted; start-up is a column of its own (`true` run in the sandbox).
 
-usage (root): tests/bench/compare.py [--repeat 3] [--requests 8000] [--targets direct,sluice,...]
-Installs what it needs with apt-get and npm; tears everything down at the end."""
+usage (root): tests/bench/compare.py [--repeat 3] [--requests 8000] [--idle 10000] [--targets direct,sluice,...]
+Installs what it needs with apt-get and npm, builds the release preset (unless --no-build); tears
+everything down at the end."""
 import argparse
 import os
 import json
@@ -413,9 +414,14 @@ def main():
     ap.add_argument("--sluice-threads", type=int, default=1, help="sluice worker threads (0: one per core)")
     ap.add_argument("--startup-runs", type=int, default=10, help="runs of `true` per sandbox for start-up")
     ap.add_argument("--targets", default="direct,sluice,sluice-exec,tinyproxy,squid-bump,mitmproxy,srt,srt-tls")
+    ap.add_argument("--no-build", action="store_true", help="use the sluice already built")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: the harness creates a network namespace and installs packages")
+    if not args.no_build:  # a fresh machine: the build dependencies, then the release build
+        root = os.path.join(HERE, "../..")
+        subprocess.run(["bash", "scripts/install-deps.sh"], cwd=root, check=True)
+        subprocess.run(["bash", "scripts/build.sh", "release"], cwd=root, check=True, stdout=subprocess.DEVNULL)
     b = Bench(args)
     try:
         b.run()
