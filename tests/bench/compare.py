@@ -324,7 +324,7 @@ allow_domains = ["{NAME}"]
                   "mitmproxy": self.target_mitmproxy, "srt": self.target_srt,
                   "srt-tls": lambda: self.target_srt(terminate=True)}
         workloads = ["keep-alive", "handshake", "bulk"]
-        results = {}
+        results, spread = {}, {}
         for name in self.args.targets.split(","):
             try:
                 t = makers[name]()
@@ -342,6 +342,8 @@ allow_domains = ["{NAME}"]
                     v, unit = self.workload(t, w)
                     vals.append(v)
                 results[name][w] = (None if None in vals else statistics.median(vals), unit)
+                if None not in vals and len(vals) > 1:
+                    spread.setdefault(name, {})[w] = (min(vals), max(vals), unit)
             if "wrap" in t:
                 results[name]["start-up"] = (self.startup(t), "ms")
             if name == "sluice" and self.args.idle:
@@ -351,6 +353,11 @@ allow_domains = ["{NAME}"]
             results.setdefault("unshare -Urn", {})["start-up"] = (measure_startup(bare, self.args.startup_runs)[0],
                                                                   "ms")
         self.report(results, workloads)
+        if spread:  # how far apart the repeated runs were: read ratios with this in mind
+            print("\nspread of the %d runs (min-max)" % self.args.repeat)
+            for name, r in spread.items():
+                print("%-14s" % name + "".join("%24s" % ("%.0f-%.0f %s" % r[w] if w in r else "-")
+                                               for w in workloads))
 
     def startup(self, t):
         """Median wall time of `true` in the sandbox, set-up and teardown included (ms)."""
