@@ -163,4 +163,15 @@ bool split_authority(std::string_view authority, std::string_view &host, unsigne
   return true;
 }
 
+std::optional<listen_address> parse_listen_address(std::string_view text) {
+  std::string_view host;
+  unsigned port = 0;
+  if (!split_authority(text, host, port) || port == 0) return std::nullopt;
+  if (host.front() == '[') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  auto ip = boost::asio::ip::make_address(std::string(host), ec);
+  if (ec) return std::nullopt;
+  return listen_address{ip, static_cast<unsigned short>(port)};
+}
+
 } // namespace sluice::filters

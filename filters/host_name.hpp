@@ -26,4 +26,12 @@ host_parse_result parse_host(std::string_view raw);
 // range (port must be 1..65535).
 bool split_authority(std::string_view authority, std::string_view &host, unsigned &port);
 
+// A listen address: an IP literal and a port, "127.0.0.1:3128" or "[::1]:3128". Empty when malformed,
+// when the port is missing or 0, or when the host is a name.
+struct listen_address {
+  boost::asio::ip::address ip;
+  unsigned short port = 0;
+};
+std::optional<listen_address> parse_listen_address(std::string_view text);
+
 } // namespace sluice::filters

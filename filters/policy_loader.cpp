@@ -147,18 +147,9 @@ struct loader {
       c.admin_listen = string_of(*t, "admin", "listen", c.admin_listen);
       for (auto key : {"proxy", "admin"}) {
         auto v = string_of(*t, key, "listen", "");
-        std::string_view h;
-        unsigned port = 0;
-        boost::system::error_code ec;
-        if (!v.empty()) {
-          bool ok = split_authority(v, h, port) && port != 0;
-          std::string host(h);
-          if (ok && host.front() == '[') host = host.substr(1, host.size() - 2);
-          if (ok) boost::asio::ip::make_address(host, ec);
-          if (!ok || ec) {
-            fail(*t->get(key), std::string("listen.") + key + " = '" + v +
-                                   "' is not ADDRESS:PORT; write e.g. \"127.0.0.1:3128\"");
-          }
+        if (!v.empty() && !parse_listen_address(v)) {
+          fail(*t->get(key), std::string("listen.") + key + " = '" + v +
+                                 "' is not ADDRESS:PORT; write e.g. \"127.0.0.1:3128\"");
         }
       }
     }

@@ -2,6 +2,7 @@
 #include "gateway/admin_server.hpp"
 #include "gateway/local_addresses.hpp"
 #include "gateway/session.hpp"
+#include "filters/host_name.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -30,23 +31,14 @@ int select_alpn(SSL *, const unsigned char **out, unsigned char *outlen, const u
   return SSL_TLSEXT_ERR_NOACK;
 }
 
+// Listen addresses from the config were checked by the loader; this is the same check, for callers
+// that did not come through it.
 tcp::endpoint parse_endpoint(const std::string &text) {
-  std::string_view host;
-  unsigned port = 0;
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos) {
-    throw std::runtime_error("listen address '" + text + "' needs a port, e.g. 127.0.0.1:3128");
-  }
-  host = std::string_view(text).substr(0, colon);
-  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  port = static_cast<unsigned>(std::stoul(text.substr(colon + 1)));
-  if (port > 65535) throw std::runtime_error("listen address '" + text + "': port out of range");
-  boost::system::error_code ec;
-  auto addr = net::ip::make_address(std::string(host), ec);
-  if (ec) {
+  auto a = filters::parse_listen_address(text);
+  if (!a) {
     throw std::runtime_error("listen address '" + text + "' is not IP:PORT, e.g. 127.0.0.1:3128");
   }
-  return {addr, static_cast<unsigned short>(port)};
+  return {a->ip, a->port};
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 
 using sluice::filters::parse_host;
 using sluice::filters::split_authority;
+using sluice::filters::parse_listen_address;
 
 TEST_CASE("parse_host normalizes or refuses hostile hosts", "[filters][host_name]") {
   struct row {
@@ -82,4 +83,21 @@ TEST_CASE("split_authority takes ports 1..65535 only", "[filters][host_name]") {
   CHECK_FALSE(split_authority("example.com:", host, port));
   CHECK_FALSE(split_authority("::1:443", host, port));
   CHECK_FALSE(split_authority(":443", host, port));
+}
+
+TEST_CASE("listen addresses are an IP literal and a port", "[filters][host_name]") {
+  auto v4 = parse_listen_address("127.0.0.1:3128");
+  REQUIRE(v4);
+  CHECK(v4->ip.to_string() == "127.0.0.1");
+  CHECK(v4->port == 3128);
+  auto v6 = parse_listen_address("[::1]:9090");
+  REQUIRE(v6);
+  CHECK(v6->ip.to_string() == "::1");
+  CHECK(v6->port == 9090);
+  CHECK_FALSE(parse_listen_address("127.0.0.1"));       // no port
+  CHECK_FALSE(parse_listen_address("127.0.0.1:0"));     // port 0
+  CHECK_FALSE(parse_listen_address("127.0.0.1:http"));  // not a number
+  CHECK_FALSE(parse_listen_address("localhost:3128"));  // a name, not an address
+  CHECK_FALSE(parse_listen_address("::1:3128"));        // IPv6 without brackets
+  CHECK_FALSE(parse_listen_address(""));
 }
