@@ -10,6 +10,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.request
 
 from origin import payload  # noqa: F401  (the bytes the test origin serves)
@@ -27,6 +28,20 @@ def free_port():
 
 def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, **kw)
+
+
+def loopback_upstream(ca_pem, dns_port, resolve):
+    """Config sections for origins on loopback: trust only the test CA, dial only 127.0.0.1, ask the
+    test DNS server, and pin `resolve` (name -> address)."""
+    pins = "".join('"%s" = "%s"\n' % (name, addr) for name, addr in resolve.items())
+    return f"""[tls]
+upstream_ca_bundle = "{ca_pem}"
+system_trust = false
+[upstream]
+allow_addresses = ["127.0.0.1/32"]
+dns_servers = ["127.0.0.1:{dns_port}"]
+[upstream.resolve]
+{pins}"""
 
 
 def make_ca(directory, name):
@@ -199,3 +214,22 @@ def raw_exchange(port, data, read_timeout=5):
 
 def sha256(data):
     return hashlib.sha256(data).hexdigest()
+
+
+class LoopbackOrigins(unittest.TestCase):
+    """A suite's shared set-up: a scratch directory, the processes it starts, a test CA and two origins
+    on loopback, https for origin.test (cls.https) and plain http (cls.http). Suites add their own
+    origins and gateways in setUpClass after calling this one."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.procs = Processes()
+        cls.ca = make_ca(cls.tmp.name, "origin-ca")
+        cls.https = start_origin(cls.procs, make_leaf(cls.tmp.name, cls.ca, "origin.test", "DNS:origin.test"))
+        cls.http = start_origin(cls.procs)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.procs.stop_all()
+        cls.tmp.cleanup()

@@ -17,8 +17,8 @@ import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(8192, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),
                                             resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
-from harness import (PYTHON, HERE, Gateway, Processes, curl, free_port, header, make_ca, make_leaf,
-                     raw_exchange, run, start_dns, start_origin, status_of)
+from harness import (PYTHON, HERE, Gateway, LoopbackOrigins, Processes, curl, free_port, header,
+                     loopback_upstream, make_leaf, raw_exchange, run, start_dns, start_origin, status_of)
 
 
 def expired_leaf(d, ca, name):
@@ -61,18 +61,13 @@ class Counter:
         return int(data.split(b"\r\n\r\n")[1])
 
 
-class Adversarial(unittest.TestCase):
+class Adversarial(LoopbackOrigins):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        d = cls.tmp.name
-        cls.procs = Processes()
-        ca = make_ca(d, "origin-ca")
-        good = make_leaf(d, ca, "origin.test", "DNS:origin.test")
+        super().setUpClass()
+        d, ca = cls.tmp.name, cls.ca
         wrong = make_leaf(d, ca, "other.test", "DNS:other.test")
         old = expired_leaf(d, ca, "expired.test")
-        cls.https = start_origin(cls.procs, good)
-        cls.http = start_origin(cls.procs)
         cls.wrong = start_origin(cls.procs, wrong)
         cls.expired = start_origin(cls.procs, old)
         cls.bad = free_port()
@@ -90,19 +85,9 @@ allow = ["origin.test:{cls.https}", "origin.test:{cls.http}", "wrong.test:{cls.w
          "expired.test:{cls.expired}", "bad.test:{cls.bad}", "mixed.test:{cls.trap.port}",
          "rebind.test:{cls.trap.port}", "private.test:{cls.trap.port}",
          "127.0.0.2:{cls.trap.port}", "allowed.test:{cls.http}"]
-[tls]
-upstream_ca_bundle = "{ca[0]}"
-system_trust = false
-[upstream]
-allow_addresses = ["127.0.0.1/32"]
-dns_servers = ["127.0.0.1:{dns}"]
-[upstream.resolve]
-"origin.test" = "127.0.0.1"
-"wrong.test" = "127.0.0.1"
-"expired.test" = "127.0.0.1"
-"bad.test" = "127.0.0.1"
-"allowed.test" = "127.0.0.1"
-[timeouts]
+""" + loopback_upstream(ca[0], dns, {name: "127.0.0.1" for name in ("origin.test", "wrong.test",
+                                                                     "expired.test", "bad.test",
+                                                                     "allowed.test")}) + """[timeouts]
 tls_handshake = "2s"
 header_read = "1s"
 idle = "2s"
@@ -114,11 +99,6 @@ max_header_bytes = 16384
 """
         cls.gw = Gateway(cls.procs, d, 'profile = "network-read"\n' + cls.body, "read")
         cls.pub = Gateway(cls.procs, d, 'profile = "publish"\n' + cls.body, "pub")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.procs.stop_all()
-        cls.tmp.cleanup()
 
     def get(self, gw, raw):
         return raw_exchange(gw.port, raw.encode() if isinstance(raw, str) else raw)

@@ -12,22 +12,17 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import (Gateway, Processes, curl, header, make_ca, make_leaf, payload, raw_exchange,
-                     sha256, start_dns, start_origin, status_of)
+from harness import (Gateway, LoopbackOrigins, Processes, curl, header, loopback_upstream, make_ca, make_leaf,
+                     payload, raw_exchange, sha256, start_dns, start_origin, status_of)
 
 
-class GatewayTest(unittest.TestCase):
+class GatewayTest(LoopbackOrigins):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        d = cls.tmp.name
-        cls.procs = Processes()
-        ca = make_ca(d, "origin-ca")
+        super().setUpClass()
+        d, ca = cls.tmp.name, cls.ca
         rogue = make_ca(d, "rogue-ca")
-        leaf = make_leaf(d, ca, "origin.test", "DNS:origin.test")
         bad = make_leaf(d, rogue, "bad.test", "DNS:bad.test")
-        cls.https = start_origin(cls.procs, leaf)
-        cls.http = start_origin(cls.procs)
         cls.untrusted = start_origin(cls.procs, bad)
         dns = start_dns(cls.procs, {})
         cls.base = f"""
@@ -35,28 +30,13 @@ class GatewayTest(unittest.TestCase):
 allow = ["origin.test:{cls.https}", "origin.test:{cls.http}", "bad.test:{cls.untrusted}",
          "nxdomain.test", "loop.test:{cls.https}", "private.test", "meta.test"]
 deny = ["blocked.origin.test"]
-[tls]
-upstream_ca_bundle = "{ca[0]}"
-system_trust = false
-[upstream]
-allow_addresses = ["127.0.0.1/32"]
-dns_servers = ["127.0.0.1:{dns}"]
-[upstream.resolve]
-"origin.test" = "127.0.0.1"
-"bad.test" = "127.0.0.1"
-"loop.test" = "127.0.0.2"
-"private.test" = "10.0.0.1"
-"meta.test" = "169.254.169.254"
-[timeouts]
+""" + loopback_upstream(ca[0], dns, {"origin.test": "127.0.0.1", "bad.test": "127.0.0.1",
+                                     "loop.test": "127.0.0.2", "private.test": "10.0.0.1",
+                                     "meta.test": "169.254.169.254"}) + """[timeouts]
 dns = "2s"
 """
         cls.gw = Gateway(cls.procs, d, 'profile = "network-read"\n' + cls.base, "read")
         cls.pub = Gateway(cls.procs, d, 'profile = "publish"\n' + cls.base, "publish")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.procs.stop_all()
-        cls.tmp.cleanup()
 
     def https_url(self, path):
         return f"https://origin.test:{self.https}{path}"
