@@ -7,7 +7,6 @@ import os
 import socket
 import ssl
 import subprocess
-import tempfile
 import time
 import unittest
 
@@ -17,7 +16,7 @@ import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(8192, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),
                                             resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
-from harness import (PYTHON, HERE, Gateway, LoopbackOrigins, Processes, curl, free_port, header,
+from harness import (PYTHON, HERE, Gateway, LoopbackOrigins, curl, free_port, header,
                      loopback_upstream, make_leaf, raw_exchange, run, start_dns, start_origin, status_of)
 
 
