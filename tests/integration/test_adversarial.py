@@ -2,7 +2,6 @@
 cross-checks, read-only semantics, framing, resource abuse and TLS. Real processes on loopback only;
 the 'forbidden' destinations are loopback addresses outside the allowed range, each with a listener
 that counts connections, so that a test proves nothing was dialed."""
-import json
 import os
 import socket
 import ssl
