@@ -11,6 +11,9 @@ bool still_idle(upstream_connection &c) {
   if (c.buffer.size() != 0) {
     return false;
   }
+  if (c.tls && SSL_has_pending(c.tls->native_handle())) {
+    return false; // bytes OpenSSL read ahead past the last response
+  }
   char byte;
   auto fd = c.socket().native_handle();
   ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
