@@ -319,22 +319,34 @@ max_header_bytes = 16384
             time.sleep(0.25)
         self.assertLess(self.gw.metric("sluice_connections_active"), 10)
 
-    def never_reading_client(self, name, tunnel):
-        """A client with a tiny receive buffer that asks for 80 MB and reads nothing, against a gateway
-        without the response cap, so that only the stalled writes can end it. Returns the gateway
-        and the request's access-log records once the io timeout has passed."""
-        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' +
-                     self.body.replace("max_response_body_bytes = 2097152\n", ""), name)
+    def client_socket(self, gw, rcvbuf=None):
         s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         s.settimeout(10)
         s.connect(("127.0.0.1", gw.port))
-        if tunnel:
-            s.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
-            self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+        return s
+
+    def open_tunnel(self, gw, tls=False, rcvbuf=None):
+        """A CONNECT through `gw` to the https origin, answered 200; TLS inside it when `tls`."""
+        s = self.client_socket(gw, rcvbuf)
+        s.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+        self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+        if tls:
             s = ssl.create_default_context(cafile=gw.ca).wrap_socket(s, server_hostname="origin.test")
+        return s
+
+    def never_reading_client(self, name, tunnel):
+        """A client with a tiny receive buffer that asks for 80 MB and reads nothing, against a gateway
+        without the response cap, so that only the stalled writes can end it. Returns the request's
+        access-log records once the io timeout has passed."""
+        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' +
+                     self.body.replace("max_response_body_bytes = 2097152\n", ""), name)
+        if tunnel:
+            s = self.open_tunnel(gw, tls=True, rcvbuf=4096)
             s.sendall(f"GET /bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
         else:
+            s = self.client_socket(gw, rcvbuf=4096)
             s.sendall(f"GET http://origin.test:{self.http}/bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.http}\r\n\r\n".encode())
         time.sleep(4)  # past the io timeout of a blocked write
         self.still_serving(gw)
@@ -347,12 +359,6 @@ max_header_bytes = 16384
         self.assertTrue(recs and recs[-1]["reason"] == "client_aborted", recs[-1:])
 
     # --- deadlines inside terminated tunnels (gateway/tls_stream) ------------------------------
-    def open_tunnel(self, gw):
-        s = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
-        s.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
-        self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
-        return s
-
     def closed_within(self, s, seconds):
         """True when the peer closes `s` (EOF or reset) within `seconds`."""
         s.settimeout(seconds)
@@ -375,8 +381,7 @@ max_header_bytes = 16384
         self.still_serving()
 
     def test_slowloris_head_inside_tunnel_cut(self):
-        ctx = ssl.create_default_context(cafile=self.gw.ca)
-        t = ctx.wrap_socket(self.open_tunnel(self.gw), server_hostname="origin.test")
+        t = self.open_tunnel(self.gw, tls=True)
         t0 = time.time()
         t.sendall(f"GET /slow HTTP/1.1\r\nHost: origin.test:{self.https}\r\n".encode())
         closed = False
@@ -392,8 +397,7 @@ max_header_bytes = 16384
         self.still_serving()
 
     def test_idle_tunnel_closed_after_idle_timeout(self):
-        ctx = ssl.create_default_context(cafile=self.gw.ca)
-        t = ctx.wrap_socket(self.open_tunnel(self.gw), server_hostname="origin.test")
+        t = self.open_tunnel(self.gw, tls=True)
         t.sendall(f"GET /first HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
         t.settimeout(5)
         self.assertTrue(t.recv(4096).startswith(b"HTTP/1.1 200"))
