@@ -153,7 +153,7 @@ error_code tls_stream::begin_wait() {
   return {};
 }
 
-error_code tls_stream::error_of(int ssl_error, int) {
+error_code tls_stream::error_of(int ssl_error) {
   if (ssl_error == SSL_ERROR_ZERO_RETURN) return net::error::eof; // close_notify received
   unsigned long e = ERR_peek_error();
   if (ssl_error == SSL_ERROR_SYSCALL && e == 0) {

@@ -151,7 +151,7 @@ private:
 
   error_code begin_wait();
   void end_wait() { deadline_state_->waiting = false; }
-  error_code error_of(int ssl_error, int ret);
+  error_code error_of(int ssl_error);
   template <class Step, class Token> auto start(Step step, Token &&token);
 
   template <class Step> struct io_op {
@@ -182,7 +182,7 @@ private:
         return;
       }
       done = 0;
-      finish(self, first, s.error_of(err, r));
+      finish(self, first, s.error_of(err));
     }
 
     // A result known inside the initiating call is delivered through the executor, as Asio's own
