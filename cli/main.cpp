@@ -77,6 +77,10 @@ int main(int argc, char **argv) {
   exec_cmd->add_option("--allow-env", ex.request.allow_env, "keep credential variable NAME");
   exec_cmd->add_flag("--confirm-external-side-effects", ex.request.confirm_side_effects,
                      "required by the publish profile");
+  exec_cmd->add_option("--keep-env", ex.request.keep_env, "keep non-secret variable NAME (repeatable)");
+  std::string ex_filesystem;
+  exec_cmd->add_option("--filesystem", ex_filesystem, "read-only|workspace-write");
+  exec_cmd->add_option("--pass-fd", ex.pass_fds, "keep descriptor N open for the command (repeatable)");
   exec_cmd->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
   exec_cmd->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
   exec_cmd->add_option("--json-summary", ex.json_summary, "write a JSON summary here at exit");
@@ -101,6 +105,14 @@ int main(int argc, char **argv) {
                                "allowlist or publish\n", ex_profile.c_str());
           return 125;
         }
+      }
+      if (!ex_filesystem.empty()) {
+        if (ex_filesystem != "read-only" && ex_filesystem != "workspace-write") {
+          std::fprintf(stderr, "sluice: unknown --filesystem '%s'; use read-only or workspace-write\n",
+                       ex_filesystem.c_str());
+          return 125;
+        }
+        ex.request.read_only = ex_filesystem == "read-only";
       }
       char cwd[4096];
       if (::getcwd(cwd, sizeof cwd)) ex.request.working_dir = cwd;

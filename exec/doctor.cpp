@@ -1,6 +1,10 @@
 #include "exec/doctor.hpp"
 #include "certs/certificate_authority.hpp"
+#include "exec/landlock.hpp"
+#include "exec/profile_resolver.hpp"
 #include "exec/sandbox.hpp"
+
+#include <map>
 
 #include <boost/json.hpp>
 #include <cerrno>
@@ -52,30 +56,61 @@ std::vector<doctor_check> run_doctor() {
                                                           CLONE_NEWNS | CLONE_NEWIPC);
   add("network_namespaces", netns, "network, PID, mount and IPC namespaces work");
 
-  // The real sandbox set-up, stopped before anything would run.
-  std::string loopback, handoff, mounts;
+  // The real sandbox set-up, run to the last step before the command's execve.
+  bool require_landlock = false;
+  try {
+    require_landlock = load_trusted_policy("").require_landlock;
+  } catch (const std::exception &) {
+    // a broken policy is exec's to report, with its line; the machine checks go on
+  }
+  std::map<std::string, std::string> errs;
+  int abi = -1;
+  const char *steps[] = {"loopback", "fd_handoff", "mounts", "private_dir", "landlock", "seccomp", "setsid"};
   if (userns.empty() && netns.empty()) {
     try {
       sandbox_options o;
       o.probe = true;
       o.fault = fault;
       o.argv = {"true"};
+      o.cwd = "/";
+      o.require_landlock = require_landlock;
       sandbox sb(o);
       sb.ready();
-      if (sb.listener() < 0) handoff = "no listener received";
+      if (sb.listener() < 0) errs["fd_handoff"] = "no listener received";
       ::close(sb.listener());
+      abi = sb.provision({{"probe", "x"}});
       int e = 0;
-      sb.start(e);
-      sb.wait();
+      if (!sb.start(e)) errs["setsid"] = std::string("the command's process failed its last set-up: ") + std::strerror(e);
+      if (sb.wait() != 0 && errs["setsid"].empty()) errs["setsid"] = "the probe command's process failed";
     } catch (const setup_error &e) {
-      (e.step == "loopback" ? loopback : e.step == "mounts" ? mounts : handoff) = e.what();
+      errs[e.step == "namespaces" ? "fd_handoff" : e.step] = e.what();
+      bool after = false;
+      for (auto step : steps) { // the steps after a failed one did not run
+        if (after && errs[step].empty()) errs[step] = "skipped: an earlier step failed";
+        if (step == e.step) after = true;
+      }
     }
   } else {
-    loopback = handoff = mounts = "skipped: namespaces unavailable";
+    for (auto step : steps) errs[step] = "skipped: namespaces unavailable";
   }
-  add("loopback", loopback, "lo comes up inside the network namespace");
-  add("fd_handoff", handoff, "the listener made inside reaches the gateway by SCM_RIGHTS");
-  add("mounts", mounts, "private /proc and masked host sockets");
+  add("loopback", errs["loopback"], "lo comes up inside the network namespace");
+  add("fd_handoff", errs["fd_handoff"], "the listener made inside reaches the gateway by SCM_RIGHTS");
+  add("mounts", errs["mounts"], "a filesystem view built with pivot_root: system paths read-only, "
+                                "private /tmp, /dev and /proc (/proc/sys read-only), no host sockets");
+  add("private_dir", errs["private_dir"], "sluice's files (the CA certificate) are written into the "
+                                          "view, whose root is then read-only");
+  if (abi < 0) abi = landlock_abi();
+  std::string landlock_detail =
+      abi > 0 ? "Landlock ABI " + std::to_string(abi) + " applied" +
+                    (abi >= 6 ? " (filesystem rules, abstract Unix socket and signal scopes)"
+                              : " (filesystem rules)")
+              : "this kernel has no Landlock: the mount view holds alone (set [sandbox] "
+                "require_landlock = true to refuse instead)";
+  add("landlock", errs["landlock"], landlock_detail);
+  add("seccomp", errs["seccomp"], "seccomp filter: no TIOCSTI/TIOCLINUX, sockets AF_UNIX/INET/INET6/"
+                                  "NETLINK only, no io_uring, keyrings, bpf, mounts");
+  add("setsid", errs["setsid"], "the command runs in a session of its own, without capabilities, "
+                                "with no descriptor above 2");
 
   std::string ca;
   try {
@@ -88,16 +123,6 @@ std::vector<doctor_check> run_doctor() {
   }
   add("ca", ca, "ECDSA P-256 CA and leaf minting work");
 
-  std::string dir_err;
-  std::string base = "/tmp";
-  if (const char *t = std::getenv("TMPDIR"); t && *t) base = t;
-  std::string templ = base + "/sluice-doctor-XXXXXX";
-  if (fault == "private_dir" || ::mkdtemp(templ.data()) == nullptr) {
-    dir_err = "cannot create a directory under " + base + "; point TMPDIR at a writable directory";
-  } else {
-    ::rmdir(templ.c_str());
-  }
-  add("private_dir", dir_err, "private directories can be made under " + base);
   return out;
 }
 

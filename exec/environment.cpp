@@ -28,24 +28,54 @@ const char *const managed[] = {
 
 bool is_credential_name(std::string_view name) {
   std::string n = upper(name);
-  for (auto part : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY",
-                    "PRIVATE_KEY", "ACCESS_KEY", "SESSION_KEY", "AUTH_KEY"}) {
+  if (n == "PWD" || n == "OLDPWD") return false;
+  for (auto part : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PWD", "CREDENTIAL", "API_KEY", "APIKEY",
+                    "PRIVATE_KEY", "ACCESS_KEY", "SESSION_KEY", "DSN", "JWT", "WEBHOOK",
+                    "MASTER_KEY", "PASSPHRASE", "COOKIE"}) {
     if (n.find(part) != std::string::npos) return true;
   }
-  for (auto prefix : {"AWS_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS", "VAULT_", "OP_SERVICE_"}) {
+  if (n.find("AUTH") != std::string::npos && n.find("AUTHOR") == std::string::npos) return true;
+  for (auto prefix : {"AWS_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS", "VAULT_", "OP_", "BW_",
+                      "GIT_CONFIG_", "NPM_CONFIG__"}) {
     if (n.rfind(prefix, 0) == 0) return true;
   }
   for (auto exact : {"GITHUB_TOKEN", "GH_TOKEN", "NPM_TOKEN", "SSH_AUTH_SOCK", "GPG_AGENT_INFO",
                      "NETRC", "KUBECONFIG", "DOCKER_AUTH_CONFIG", "PGPASSFILE", "DATABASE_URL",
-                     "HF_TOKEN", "CI_JOB_JWT"}) {
+                     "HF_TOKEN", "CI_JOB_JWT", "REDIS_URL", "MONGODB_URI", "DOCKER_HOST"}) {
     if (n == exact) return true;
   }
   return false;
 }
 
+bool is_credential_value(std::string_view v) {
+  // scheme://user:password@host: the userinfo ends at the first '@' before any '/'.
+  for (auto at = v.find("://"); at != std::string_view::npos; at = v.find("://", at + 3)) {
+    auto rest = v.substr(at + 3);
+    auto end = rest.find_first_of("/?#");
+    auto authority = rest.substr(0, end);
+    auto amp = authority.rfind('@');
+    if (amp != std::string_view::npos && authority.substr(0, amp).find(':') != std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool is_core_name(std::string_view name) {
+  for (auto exact : {"PATH", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE",
+                     "TZ", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "CLICOLOR",
+                     "CLICOLOR_FORCE", "CI", "DEBIAN_FRONTEND", "EDITOR", "VISUAL", "PAGER"}) {
+    if (name == exact) return true;
+  }
+  return name.rfind("LC_", 0) == 0;
+}
+
 std::vector<std::string> child_environment(char **envp, const environment_spec &spec,
-                                           std::vector<std::string> *removed) {
+                                           std::vector<std::string> *dropped) {
   std::vector<std::string> out;
+  auto listed = [](const std::vector<std::string> &v, const std::string &n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
   for (char **e = envp; e && *e; ++e) {
     std::string_view kv(*e);
     auto eq = kv.find('=');
@@ -54,14 +84,17 @@ std::vector<std::string> child_environment(char **envp, const environment_spec &
     std::string up = upper(name);
     bool is_managed = std::any_of(std::begin(managed), std::end(managed),
                                   [&](const char *m) { return up == m; });
-    if (is_managed) continue;
-    if (is_credential_name(name) &&
-        std::find(spec.grants.begin(), spec.grants.end(), name) == spec.grants.end()) {
-      if (removed) removed->push_back(name);
+    bool own = up == "HOME" || up == "TMPDIR" || up == "PWD";
+    if (is_managed || own) continue;
+    if (is_core_name(name) || listed(spec.grants, name) || listed(spec.keep, name)) {
+      out.emplace_back(kv);
       continue;
     }
-    out.emplace_back(kv);
+    if (dropped) dropped->push_back(name);
   }
+  if (!spec.home.empty()) out.push_back("HOME=" + spec.home);
+  out.push_back("TMPDIR=/tmp");
+  if (!spec.cwd.empty()) out.push_back("PWD=" + spec.cwd);
   if (spec.mode == filters::profile::offline || spec.proxy_port == 0) {
     return out; // no route at all: no proxy to point at
   }

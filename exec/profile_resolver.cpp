@@ -1,4 +1,5 @@
 #include "exec/profile_resolver.hpp"
+#include "exec/environment.hpp"
 #include "filters/policy_loader.hpp"
 
 #include <algorithm>
@@ -30,11 +31,11 @@ void apply_repo_policy(const std::string &path, resolved_exec &out) {
                   std::string(e.description()) + "; fix it or remove the file");
   }
   for (auto &&[k, v] : root) {
-    if (k.str() != "profile" && k.str() != "policy") {
+    if (k.str() != "profile" && k.str() != "policy" && k.str() != "filesystem") {
       throw refusal("repository policy " + path + ":" + std::to_string(v.source().begin.line) +
                     ": key '" + std::string(k.str()) +
-                    "' is not allowed here; a repository may only set profile (stronger) and "
-                    "[policy] allow/deny (narrower)");
+                    "' is not allowed here; a repository may only set profile (stronger), "
+                    "filesystem = \"read-only\" and [policy] allow/deny (narrower)");
     }
   }
   if (auto s = root["profile"].value<std::string>()) {
@@ -46,6 +47,14 @@ void apply_repo_policy(const std::string &path, resolved_exec &out) {
                     "; a repository may only narrow the policy");
     }
     out.gateway.mode = *p;
+  }
+  if (auto fs = root["filesystem"].value<std::string>()) {
+    if (*fs == "read-only") {
+      out.read_only_workspace = true;
+    } else if (*fs != "workspace-write" || out.read_only_workspace) {
+      throw refusal("repository policy " + path + ": filesystem = \"" + *fs +
+                    "\" is not allowed; a repository may only narrow it to \"read-only\"");
+    }
   }
   if (auto *pol = root["policy"].as_table()) {
     if (auto *deny = (*pol)["deny"].as_array()) {
@@ -142,6 +151,25 @@ resolved_exec resolve_exec(const exec_request &req) {
     }
     out.grants.push_back(name);
   }
+  out.keep = skill.keep_env;
+  for (const auto &name : req.keep_env) {
+    const char *value = std::getenv(name.c_str());
+    if (is_credential_name(name) || (value && is_credential_value(value))) {
+      throw refusal("--keep-env " + name + ": it " +
+                    (is_credential_name(name) ? std::string("looks like a credential")
+                                              : std::string("holds a URL with a password")) +
+                    "; pass it with --allow-env " + name + ", which needs a grant under [skills." +
+                    out.skill + "] in " + trusted.source);
+    }
+    out.keep.push_back(name);
+  }
+  out.read_only_workspace = req.read_only.value_or(skill.read_only_workspace);
+  if (!out.read_only_workspace && !skill.may_write_workspace) {
+    throw refusal("--filesystem workspace-write is not allowed for skill '" + out.skill +
+                  "' (default read-only); declare it under [skills." + out.skill +
+                  "] filesystem_escalations in " + trusted.source);
+  }
+  out.require_landlock = trusted.require_landlock;
   out.gateway = trusted;
   out.gateway.mode = mode;
   out.gateway.skills.clear();

@@ -19,6 +19,8 @@ struct exec_request {
   std::optional<filters::profile> profile; // empty: the skill's default profile
   std::vector<std::string> allow_domains;
   std::vector<std::string> allow_env;
+  std::vector<std::string> keep_env;      // non-secret names to keep (--keep-env)
+  std::optional<bool> read_only;          // --filesystem read-only|workspace-write; empty: skill's
   bool confirm_side_effects = false;
   std::string policy_file;                // --policy; empty: search
   std::string working_dir;                // where a repository policy may narrow
@@ -31,6 +33,9 @@ struct resolved_exec {
   std::string policy_source;
   std::string repo_policy;                // the working-directory file applied, if any
   std::vector<std::string> grants;
+  std::vector<std::string> keep;          // non-secret variables kept (skill keep_env + --keep-env)
+  bool read_only_workspace = false;
+  bool require_landlock = false;
 };
 
 // The policy file search: --policy, $XDG_CONFIG_HOME/sluice/policy.toml (or ~/.config/...),

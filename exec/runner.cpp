@@ -2,6 +2,7 @@
 #include "certs/java_truststore.hpp"
 #include "exec/environment.hpp"
 #include "exec/sandbox.hpp"
+#include "exec/workspace.hpp"
 #include "gateway/gateway.hpp"
 
 #include <boost/json.hpp>
@@ -27,43 +28,20 @@ extern char **environ;
 namespace sluice::exec {
 namespace {
 
-// Where the private directory for the CA certificate goes: $TMPDIR, else $XDG_RUNTIME_DIR, else
-// /tmp. An explicit TMPDIR that does not work is reported, never silently replaced. The name is
-// chosen here; the directory itself is made only once the sandbox's init exists, so that a sluice
-// killed at any moment leaves no directory behind (init removes it).
-std::string private_dir_path(const std::string &fault) {
-  std::string base = "/tmp";
-  if (const char *t = std::getenv("TMPDIR"); t && *t) {
-    base = t;
-  } else if (const char *x = std::getenv("XDG_RUNTIME_DIR"); x && *x && ::access(x, W_OK) == 0) {
-    base = x;
-  }
-  if (fault == "private_dir" || ::access(base.c_str(), W_OK | X_OK) != 0) {
-    int e = fault == "private_dir" ? EACCES : errno;
-    throw setup_error("private_dir", "cannot create a private directory under " + base + ": " +
-                                         std::strerror(e) + "; point TMPDIR at a writable directory");
-  }
-  unsigned char b[9];
-  RAND_bytes(b, sizeof b);
-  std::string name = base + "/sluice-";
-  for (unsigned char c : b) name += "abcdefghijklmnopqrstuvwxyz0123456789"[c % 36];
-  return name;
+std::string resolved_or(const std::string &p) {
+  auto r = resolved(p);
+  return r.empty() ? p : r;
 }
 
-void make_private_dir(const std::string &path) {
-  if (::mkdir(path.c_str(), 0700) != 0) {
-    throw setup_error("private_dir", "cannot create " + path + ": " + std::strerror(errno) +
-                                         "; point TMPDIR at a writable directory");
+// The command's $HOME: the caller's path, shown as an empty private tmpfs; none (HOME=/tmp) when
+// the caller's home is unset or a system path.
+std::string sandbox_home(const std::string &home) {
+  if (home.empty() || home == "/") return {};
+  for (auto p : {"/usr", "/bin", "/sbin", "/lib", "/etc", "/proc", "/sys", "/dev", "/tmp", "/var/tmp"}) {
+    std::string d = p;
+    if (home == d || home.rfind(d + "/", 0) == 0) return {};
   }
-}
-
-void write_private_file(const std::string &path, const std::string &data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0 || ::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
-    if (fd >= 0) ::close(fd);
-    throw setup_error("private_dir", "cannot write " + path + ": " + std::strerror(errno));
-  }
-  ::close(fd);
+  return home;
 }
 
 std::string random_id() {
@@ -99,34 +77,57 @@ int run_exec(const exec_options &opt) {
   std::string fault;
   if (const char *f = std::getenv("SLUICE_FAULT")) fault = f;
   if (fault == "policy") throw refusal("policy: fault injected (SLUICE_FAULT=policy)");
+  for (int fd : opt.pass_fds) {
+    if (fd < 3 || ::fcntl(fd, F_GETFD) < 0) {
+      throw refusal("--pass-fd " + std::to_string(fd) + ": " +
+                    (fd < 3 ? "0, 1 and 2 are always passed" : "no such open descriptor") +
+                    "; name a descriptor above 2 that this shell has open");
+    }
+  }
   auto resolved = resolve_exec(opt.request);
   resolved.gateway.access_log = opt.access_log;
   const auto mode = resolved.gateway.mode;
   const bool network = mode != filters::profile::offline;
   const std::string command_id = random_id();
+  const bool root_caller = ::geteuid() == 0;
 
-  std::unique_ptr<gateway::gateway> gw;
-  std::string dir;
-  struct dir_guard {
-    std::string &d;
-    ~dir_guard() { remove_private_dir(d); }
-  } guard{dir};
+  const char *home_env = std::getenv("HOME");
+  std::string caller_home = home_env && home_env[0] == '/' ? resolved_or(home_env) : std::string();
+  workspace ws = find_workspace(opt.request.working_dir, caller_home);
+  const char *path_env = std::getenv("PATH");
+
+  sandbox_options so;
+  so.view.workspace = ws.root;
+  so.view.workspace_writable = !resolved.read_only_workspace;
+  so.view.home = sandbox_home(caller_home);
+  so.view.hide_unreadable_etc = root_caller;
+  so.view.bind_sys = !root_caller;
+  so.view.extra = command_files(opt.argv[0], path_env ? path_env : "/usr/bin:/bin", ws.cwd);
+  so.view.extra.insert(so.view.extra.end(), ws.git_meta.begin(), ws.git_meta.end());
+  // Trusted files the command must not change: the policy in use and the repository's narrowing
+  // of it (it may only narrow, but a command must not loosen a later run's narrowing either).
+  if (resolved.policy_source != "built-in") so.view.protect.push_back(resolved_or(resolved.policy_source));
+  so.view.protect.push_back(ws.root + "/.sluice");
+  so.cwd = ws.cwd;
+  so.pass_fds = opt.pass_fds;
+  so.require_landlock = resolved.require_landlock;
 
   environment_spec spec;
   spec.mode = mode;
   spec.grants = resolved.grants;
+  spec.keep = resolved.keep;
+  spec.home = so.view.home.empty() ? "/tmp" : so.view.home;
+  spec.cwd = ws.cwd;
   if (network) {
-    dir = private_dir_path(fault);
     spec.proxy_port = 3128;
-    spec.ca_file = dir + "/ca.pem";
-    if (filters::terminates_tls(mode)) spec.java_truststore = dir + "/truststore.p12";
+    spec.ca_file = std::string(sandbox_files_dir) + "/ca.pem";
+    if (filters::terminates_tls(mode)) spec.java_truststore = std::string(sandbox_files_dir) + "/truststore.p12";
   }
-  sandbox_options so;
+  std::vector<std::string> dropped;
   so.network = network;
   so.port = spec.proxy_port ? spec.proxy_port : 3128;
   so.argv = opt.argv;
-  so.env = child_environment(environ, spec);
-  so.private_dir = dir;
+  so.env = child_environment(environ, spec, &dropped);
   so.fault = fault;
 
   // Signals to forward are taken by this thread only; the gateway's threads inherit the mask.
@@ -143,9 +144,10 @@ int run_exec(const exec_options &opt) {
   // on this process is not dumpable: no core dumps, no ptrace, no /proc/PID/mem for others.
   sandbox sb(so);
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  // The CA and the gateway are built while init brings up its network (sb.ready() below).
+  std::unique_ptr<gateway::gateway> gw;
+  std::vector<std::pair<std::string, std::string>> files;
+  // The CA and the gateway are built while init brings up its network and view (sb.ready()).
   if (network) {
-    make_private_dir(dir);
     if (fault == "ca") throw setup_error("ca", "fault injected (SLUICE_FAULT=ca)");
     auto policy = std::make_shared<const filters::policy>(resolved.gateway);
     gateway::gateway_options go;
@@ -157,24 +159,32 @@ int run_exec(const exec_options &opt) {
     } catch (const certs::crypto_error &e) {
       throw setup_error("ca", e.what());
     }
-    sb.ready(); // init's own failure (loopback, listener, mounts) is the one to report
-    write_private_file(spec.ca_file, gw->ca().cert_pem());
+    files.emplace_back("ca.pem", gw->ca().cert_pem());
     if (!spec.java_truststore.empty()) {
-      write_private_file(spec.java_truststore,
-                         certs::make_java_truststore(gw->ca().cert(), "sluice"));
+      files.emplace_back("truststore.p12", certs::make_java_truststore(gw->ca().cert(), "sluice"));
     }
+  }
+  sb.ready(); // init's own failure (loopback, listener, mounts) is the one to report
+  int landlock = sb.provision(files);
+  if (gw) {
     gw->adopt_listener(sb.listener());
     gw->start();
-  } else {
-    sb.ready();
   }
   int exec_errno = 0;
   int status;
   if (!sb.start(exec_errno)) {
     status = exec_errno == ENOENT ? 127 : exec_errno == EPERM ? 125 : 126;
-    std::fprintf(stderr, "sluice: %s: %s\n", opt.argv[0].c_str(),
-                 exec_errno == ENOENT ? "command not found; check the name and PATH"
-                                      : (std::string("cannot execute: ") + std::strerror(exec_errno)).c_str());
+    if (exec_errno == EPERM) {
+      std::fprintf(stderr, "sluice: sandbox set-up failed at setsid: the command could not be given "
+                           "a session of its own or could not drop its capabilities; nothing was run "
+                           "(see `sluice doctor`)\n");
+    } else {
+      std::fprintf(stderr, "sluice: %s: %s\n", opt.argv[0].c_str(),
+                   exec_errno == ENOENT
+                       ? "command not found in the sandbox; check the name and PATH (the sandbox "
+                         "shows the system paths, the workspace and the command's own files)"
+                       : (std::string("cannot execute: ") + std::strerror(exec_errno)).c_str());
+    }
     sb.wait();
   } else {
     for (;;) {
@@ -223,7 +233,11 @@ int run_exec(const exec_options &opt) {
                           {"policy", resolved.policy_source},
                           {"requestsAllowed", allowed},
                           {"requestsDenied", denied},
-                          {"requests", entries}};
+                          {"requests", entries},
+                          {"workspace", ws.root},
+                          {"filesystem", resolved.read_only_workspace ? "read-only" : "workspace-write"},
+                          {"landlockAbi", landlock},
+                          {"environmentDropped", boost::json::value_from(dropped)}};
     std::ofstream f(opt.json_summary, std::ios::trunc);
     f << boost::json::serialize(o) << "\n";
     if (!f) std::fprintf(stderr, "sluice: cannot write --json-summary %s\n", opt.json_summary.c_str());

@@ -1,4 +1,11 @@
 #include "exec/sandbox.hpp"
+#include "exec/seccomp_filter.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <linux/close_range.h>
+#include <string_view>
 
 #include <cerrno>
 #include <climits>
@@ -28,16 +35,9 @@ namespace {
 // Signals sluice passes on to the command (the list).
 const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
 
-// Host sockets a sandboxed command must not reach by path. Each one present is covered by a bind
-// mount of /dev/null inside the sandbox's mount namespace.
-const char *const masked_sockets[] = {
-    "/var/run/docker.sock",          "/run/docker.sock",
-    "/run/containerd/containerd.sock", "/run/podman/podman.sock",
-    "/run/systemd/private",          "/run/systemd/notify",
-    "/run/dbus/system_bus_socket",   "/var/run/dbus/system_bus_socket",
-    "/run/systemd/journal/socket",   "/run/systemd/journal/stdout",
-    "/run/user/0/bus",               "/run/snapd.socket",
-};
+// The largest message on the control socket: sluice's files for the view (a CA certificate and a
+// JVM trust store, a few KiB).
+constexpr std::size_t max_message = 256 * 1024;
 
 bool write_file(const std::string &path, const std::string &data) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -74,8 +74,8 @@ bool recv_msg(int sock, std::string &out, int &fd, int timeout_ms) {
   fd = -1;
   pollfd p{sock, POLLIN, 0};
   if (::poll(&p, 1, timeout_ms) <= 0) return false;
-  char buf[4096];
-  iovec iov{buf, sizeof buf};
+  std::vector<char> buf(max_message);
+  iovec iov{buf.data(), buf.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -89,7 +89,7 @@ bool recv_msg(int sock, std::string &out, int &fd, int timeout_ms) {
       std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
     }
   }
-  out.assign(buf, static_cast<std::size_t>(n));
+  out.assign(buf.data(), static_cast<std::size_t>(n));
   return true;
 }
 
@@ -110,20 +110,74 @@ bool drop_capabilities() {
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
 }
 
-// PID 1 of the sandbox. Sets up the network and mounts, hands the listener over, waits for the go,
-// runs the command, forwards signals, reaps orphans, and exits with the command's status.
+// Closes every descriptor above 2 but those in `keep`: what the caller had open (a socket to some
+// host, a terminal, a file) must not reach the command.
+void close_except(std::vector<int> keep) {
+  keep.push_back(INT_MAX);
+  std::sort(keep.begin(), keep.end());
+  unsigned from = 3;
+  for (int k : keep) {
+    if (k < 3) continue;
+    if (static_cast<unsigned>(k) > from) ::syscall(SYS_close_range, from, static_cast<unsigned>(k) - 1, 0);
+    from = static_cast<unsigned>(k) + 1;
+    if (k == INT_MAX) break;
+  }
+}
+
+// Files for the view travel as: u32 name length, name, u32 data length, data; repeated.
+std::string encode_files(const std::vector<std::pair<std::string, std::string>> &files) {
+  std::string out;
+  auto put = [&](const std::string &s) {
+    std::uint32_t n = static_cast<std::uint32_t>(s.size());
+    out.append(reinterpret_cast<const char *>(&n), sizeof n);
+    out += s;
+  };
+  for (auto &[name, data] : files) {
+    put(name);
+    put(data);
+  }
+  return out;
+}
+
+bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::string>> &files) {
+  auto get = [&](std::string &s) {
+    std::uint32_t n;
+    if (in.size() < sizeof n) return false;
+    std::memcpy(&n, in.data(), sizeof n);
+    in.remove_prefix(sizeof n);
+    if (in.size() < n) return false;
+    s.assign(in.substr(0, n));
+    in.remove_prefix(n);
+    return true;
+  };
+  while (!in.empty()) {
+    std::string name, data;
+    if (!get(name) || !get(data) || name.find('/') != std::string::npos || name.empty()) return false;
+    files.emplace_back(std::move(name), std::move(data));
+  }
+  return true;
+}
+
+// PID 1 of the sandbox. Sets up the network and the filesystem view, hands the listener over,
+// takes sluice's files, seals the view, applies Landlock and seccomp, waits for the go, runs the
+// command in a session of its own, forwards signals, reaps orphans, and exits with the command's
+// status.
 [[noreturn]] void init_main(const sandbox_options &o, int control, int exec_pipe_w) {
   auto fail = [&](const char *step, const std::string &msg) {
     send_msg(control, 'E', std::string(step) + '\0' + msg);
-    remove_private_dir(o.private_dir);
     _exit(125);
   };
+  // Nothing the caller had open reaches the command but what it named.
+  std::vector<int> keep = o.pass_fds;
+  keep.push_back(control);
+  keep.push_back(exec_pipe_w);
+  close_except(keep);
+  // A session of its own: no controlling terminal, out of the caller's process group.
+  ::setsid();
+
   std::string msg;
   int ignored_fd = -1;
-  if (!recv_msg(control, msg, ignored_fd, 10'000) || msg != "G") { // sluice is gone
-    remove_private_dir(o.private_dir);
-    _exit(125);
-  }
+  if (!recv_msg(control, msg, ignored_fd, 10'000) || msg != "G") _exit(125); // sluice is gone
   // The id maps are written; from now on nothing in the sandbox may ptrace init, which holds
   // every capability of the sandbox's user namespace.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -157,33 +211,43 @@ bool drop_capabilities() {
     }
   }
 
-  // Mounts: private propagation, a /proc for this PID namespace, host sockets masked.
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    fail("mounts", std::string("cannot make mounts private: ") + std::strerror(errno));
-  }
-  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
-    fail("mounts", std::string("cannot mount /proc for the sandbox: ") + std::strerror(errno));
-  }
-  for (auto path : masked_sockets) {
-    struct stat st {};
-    if (::lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) &&
-        ::mount("/dev/null", path, nullptr, MS_BIND, nullptr) != 0) {
-      fail("mounts", std::string("cannot mask host socket ") + path + ": " + std::strerror(errno));
-    }
-  }
+  // The filesystem view: built, not inherited.
+  if (o.fault == "mounts") fail("mounts", "fault injected (SLUICE_FAULT=mounts)");
+  if (auto e = build_view(o.view); !e.empty()) fail("mounts", e);
 
   if (o.fault == "fd_handoff") fail("fd_handoff", "fault injected (SLUICE_FAULT=fd_handoff)");
-  if (!send_msg(control, 'R', {}, listener)) {
-    remove_private_dir(o.private_dir);
-    _exit(125);
-  }
+  if (!send_msg(control, 'R', {}, listener)) _exit(125);
   if (listener >= 0) ::close(listener);
 
+  // sluice's files, then the seal: read-only root, Landlock, seccomp.
+  if (!recv_msg(control, msg, ignored_fd, -1) || msg.empty() || msg[0] != 'F') _exit(125);
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!decode_files(std::string_view(msg).substr(1), files)) fail("private_dir", "bad file list");
+  if (o.fault == "private_dir") fail("private_dir", "fault injected (SLUICE_FAULT=private_dir)");
+  if (auto e = seal_view(files); !e.empty()) fail("private_dir", e);
+  files.clear();
+  if (::chdir(o.cwd.c_str()) != 0) {
+    fail("mounts", "cannot enter the working directory " + o.cwd + " in the view: " + std::strerror(errno));
+  }
+  auto rules = view_landlock_rules(o.view);
+  rules.fds = {0, 1, 2};
+  rules.fds.insert(rules.fds.end(), o.pass_fds.begin(), o.pass_fds.end());
+  std::string lerr;
+  int abi = o.fault == "landlock" ? -1 : apply_landlock(rules, lerr);
+  if (o.fault == "landlock") lerr = "fault injected (SLUICE_FAULT=landlock)";
+  if (abi < 0) fail("landlock", lerr);
+  if (abi == 0 && o.require_landlock) {
+    fail("landlock", "this kernel has no Landlock and the policy sets require_landlock = true; "
+                     "use a kernel with Landlock (5.13+, enabled in the lsm= list) or drop the setting");
+  }
+  std::string serr;
+  if (o.fault == "seccomp") serr = "fault injected (SLUICE_FAULT=seccomp)";
+  if (!serr.empty() || !apply_seccomp(serr)) fail("seccomp", serr);
+  if (!send_msg(control, 'K', std::to_string(abi))) _exit(125);
+
   if (!recv_msg(control, msg, ignored_fd, -1) || msg != "S") {
-    remove_private_dir(o.private_dir);
     _exit(125); // sluice gave up before the start: nothing runs
   }
-  if (o.probe) _exit(0);
 
   sigset_t set;
   sigemptyset(&set);
@@ -202,11 +266,19 @@ bool drop_capabilities() {
   struct spawn_args {
     char **argv, **envp;
     int control, exec_pipe_w;
-  } sa{argv.data(), envp.data(), control, exec_pipe_w};
+    const int *pass;
+    std::size_t npass;
+    bool probe, setsid_fault;
+  } sa{argv.data(), envp.data(), control, exec_pipe_w, o.pass_fds.data(), o.pass_fds.size(),
+       o.probe, o.fault == "setsid"};
   static constexpr std::size_t stack_size = 64 * 1024;
   std::vector<char> stack(stack_size);
   auto child = +[](void *p) -> int {
     auto *a = static_cast<spawn_args *>(p);
+    auto refuse = [a](int e) {
+      (void)!::write(a->exec_pipe_w, &e, sizeof e);
+      _exit(125);
+    };
     sigset_t none;
     sigemptyset(&none);
     for (int sig = 1; sig < NSIG; ++sig) {
@@ -219,11 +291,14 @@ bool drop_capabilities() {
     ::signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     ::close(a->control);
-    if (!drop_capabilities()) {
-      int e = EPERM;
-      (void)!::write(a->exec_pipe_w, &e, sizeof e);
-      _exit(125);
-    }
+    // The command leads a session of its own: no controlling terminal (so no TIOCSTI into the
+    // caller's), and `kill 0` reaches its own process group only.
+    if (a->setsid_fault || ::setsid() < 0) refuse(EPERM);
+    // Every descriptor above 2 closes at exec but those passed with --pass-fd.
+    ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+    for (std::size_t i = 0; i < a->npass; ++i) ::fcntl(a->pass[i], F_SETFD, 0);
+    if (!drop_capabilities()) refuse(EPERM);
+    if (a->probe) _exit(0);
     ::execvpe(a->argv[0], a->argv, a->envp);
     int e = errno;
     (void)!::write(a->exec_pipe_w, &e, sizeof e);
@@ -241,9 +316,8 @@ bool drop_capabilities() {
     if (p[1].revents) {
       char b;
       if (::recv(control, &b, 1, MSG_DONTWAIT) <= 0) {
-        // sluice died: take everything in this namespace down and leave nothing on disk.
+        // sluice died: take everything in this namespace down.
         ::kill(-1, SIGKILL);
-        remove_private_dir(o.private_dir);
         _exit(137);
       }
     }
@@ -251,9 +325,11 @@ bool drop_capabilities() {
     signalfd_siginfo si{};
     if (::read(sfd, &si, sizeof si) != sizeof si) continue;
     if (si.ssi_signo != SIGCHLD) {
-      // From a terminal the kernel already signalled the command's process group; pass on only
-      // what someone sent with kill().
-      if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE) ::kill(cmd, static_cast<int>(si.ssi_signo));
+      // The command has no terminal: a signal reaches it only through sluice, and goes to its
+      // whole process group, as a terminal's would.
+      if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE) {
+        if (::kill(-cmd, static_cast<int>(si.ssi_signo)) != 0) ::kill(cmd, static_cast<int>(si.ssi_signo));
+      }
       continue;
     }
     for (;;) { // reap every child: the command and any orphan re-parented to init
@@ -270,12 +346,6 @@ bool drop_capabilities() {
 }
 
 } // namespace
-
-void remove_private_dir(const std::string &dir) {
-  if (dir.empty()) return;
-  for (auto name : {"/ca.pem", "/truststore.p12"}) ::unlink((dir + name).c_str());
-  ::rmdir(dir.c_str());
-}
 
 sandbox::sandbox(const sandbox_options &o) {
   int sv[2];
@@ -295,7 +365,7 @@ sandbox::sandbox(const sandbox_options &o) {
   long pid = -1;
   if (o.fault != "namespaces") {
     pid = ::syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS |
-                                   CLONE_NEWIPC | SIGCHLD,
+                                   CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
                     nullptr, nullptr, nullptr, nullptr);
   } else {
     errno = EPERM;
@@ -312,7 +382,8 @@ sandbox::sandbox(const sandbox_options &o) {
     ::close(control_);
     ::close(exec_pipe_);
     control_ = exec_pipe_ = -1;
-    throw setup_error("namespaces", std::string("cannot create user, network and PID namespaces: ") +
+    throw setup_error("namespaces", std::string("cannot create user, network, PID, mount, IPC, UTS and "
+                                                "cgroup namespaces: ") +
                                         std::strerror(e) +
                                         "; enable unprivileged user namespaces "
                                         "(sysctl kernel.unprivileged_userns_clone=1 and "
@@ -331,18 +402,38 @@ sandbox::sandbox(const sandbox_options &o) {
   network_ = o.network;
 }
 
-void sandbox::ready() {
-  std::string msg;
-  int fd = -1;
-  if (!recv_msg(control_, msg, fd, 10'000) || msg.empty()) {
-    throw setup_error("fd_handoff", "no answer from the sandbox init");
-  }
+namespace {
+// A reply from init: 'E' (step, message) becomes a setup_error.
+void check_reply(const std::string &msg, char want) {
+  if (msg.empty()) throw setup_error("fd_handoff", "no answer from the sandbox init");
   if (msg[0] == 'E') {
     auto zero = msg.find('\0');
     throw setup_error(msg.substr(1, zero - 1), msg.substr(zero + 1));
   }
+  if (msg[0] != want) throw setup_error("fd_handoff", "unexpected answer from the sandbox init");
+}
+} // namespace
+
+void sandbox::ready() {
+  std::string msg;
+  int fd = -1;
+  if (!recv_msg(control_, msg, fd, 10'000)) throw setup_error("fd_handoff", "no answer from the sandbox init");
+  check_reply(msg, 'R');
   if (network_ && fd < 0) throw setup_error("fd_handoff", "the listener was not handed over");
   listener_ = fd;
+}
+
+int sandbox::provision(const std::vector<std::pair<std::string, std::string>> &files) {
+  std::string payload = encode_files(files);
+  if (payload.size() + 1 > max_message || !send_msg(control_, 'F', payload)) {
+    throw setup_error("private_dir", "cannot hand sluice's files to the sandbox init");
+  }
+  std::string msg;
+  int fd = -1;
+  if (!recv_msg(control_, msg, fd, 10'000)) throw setup_error("seccomp", "no answer from the sandbox init");
+  if (fd >= 0) ::close(fd);
+  check_reply(msg, 'K');
+  return std::atoi(msg.c_str() + 1);
 }
 
 sandbox::~sandbox() {

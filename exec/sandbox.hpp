@@ -1,7 +1,10 @@
 #pragma once
+#include "exec/mount_view.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <sys/types.h>
+#include <utility>
 #include <vector>
 
 namespace sluice::exec {
@@ -12,30 +15,35 @@ struct setup_error : std::runtime_error {
   std::string step;
 };
 
-// Removes the private directory and the files sluice writes there (ca.pem, truststore.p12). Used by
-// sluice at exit and by the sandbox's init when sluice has died.
-void remove_private_dir(const std::string &dir);
-
 struct sandbox_options {
   bool network = true;             // false: `offline`, no listener at all
   unsigned port = 3128;            // the listener's port on the sandbox's 127.0.0.1
   std::vector<std::string> argv;   // the command, untouched
   std::vector<std::string> env;    // its environment
-  std::string private_dir;         // removed by the sandbox's init if sluice dies
+  view_spec view;                  // its filesystem
+  std::string cwd;                 // where it starts (inside the view)
+  std::vector<int> pass_fds;       // descriptors above 2 it keeps (--pass-fd)
+  bool require_landlock = false;   // refuse when the kernel has no Landlock
   std::string fault;               // test hook: the named step fails (SLUICE_FAULT)
-  bool probe = false;              // doctor: set up, hand the fd over, run nothing
+  bool probe = false;              // doctor: set up, hand the fd over, start nothing
 };
 
 // A sandbox whose init is running and waiting for `start()`.
 class sandbox {
 public:
-  // Creates the namespaces (user, network, PID, mount, IPC) with init as PID 1 and writes its id
-  // maps; init then brings up lo and makes the listener while the caller goes on (see ready()).
-  // Throws setup_error; nothing has run then.
+  // Creates the namespaces (user, network, PID, mount, IPC, UTS, cgroup) with init as PID 1 and
+  // writes its id maps; init then brings up lo, makes the listener and builds the filesystem view
+  // while the caller goes on (see ready()). Throws setup_error; nothing has run then.
   explicit sandbox(const sandbox_options &options);
 
   // Waits for init's set-up and receives the listener by SCM_RIGHTS. Throws setup_error.
   void ready();
+
+  // Hands sluice's files for the command (name, contents) to init, which writes them into the
+  // view, seals it and applies Landlock and seccomp. Returns the Landlock ABI applied (0: none).
+  // Throws setup_error.
+  int provision(const std::vector<std::pair<std::string, std::string>> &files);
+
   ~sandbox();
   sandbox(const sandbox &) = delete;
   sandbox &operator=(const sandbox &) = delete;
@@ -43,7 +51,8 @@ public:
   int listener() const { return listener_; } // -1 offline; the caller takes ownership
 
   // Lets init run the command. Returns false with `errno_out` set when it could not be executed
-  // (ENOENT: not found, else not executable).
+  // (ENOENT: not found, EPERM: the last set-up step in the command's process failed, else not
+  // executable).
   bool start(int &errno_out);
 
   // Forwards a signal to the command through init.

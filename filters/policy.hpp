@@ -43,7 +43,10 @@ struct skill_config {
   profile default_profile = profile::offline;
   std::vector<profile> escalations;
   std::vector<std::string> allow_domains;
-  std::vector<std::string> grants; // environment variable names it may keep
+  std::vector<std::string> grants;   // credential variable names it may keep (--allow-env)
+  std::vector<std::string> keep_env; // non-secret variable names its commands always keep
+  bool read_only_workspace = false;  // filesystem = "read-only" (default "workspace-write")
+  bool may_write_workspace = true;   // "workspace-write" is the default or a declared escalation
 };
 
 // The whole configuration, as plain structs: parsed once, validated, immutable after load.
@@ -68,6 +71,7 @@ struct config {
   bool redact_query = true;
   std::map<std::string, skill_config> skills;
   std::string default_skill = "default";
+  bool require_landlock = false; // [sandbox] require_landlock: exec refuses without Landlock
 };
 
 // A loaded policy: the config plus the compiled matchers. Pure: const methods, no I/O.

@@ -137,7 +137,7 @@ struct loader {
     c.source = source;
     check_keys(root, "the top level",
                {"profile", "listen", "policy", "tls", "upstream", "timeouts", "limits", "log",
-                "skills", "default_skill"});
+                "skills", "default_skill", "sandbox"});
     if (auto *n = root.get("profile")) c.mode = profile_of(*n, "profile");
     c.default_skill = string_of(root, "default_skill", "", c.default_skill);
 
@@ -256,12 +256,17 @@ struct loader {
       c.access_log = string_of(*t, "access_log", "log", "");
       c.redact_query = bool_of(*t, "redact_query", "log", true);
     }
+    if (auto *t = root["sandbox"].as_table()) {
+      check_keys(*t, "[sandbox]", {"require_landlock"});
+      c.require_landlock = bool_of(*t, "require_landlock", "sandbox", false);
+    }
     if (auto *t = root["skills"].as_table()) {
       for (auto &&[k, v] : *t) {
         auto *s = v.as_table();
         std::string where = "[skills." + std::string(k.str()) + "]";
         if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
-        check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants"});
+        check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
+                               "keep_env", "filesystem", "filesystem_escalations"});
         skill_config sk;
         sk.name = std::string(k.str());
         if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -271,6 +276,21 @@ struct loader {
         check_patterns(*s, "allow_domains", "skills." + sk.name);
         sk.allow_domains = strings_of(*s, "allow_domains", "skills." + sk.name);
         sk.grants = strings_of(*s, "grants", "skills." + sk.name);
+        sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
+        auto fs_of = [&](const toml::node &n, const std::string &what) {
+          auto v = n.value<std::string>();
+          if (!v || (*v != "read-only" && *v != "workspace-write")) {
+            fail(n, what + " must be \"read-only\" or \"workspace-write\"");
+          }
+          return *v == "read-only";
+        };
+        if (auto *f = s->get("filesystem")) sk.read_only_workspace = fs_of(*f, where + " filesystem");
+        sk.may_write_workspace = !sk.read_only_workspace;
+        if (auto *arr = (*s)["filesystem_escalations"].as_array()) {
+          for (auto &&e : *arr) {
+            if (!fs_of(e, where + " filesystem_escalations")) sk.may_write_workspace = true;
+          }
+        }
         c.skills[sk.name] = std::move(sk);
       }
     }

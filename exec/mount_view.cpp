@@ -1,0 +1,315 @@
+#include "exec/mount_view.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <functional>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace sluice::exec {
+namespace {
+
+// After the first pivot the host's root is here, and the new root is built here.
+const std::string old_root = "/oldroot";
+const std::string new_root = "/newroot";
+
+// /etc entries that hold secrets on any machine: masked for every caller.
+const char *const etc_secrets[] = {
+    "/etc/shadow", "/etc/shadow-",  "/etc/gshadow",     "/etc/gshadow-",         "/etc/sudoers",
+    "/etc/sudoers.d", "/etc/ssl/private", "/etc/sluice", "/etc/security/opasswd",
+};
+
+std::string err(const std::string &what, const std::string &path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+bool is_under(const std::string &path, const std::string &dir) {
+  if (dir == "/") return true;
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
+// mkdir -p inside the new root; components that exist (also in read-only mounts) are fine.
+bool make_dirs(const std::string &path, mode_t mode) {
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      std::string part = path.substr(0, i);
+      if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) return false;
+    }
+  }
+  return true;
+}
+
+bool make_file(const std::string &path) {
+  auto slash = path.rfind('/');
+  if (slash != 0 && !make_dirs(path.substr(0, slash), 0755)) return false;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return errno == EEXIST || errno == EROFS ? ::access(path.c_str(), F_OK) == 0 : false;
+  ::close(fd);
+  return true;
+}
+
+// Sets mount attributes on `path`, and with `recursive` on every mount below it too.
+bool set_attr(const std::string &path, std::uint64_t attrs, bool recursive) {
+  mount_attr a{};
+  a.attr_set = attrs;
+  return ::mount_setattr(AT_FDCWD, path.c_str(), recursive ? AT_RECURSIVE : 0, &a, sizeof a) == 0;
+}
+
+// Binds host `src` (a path as the host sees it) at the same path in the new root.
+std::string bind_host(const std::string &src, std::uint64_t attrs, bool recursive = true) {
+  std::string from = old_root + src, to = new_root + src;
+  struct stat st {};
+  if (::stat(from.c_str(), &st) != 0) return err("cannot stat", src);
+  bool ok = S_ISDIR(st.st_mode) ? make_dirs(to, 0755) : make_file(to);
+  if (!ok) return err("cannot make the mount point for", src);
+  if (::mount(from.c_str(), to.c_str(), nullptr, MS_BIND | (recursive ? MS_REC : 0), nullptr) != 0) {
+    return err("cannot bind", src);
+  }
+  if (attrs && !set_attr(to, attrs, recursive)) return err("cannot restrict the mount of", src);
+  return {};
+}
+
+std::string mount_tmpfs(const std::string &to, const char *options, unsigned long flags = 0) {
+  if (!make_dirs(to, 0755)) return err("cannot make", to);
+  if (::mount("tmpfs", to.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | flags, options) != 0) {
+    return err("cannot mount a tmpfs on", to);
+  }
+  return {};
+}
+
+// Hides a host /etc entry: an empty file or an empty read-only directory in its place.
+std::string mask(const std::string &host_path) {
+  std::string to = new_root + host_path;
+  struct stat st {};
+  if (::lstat(to.c_str(), &st) != 0) return {};
+  if (S_ISDIR(st.st_mode)) {
+    if (::mount("tmpfs", to.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                "mode=0755,size=4k") != 0) {
+      return err("cannot mask", host_path);
+    }
+  } else if (S_ISREG(st.st_mode)) {
+    std::string null = old_root + "/dev/null";
+    if (::mount(null.c_str(), to.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        !set_attr(to, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) {
+      return err("cannot mask", host_path);
+    }
+  }
+  return {};
+}
+
+// Entries of the host's /etc that others may not read (for a root caller, whose uid owns them).
+std::vector<std::string> *unreadable_out = nullptr;
+int collect_unreadable(const char *path, const struct stat *st, int type, FTW *) {
+  if ((type == FTW_F || type == FTW_D || type == FTW_DNR) && !(st->st_mode & S_IROTH)) {
+    unreadable_out->push_back(path + old_root.size());
+    return type == FTW_F ? FTW_CONTINUE : FTW_SKIP_SUBTREE;
+  }
+  return FTW_CONTINUE;
+}
+
+std::string make_dev() {
+  std::string dev = new_root + "/dev";
+  if (auto e = mount_tmpfs(dev, "mode=0755,size=64k", MS_NOEXEC); !e.empty()) return e;
+  // Device nodes bound from the host, read-only mounts: writing to /dev/null still works, changing
+  // the host's node (chmod by a root caller) does not.
+  for (auto name : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    std::string from = old_root + "/dev/" + name, to = dev + "/" + name;
+    if (::access(from.c_str(), F_OK) != 0) continue;
+    if (!make_file(to) || ::mount(from.c_str(), to.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        !set_attr(to, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) {
+      return err("cannot bind device", from);
+    }
+  }
+  const std::pair<const char *, const char *> links[] = {
+      {"fd", "/proc/self/fd"},     {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+      {"stderr", "/proc/self/fd/2"}, {"ptmx", "pts/ptmx"},       {"core", "/proc/kcore"}};
+  for (auto [name, target] : links) {
+    if (::symlink(target, (dev + "/" + name).c_str()) != 0) return err("cannot link", dev + "/" + name);
+  }
+  std::string pts = dev + "/pts";
+  if (!make_dirs(pts, 0755) ||
+      ::mount("devpts", pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=620") != 0) {
+    return err("cannot mount a private devpts on", "/dev/pts");
+  }
+  return mount_tmpfs(dev + "/shm", "mode=1777", MS_NOEXEC);
+}
+
+std::string make_proc() {
+  std::string proc = new_root + "/proc";
+  if (!make_dirs(proc, 0555)) return err("cannot make", "/proc");
+  if (::mount("proc", proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    return err("cannot mount a /proc for the sandbox on", "/proc");
+  }
+  // Host-wide knobs stay read-only, as bubblewrap does: /proc/sys (core_pattern, hostname, ...),
+  // the sysrq trigger, interrupt affinities, bus settings.
+  for (auto name : {"sys", "sysrq-trigger", "irq", "bus"}) {
+    std::string p = proc + "/" + name;
+    if (::access(p.c_str(), F_OK) != 0) continue;
+    if (::mount(p.c_str(), p.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        !set_attr(p, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                  true)) {
+      return err("cannot make read-only", "/proc/" + std::string(name));
+    }
+  }
+  return {};
+}
+
+} // namespace
+
+const std::vector<std::string> &system_paths() {
+  static const std::vector<std::string> paths = [] {
+    std::vector<std::string> out;
+    for (auto p : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}) {
+      if (::access(p, F_OK) == 0) out.push_back(p);
+    }
+    return out;
+  }();
+  return paths;
+}
+
+std::string build_view(const view_spec &spec) {
+  const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  const auto &sys_paths = system_paths(); // looked up before the host's root moves
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return err("cannot make mounts private:", "/");
+  }
+  // Step one, as bubblewrap: a tmpfs becomes the root, the host's root moves to /oldroot.
+  const char *base = "/tmp";
+  struct stat st {};
+  if (::stat(base, &st) != 0 || !S_ISDIR(st.st_mode)) base = "/dev";
+  if (::mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0) {
+    return err("cannot mount a tmpfs on", base);
+  }
+  std::string b = base;
+  if (::mkdir((b + old_root).c_str(), 0755) != 0 || ::mkdir((b + new_root).c_str(), 0755) != 0) {
+    return err("cannot make directories in", b);
+  }
+  if (::syscall(SYS_pivot_root, base, (b + old_root).c_str()) != 0) return err("pivot_root to", b);
+  if (::chdir("/") != 0) return err("chdir", "/");
+  if (::mount("tmpfs", new_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0) {
+    return err("cannot mount the new root on", new_root);
+  }
+
+  for (const auto &p : sys_paths) {
+    std::string host = old_root + p;
+    if (::lstat(host.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) { // merged /usr: /bin -> usr/bin
+      char target[4096];
+      ssize_t n = ::readlink(host.c_str(), target, sizeof target - 1);
+      if (n <= 0) return err("cannot read link", p);
+      target[n] = '\0';
+      if (::symlink(target, (new_root + p).c_str()) != 0) return err("cannot link", p);
+    } else if (auto e = bind_host(p, ro); !e.empty()) {
+      return e;
+    }
+  }
+  if (auto e = make_dev(); !e.empty()) return e;
+  if (auto e = make_proc(); !e.empty()) return e;
+  if (spec.bind_sys && ::access((old_root + "/sys").c_str(), F_OK) == 0) {
+    if (auto e = bind_host("/sys", ro | MOUNT_ATTR_NOEXEC); !e.empty()) return e;
+  }
+  if (auto e = mount_tmpfs(new_root + "/tmp", "mode=1777"); !e.empty()) return e;
+  if (!make_dirs(new_root + sandbox_files_dir, 0755)) return err("cannot make", sandbox_files_dir);
+
+  // The home and the workspace, the outer one first so that the inner one shows through.
+  auto mount_home = [&]() -> std::string {
+    if (spec.home.empty()) return {};
+    return mount_tmpfs(new_root + spec.home, "mode=0700");
+  };
+  auto mount_workspace = [&]() -> std::string {
+    if (spec.workspace.empty()) return {};
+    return bind_host(spec.workspace, spec.workspace_writable ? MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV : ro);
+  };
+  bool home_inside = !spec.home.empty() && is_under(spec.home, spec.workspace);
+  for (auto &step : home_inside ? std::vector<std::function<std::string()>>{mount_workspace, mount_home}
+                                : std::vector<std::function<std::string()>>{mount_home, mount_workspace}) {
+    if (auto e = step(); !e.empty()) return e;
+  }
+
+  for (auto p : etc_secrets) {
+    if (auto e = mask(p); !e.empty()) return e;
+  }
+  if (DIR *d = ::opendir((old_root + "/etc/ssh").c_str())) { // host keys: ssh_host_*_key
+    while (dirent *de = ::readdir(d)) {
+      std::string n = de->d_name;
+      if (n.rfind("ssh_host_", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, "_key") == 0) {
+        if (auto e = mask("/etc/ssh/" + n); !e.empty()) {
+          ::closedir(d);
+          return e;
+        }
+      }
+    }
+    ::closedir(d);
+  }
+  if (spec.hide_unreadable_etc) {
+    std::vector<std::string> hidden;
+    unreadable_out = &hidden;
+    ::nftw((old_root + "/etc").c_str(), collect_unreadable, 16, FTW_PHYS | FTW_ACTIONRETVAL);
+    unreadable_out = nullptr;
+    for (auto &p : hidden) {
+      if (auto e = mask(p); !e.empty()) return e;
+    }
+  }
+  // Files the command needs from outside the system paths (its executable, its interpreter).
+  for (auto &f : spec.extra) {
+    if (::access((new_root + f).c_str(), F_OK) == 0) continue; // already in the view
+    if (auto e = bind_host(f, ro, false); !e.empty()) return e;
+  }
+  // Trusted files (the policy) that show in the view, in the workspace say, are read-only there.
+  for (auto &f : spec.protect) {
+    std::string to = new_root + f;
+    if (::lstat(to.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) continue;
+    bool dir = S_ISDIR(st.st_mode);
+    if (::mount(to.c_str(), to.c_str(), nullptr, MS_BIND | (dir ? MS_REC : 0), nullptr) != 0 ||
+        !set_attr(to, ro, dir)) {
+      return err("cannot make read-only the trusted", f);
+    }
+  }
+
+  // Step two: drop the host's root and pivot into the new one.
+  if (::umount2(old_root.c_str(), MNT_DETACH) != 0) return err("cannot detach", "the host's root");
+  int old_fd = ::open("/", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (old_fd < 0 || ::chdir(new_root.c_str()) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 ||
+      ::fchdir(old_fd) != 0 || ::umount2(".", MNT_DETACH) != 0 || ::chdir("/") != 0) {
+    return err("cannot pivot into", "the new root");
+  }
+  ::close(old_fd);
+  return {};
+}
+
+std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files) {
+  for (auto &[name, data] : files) {
+    std::string path = std::string(sandbox_files_dir) + "/" + name;
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 || ::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
+      if (fd >= 0) ::close(fd);
+      return err("cannot write", path);
+    }
+    ::close(fd);
+  }
+  if (!set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
+    return err("cannot make read-only", "the view's root");
+  }
+  return {};
+}
+
+landlock_rules view_landlock_rules(const view_spec &spec) {
+  landlock_rules r;
+  for (auto &p : system_paths()) r.read.push_back(p);
+  for (auto p : {"/proc", "/sys", sandbox_files_dir}) r.read.push_back(p);
+  for (auto &f : spec.extra) r.read.push_back(f);
+  r.devices = {"/dev"};
+  r.write = {"/tmp", "/dev/shm"};
+  if (!spec.home.empty()) r.write.push_back(spec.home);
+  if (!spec.workspace.empty()) (spec.workspace_writable ? r.write : r.read).push_back(spec.workspace);
+  return r;
+}
+
+} // namespace sluice::exec

@@ -1,0 +1,43 @@
+#pragma once
+#include "exec/landlock.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sluice::exec {
+
+// Where sluice's own files for the command live inside the view (read-only): the per-command CA
+// certificate and the JVM trust store.
+inline constexpr const char *sandbox_files_dir = "/.sluice";
+
+// What the command's filesystem view is built from. All paths are absolute and resolved (no
+// symlinks), as the caller sees them; the view shows each at the same path.
+struct view_spec {
+  std::string workspace;           // read-write (or read-only) at its own path
+  bool workspace_writable = true;
+  std::string home;                // an empty private tmpfs here; "" for none
+  std::vector<std::string> protect; // trusted files and directories: read-only where they show
+  std::vector<std::string> extra;   // files outside the system paths the command needs: read-only
+  bool hide_unreadable_etc = false; // mask /etc entries others may not read (a root caller)
+  bool bind_sys = true;             // a read-only /sys
+};
+
+// Runs in the sandbox's init, in its own user and mount namespaces: builds a new root on a tmpfs
+// (system runtime paths read-only, a fresh /dev, /proc with /proc/sys read-only, a private /tmp and
+// /dev/shm, an empty $HOME, the workspace, secret-bearing /etc files masked) and pivots into it, so
+// that nothing else of the host's filesystem, its Unix sockets among it, exists for the command.
+// Returns an empty string, or what failed.
+std::string build_view(const view_spec &spec);
+
+// Writes sluice's files into sandbox_files_dir and makes the view's root read-only. After
+// build_view, before the command starts. Returns an empty string, or what failed.
+std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files);
+
+// The Landlock rules that mirror the view built from `spec`.
+landlock_rules view_landlock_rules(const view_spec &spec);
+
+// The system runtime paths the view shows read-only (those present on this machine).
+const std::vector<std::string> &system_paths();
+
+} // namespace sluice::exec

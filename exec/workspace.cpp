@@ -1,0 +1,157 @@
+#include "exec/workspace.hpp"
+#include "exec/profile_resolver.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace sluice::exec {
+namespace {
+
+bool is_under(const std::string &path, const std::string &dir) {
+  if (dir == "/") return true;
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
+std::string parent_of(const std::string &p) {
+  auto s = p.rfind('/');
+  return s == 0 ? "/" : p.substr(0, s);
+}
+
+std::string read_head(const std::string &path, std::size_t n) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return {};
+  std::string out(n, '\0');
+  ssize_t got = ::read(fd, out.data(), n);
+  ::close(fd);
+  out.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// The first executable regular file named `name` on `path` (execvp's search), or "".
+std::string search_path(const std::string &name, const std::string &path, const std::string &cwd) {
+  if (name.empty()) return {};
+  if (name.find('/') != std::string::npos) return name[0] == '/' ? name : cwd + "/" + name;
+  std::size_t start = 0;
+  for (;;) {
+    auto colon = path.find(':', start);
+    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (dir.empty()) dir = cwd;
+    if (dir[0] != '/') dir = cwd + "/" + dir;
+    std::string candidate = dir + "/" + name;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string::npos) return {};
+    start = colon + 1;
+  }
+}
+
+} // namespace
+
+std::string resolved(const std::string &path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : std::string();
+}
+
+workspace find_workspace(const std::string &cwd_in, const std::string &home_in) {
+  workspace w;
+  w.cwd = resolved(cwd_in);
+  if (w.cwd.empty()) {
+    throw refusal("cannot resolve the working directory " + cwd_in + "; cd to an existing directory");
+  }
+  w.root = w.cwd;
+  for (std::string d = w.cwd;; d = parent_of(d)) {
+    struct stat st {};
+    std::string git = d + "/.git";
+    if (::lstat(git.c_str(), &st) == 0) {
+      w.root = d;
+      if (S_ISREG(st.st_mode)) { // a linked worktree or a submodule: "gitdir: PATH"
+        std::string line = trim(read_head(git, 4096));
+        if (line.rfind("gitdir: ", 0) == 0) {
+          std::string gitdir = line.substr(8);
+          if (!gitdir.empty() && gitdir[0] != '/') gitdir = d + "/" + gitdir;
+          gitdir = resolved(gitdir);
+          if (!gitdir.empty()) {
+            std::string common = trim(read_head(gitdir + "/commondir", 4096));
+            if (!common.empty()) {
+              common = resolved(common[0] == '/' ? common : gitdir + "/" + common);
+            }
+            for (auto &m : {gitdir, common}) {
+              if (!m.empty() && !is_under(m, w.root)) w.git_meta.push_back(m);
+            }
+          }
+        }
+      }
+      break;
+    }
+    if (d == "/") break;
+  }
+  std::string home = home_in.empty() ? std::string() : resolved(home_in);
+  auto refuse = [&](const std::string &why) {
+    throw refusal("the workspace would be " + w.root + " (" + why +
+                  "); run sluice exec from a project directory (a Git repository or a directory "
+                  "of its own)");
+  };
+  if (w.root == "/") refuse("the whole machine");
+  for (auto p : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc", "/sys", "/dev",
+                 "/run", "/var", "/boot", "/tmp", "/var/tmp", "/root", "/home"}) {
+    if (w.root == p) refuse("a system or shared directory");
+  }
+  for (auto p : {"/proc", "/sys", "/dev", "/run"}) {
+    if (is_under(w.root, p)) refuse("inside " + std::string(p));
+  }
+  if (!home.empty() && is_under(home, w.root)) refuse("your home directory or a directory above it");
+  return w;
+}
+
+std::vector<std::string> command_files(const std::string &argv0, const std::string &path,
+                                       const std::string &cwd) {
+  std::vector<std::string> out;
+  std::string found = search_path(argv0, path, cwd);
+  if (found.empty()) return out;
+  std::string real = resolved(found);
+  if (real.empty()) return out;
+  out.push_back(found);
+  if (real != found) out.push_back(real);
+  // A script: its interpreter, and for `#!/usr/bin/env [-S] NAME` the NAME env would run.
+  std::string head = read_head(real, 256);
+  if (head.rfind("#!", 0) != 0) return out;
+  std::string line = head.substr(2, head.find('\n') == std::string::npos ? std::string::npos : head.find('\n') - 2);
+  std::vector<std::string> words;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    std::size_t j = i;
+    while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
+    if (j > i) words.push_back(line.substr(i, j - i));
+    i = j;
+  }
+  if (words.empty()) return out;
+  std::string interp = resolved(words[0]);
+  if (!interp.empty()) out.push_back(interp);
+  if (words[0].size() >= 4 && words[0].compare(words[0].size() - 4, 4, "/env") == 0) {
+    for (std::size_t k = 1; k < words.size(); ++k) {
+      if (words[k] == "-S" || (words[k][0] == '-' && words[k].find('=') == std::string::npos)) continue;
+      if (words[k].find('=') != std::string::npos) continue; // VAR=value
+      std::string target = search_path(words[k], path, cwd);
+      if (!target.empty()) {
+        out.push_back(target);
+        if (auto r = resolved(target); !r.empty() && r != target) out.push_back(r);
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+} // namespace sluice::exec
