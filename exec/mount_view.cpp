@@ -1,5 +1,6 @@
 #include "exec/mount_view.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
@@ -258,8 +259,13 @@ std::string build_view(const view_spec &spec) {
     }
   }
   // Files the command needs from outside the system paths (its executable, its interpreter).
+  // (Paths are compared as strings: host symlinks such as /usr/bin/java -> /etc/alternatives/java
+  // do not resolve while the host's root is at /oldroot.)
   for (auto &f : spec.extra) {
-    if (::access((new_root + f).c_str(), F_OK) == 0) continue; // already in the view
+    bool shown = (!spec.workspace.empty() && is_under(f, spec.workspace)) ||
+                 std::any_of(sys_paths.begin(), sys_paths.end(),
+                             [&](const std::string &p) { return is_under(f, p); });
+    if (shown || ::lstat((new_root + f).c_str(), &st) == 0) continue;
     if (auto e = bind_host(f, ro, false); !e.empty()) return e;
   }
   // Trusted files (the policy) that show in the view, in the workspace say, are read-only there.

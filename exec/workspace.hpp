@@ -14,7 +14,7 @@ struct workspace {
 
 // Finds the workspace for `cwd`. Refuses (exit 125, with the fix) a working directory whose
 // workspace would be the whole machine or a shared place: /, a system path, /tmp, the home
-// directory itself or a directory above it.
+// directory itself.
 workspace find_workspace(const std::string &cwd, const std::string &home);
 
 // The files the command needs from wherever they are: its executable as found on `path` (the

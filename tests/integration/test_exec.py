@@ -16,7 +16,7 @@ import unittest
 from harness import HERE, PYTHON, SLUICE, make_ca, make_leaf, run
 from netns import TestHost
 
-PROBE = os.path.join(HERE, "probe.py")
+PROBE_SRC = os.path.join(HERE, "probe.py")
 M = {}  # module fixtures
 
 
@@ -131,8 +131,16 @@ class ExecAsRoot(unittest.TestCase):
         self.work = tempfile.mkdtemp(prefix="sluice-exec-case-")
         os.chmod(self.work, 0o777)
         self.tmpdir = os.path.join(self.work, "tmp")
-        os.makedirs(self.tmpdir)
-        os.chmod(self.tmpdir, 0o777)
+        self.home = os.path.join(self.work, "home")
+        for d in (self.tmpdir, self.home):
+            os.makedirs(d)
+            os.chmod(d, 0o777)
+        # The sandbox shows the workspace (the working directory), not the source tree: the probe
+        # goes where the command can see it.
+        global PROBE
+        PROBE = os.path.join(self.work, "probe.py")
+        shutil.copy(PROBE_SRC, PROBE)
+        os.chmod(PROBE, 0o755)
 
     def tearDown(self):
         shutil.rmtree(self.work, ignore_errors=True)
@@ -143,7 +151,7 @@ class ExecAsRoot(unittest.TestCase):
         return ["setpriv", "--reuid=%d" % self.user, "--regid=%d" % self.user, "--clear-groups"]
 
     def env(self, extra=None):
-        e = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.work, "TMPDIR": self.tmpdir,
+        e = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "TMPDIR": self.tmpdir,
              "LANG": "C.UTF-8"}
         e.update(extra or {})
         return e
@@ -188,7 +196,7 @@ class ExecAsRoot(unittest.TestCase):
                     " System.out.print(new String(new java.net.URL(a[0]).openStream().readAllBytes())); } }")
         os.chmod(src, 0o644)
         p = self.sx("--sandbox-profile", "network-read", "--", java, src, "https://origin.test:8443/jvm",
-                    env={"HOME": self.work}, timeout=120)
+                    timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         self.assertEqual(p.stdout, b"hello from origin /jvm\n")
 
@@ -359,12 +367,11 @@ class ExecAsRoot(unittest.TestCase):
             if os.path.exists(os.path.join(self.work, "ready")):
                 break
             time.sleep(0.02)
-        self.assertTrue([n for n in os.listdir(self.tmpdir) if n.startswith("sluice-")])
         p.kill()
         p.wait()
         for _ in range(200):
             alive = subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
-            if not alive and not [n for n in os.listdir(self.tmpdir) if n.startswith("sluice-")]:
+            if not alive:
                 break
             time.sleep(0.05)
         self.assertNotEqual(subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode, 0)
@@ -373,18 +380,19 @@ class ExecAsRoot(unittest.TestCase):
     # --- fail closed -----------------------------------------------------------------------
     def test_fail_closed_at_every_setup_step(self):
         marker = os.path.join(self.work, "ran")
-        for step in ("policy", "namespaces", "loopback", "fd_handoff", "ca", "private_dir"):
+        for step in ("policy", "namespaces", "loopback", "fd_handoff", "mounts", "ca", "private_dir",
+                     "landlock", "seccomp", "setsid"):
             for profile in ("network-read", "offline"):
-                if profile == "offline" and step in ("ca", "private_dir"):
-                    continue  # offline makes no CA and no directory
+                if profile == "offline" and step == "ca":
+                    continue  # offline makes no CA
                 p = self.sx("--sandbox-profile", profile, "--", "touch", marker, env={"SLUICE_FAULT": step})
                 self.assertEqual(p.returncode, 125, (step, profile, p.stderr))
                 self.assertFalse(os.path.exists(marker), (step, profile))
                 self.assertIn(step if step != "policy" else "policy", p.stderr.decode())
-        # Real failures, no injection: an unusable TMPDIR and a broken policy file.
-        p = self.sx("--sandbox-profile", "network-read", "--", "touch", marker, env={"TMPDIR": "/nonexistent/dir"})
-        self.assertEqual(p.returncode, 125)
-        self.assertIn("TMPDIR", p.stderr.decode())
+        # An unusable TMPDIR no longer matters: sluice writes nothing on the host.
+        p = self.sx("--sandbox-profile", "network-read", "--", "true", env={"TMPDIR": "/nonexistent/dir"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # Real failure, no injection: a broken policy file.
         bad = os.path.join(self.work, "bad.toml")
         with open(bad, "w") as f:
             f.write("[skills.default\n")
@@ -402,7 +410,8 @@ class ExecAsRoot(unittest.TestCase):
         d = json.loads(p.stdout)
         self.assertTrue(d["runnerReady"])
         self.assertEqual({c["name"] for c in d["checks"]},
-                         {"user_namespaces", "network_namespaces", "loopback", "fd_handoff", "mounts", "ca", "private_dir"})
+                         {"user_namespaces", "network_namespaces", "loopback", "fd_handoff", "mounts", "ca",
+                          "private_dir", "landlock", "seccomp", "setsid"})
         p = subprocess.run(self.prefix() + [SLUICE, "doctor", "--json"], capture_output=True,
                            env=self.env({"SLUICE_FAULT": "loopback"}))
         self.assertNotEqual(p.returncode, 0)
