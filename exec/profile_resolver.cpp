@@ -176,7 +176,7 @@ resolved_exec resolve_exec(const exec_request &req) {
   out.gateway.allow = skill.allow_domains;
   for (const auto &d : req.allow_domains) {
     try {
-      filters::parse_host_pattern(d);
+      filters::require_constrainable(filters::parse_host_pattern(d));
     } catch (const filters::pattern_error &e) {
       throw refusal(std::string("--allow-domain: ") + e.what());
     }

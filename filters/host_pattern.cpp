@@ -30,7 +30,94 @@ unsigned take_port(std::string_view &body, std::string_view text) {
   return port;
 }
 
+// One alternative's domain, or "" when it has none (see regex_domain_suffixes).
+std::string alternative_domain(std::string_view alt) {
+  if (!alt.empty() && alt.front() == '^') alt.remove_prefix(1);
+  if (!alt.empty() && alt.back() == '$' && (alt.size() < 2 || alt[alt.size() - 2] != '\\')) {
+    alt.remove_suffix(1);
+  }
+  // Tokens: a literal host character (escaped '.' or '-' too) or 0 for anything else.
+  std::vector<char> tokens;
+  for (std::size_t i = 0; i < alt.size(); ++i) {
+    char c = alt[i];
+    if (c == '\\' && i + 1 < alt.size()) {
+      char n = alt[++i];
+      tokens.push_back(n == '.' || n == '-' ? n : 0);
+    } else if (c == '[') { // a class: skip to its end
+      ++i;
+      if (i < alt.size() && alt[i] == '^') ++i;
+      if (i < alt.size() && alt[i] == ']') ++i;
+      while (i < alt.size() && alt[i] != ']') i += alt[i] == '\\' ? 2 : 1;
+      tokens.push_back(0);
+    } else if (c == '*' || c == '+' || c == '?' || c == '{') { // a quantifier: its atom varies
+      if (!tokens.empty()) tokens.back() = 0;
+      if (c == '{') {
+        while (i < alt.size() && alt[i] != '}') ++i;
+      }
+      tokens.push_back(0);
+    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_') {
+      tokens.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c));
+    } else {
+      tokens.push_back(0); // '.', '(', ')', '|' inside groups, anchors, ...
+    }
+  }
+  std::string tail;
+  std::size_t k = tokens.size();
+  while (k > 0 && tokens[k - 1] != 0) --k;
+  tail.assign(tokens.begin() + static_cast<std::ptrdiff_t>(k), tokens.end());
+  if (tail.empty()) return {};
+  if (k > 0) { // something variable precedes the tail: only whole labels after it are fixed
+    auto dot = tail.find('.');
+    if (dot == std::string::npos) return {};
+    tail = tail.substr(dot + 1);
+  }
+  if (tail.empty() || tail.front() == '.' || tail.back() == '.' ||
+      tail.find("..") != std::string::npos) {
+    return {};
+  }
+  return tail;
+}
+
 } // namespace
+
+std::vector<std::string> regex_domain_suffixes(std::string_view regex) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= regex.size(); ++i) {
+    char c = i < regex.size() ? regex[i] : '|';
+    if (c == '\\') {
+      ++i;
+      continue;
+    }
+    if (c == '[') { // '|' and parentheses inside a class are literal
+      for (++i; i < regex.size() && regex[i] != ']'; ++i) {
+        if (regex[i] == '\\') ++i;
+      }
+      continue;
+    }
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == '|' && depth == 0) {
+      auto d = alternative_domain(regex.substr(start, i - start));
+      if (d.empty()) return {};
+      bool seen = false;
+      for (auto &o : out) seen = seen || o == d;
+      if (!seen) out.push_back(d);
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+void require_constrainable(const host_pattern &p) {
+  if (p.type == host_pattern::kind::regex && p.domains.empty()) {
+    throw pattern_error("allow pattern '" + p.text +
+                        "' has no literal domain suffix, so the CA could not be name-constrained; "
+                        "end every alternative with escaped labels, e.g. re:[a-z0-9-]+\\.example\\.com");
+  }
+}
 
 host_pattern parse_host_pattern(std::string_view text) {
   host_pattern out;
@@ -55,6 +142,7 @@ host_pattern parse_host_pattern(std::string_view text) {
     }
     out.type = host_pattern::kind::regex;
     out.value = std::string(body);
+    out.domains = regex_domain_suffixes(body);
     return out;
   }
   out.port = take_port(body, text);

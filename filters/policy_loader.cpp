@@ -117,6 +117,7 @@ struct loader {
       if (!text) fail(e, where + "." + std::string(key) + " must contain only strings");
       try {
         host_matcher m({*text});
+        if (key != "deny") require_constrainable(parse_host_pattern(*text));
       } catch (const pattern_error &err) {
         fail(e, where + "." + std::string(key) + ": " + err.what());
       }

@@ -8,6 +8,9 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cerrno>
+#include <chrono>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -46,10 +49,12 @@ tcp::endpoint parse_endpoint(const std::string &text) {
 certs::name_constraint_set gateway::constraints_for(const filters::policy &p) {
   certs::name_constraint_set nc;
   const auto &m = p.allow_matcher();
-  if (m.has_regex()) return nc; // a regex has no name-constraint equivalent: leave unconstrained
-  nc.constrain = true;
+  nc.constrain = true; // never an unconstrained CA: a regex contributes its literal domain suffix
   for (const auto &pat : m.patterns()) {
-    if (pat.type == filters::host_pattern::kind::subdomains) {
+    if (pat.type == filters::host_pattern::kind::regex) {
+      filters::require_constrainable(pat); // the loader refused these already; this is the backstop
+      for (const auto &d : pat.domains) nc.dns.push_back(d);
+    } else if (pat.type == filters::host_pattern::kind::subdomains) {
       nc.dns.push_back("." + pat.value);
     } else if (pat.value.find(':') != std::string::npos ||
                pat.value.find_first_not_of("0123456789.") == std::string::npos) {
@@ -142,10 +147,29 @@ void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor) {
   net::co_spawn(
       w.ioc,
       [this, &acceptor, &w]() -> net::awaitable<void> {
+        net::steady_timer pause(w.ioc);
+        auto last_log = std::chrono::steady_clock::time_point{};
         for (;;) {
           auto [ec, socket] = co_await acceptor.async_accept(net::as_tuple(net::use_awaitable));
           if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
-          if (ec) continue; // EMFILE, ECONNABORTED: this client is lost, the listener is not
+          if (ec == net::error::no_descriptors || ec.value() == ENFILE) {
+            // Out of descriptors: the pending connection stays queued and accept would fail again
+            // at once. Pause instead of spinning; sessions that end free descriptors meanwhile.
+            metrics_->accept_paused.Increment();
+            auto now = std::chrono::steady_clock::now();
+            if (now - last_log >= std::chrono::seconds(10)) {
+              last_log = now;
+              std::fprintf(stderr, "sluice: out of file descriptors (%s); accepting paused for "
+                                   "100 ms at a time; raise the limit (ulimit -n, LimitNOFILE=) "
+                                   "or lower [limits] max_connections\n",
+                           ec.message().c_str());
+            }
+            pause.expires_after(std::chrono::milliseconds(100));
+            auto [tec] = co_await pause.async_wait(net::as_tuple(net::use_awaitable));
+            if (tec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+            continue;
+          }
+          if (ec) continue; // ECONNABORTED and the like: this client is lost, the listener is not
           if (state_->connections.load() >= initial_->cfg().limits.max_connections) {
             continue; // over the connection limit: the socket closes as it goes out of scope
           }

@@ -65,6 +65,12 @@ metrics::metrics()
                           .Help("Requests sent on a pooled upstream connection")
                           .Register(*registry_)
                           .Add({})),
+      accept_paused(BuildCounter()
+                        .Name("sluice_accept_paused_total")
+                        .Help("Times accepting paused because the process ran out of descriptors "
+                              "(EMFILE/ENFILE)")
+                        .Register(*registry_)
+                        .Add({})),
       requests_(BuildCounter()
                     .Name("sluice_requests_total")
                     .Help("Requests and CONNECTs judged by the gateway")

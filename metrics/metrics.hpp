@@ -36,6 +36,7 @@ public:
   prometheus::Counter &certs_minted;
   prometheus::Counter &cert_cache_hits;
   prometheus::Counter &upstream_reused;
+  prometheus::Counter &accept_paused; // accepting paused: the descriptor limit was reached
 
   // Prometheus text exposition of everything registered.
   std::string serialize() const;
