@@ -90,16 +90,21 @@ int strength(filters::profile p) {
   return 0;
 }
 
+std::vector<std::string> trusted_policy_dirs() {
+  std::vector<std::string> out;
+  if (const char *xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    out.push_back(std::string(xdg) + "/sluice");
+  } else if (const char *home = std::getenv("HOME"); home && *home) {
+    out.push_back(std::string(home) + "/.config/sluice");
+  }
+  out.push_back("/etc/sluice");
+  return out;
+}
+
 filters::config load_trusted_policy(const std::string &explicit_file) {
   if (!explicit_file.empty()) return filters::load_config_file(explicit_file);
-  std::vector<std::string> candidates;
-  if (const char *xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
-    candidates.push_back(std::string(xdg) + "/sluice/policy.toml");
-  } else if (const char *home = std::getenv("HOME"); home && *home) {
-    candidates.push_back(std::string(home) + "/.config/sluice/policy.toml");
-  }
-  candidates.push_back("/etc/sluice/policy.toml");
-  for (const auto &c : candidates) {
+  for (const auto &dir : trusted_policy_dirs()) {
+    std::string c = dir + "/policy.toml";
     if (readable(c)) return filters::load_config_file(c);
   }
   return filters::builtin_config();

@@ -42,6 +42,9 @@ struct resolved_exec {
 // /etc/sluice/policy.toml, then the built-in default.
 filters::config load_trusted_policy(const std::string &explicit_file);
 
+// The directories that search looks in: $XDG_CONFIG_HOME/sluice (or ~/.config/sluice), /etc/sluice.
+std::vector<std::string> trusted_policy_dirs();
+
 // Applies DESIGN section 3: skill -> default profile and declared escalations; publish needs
 // confirmation; grants must be declared by the skill and permitted by the profile; a repository
 // policy (.sluice/policy.toml in the working directory) may only narrow. Throws `refusal`.

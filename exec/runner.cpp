@@ -37,11 +37,16 @@ std::string resolved_or(const std::string &p) {
 // the caller's home is unset or a system path.
 std::string sandbox_home(const std::string &home) {
   if (home.empty() || home == "/") return {};
-  for (auto p : {"/usr", "/bin", "/sbin", "/lib", "/etc", "/proc", "/sys", "/dev", "/tmp", "/var/tmp"}) {
+  for (auto p : {"/usr", "/bin", "/sbin", "/lib", "/etc", "/proc", "/sys", "/dev"}) {
     std::string d = p;
     if (home == d || home.rfind(d + "/", 0) == 0) return {};
   }
   return home;
+}
+
+bool is_within(const std::string &path, const std::string &dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
 }
 
 std::string random_id() {
@@ -94,12 +99,24 @@ int run_exec(const exec_options &opt) {
   const char *home_env = std::getenv("HOME");
   std::string caller_home = home_env && home_env[0] == '/' ? resolved_or(home_env) : std::string();
   workspace ws = find_workspace(opt.request.working_dir, caller_home);
+  // A trusted policy directory must never be writable from inside, even where no file exists yet:
+  // a command that created one there would set the policy of every later run.
+  std::string view_home = sandbox_home(caller_home);
+  for (const auto &dir : trusted_policy_dirs()) {
+    std::string d = resolved_or(dir);
+    bool hidden_by_home = !view_home.empty() && is_within(d, view_home);
+    if ((is_within(d, ws.root) && !hidden_by_home) || is_within(ws.root, d)) {
+      throw refusal("the workspace " + ws.root + " holds the trusted policy directory " + d +
+                    " (or lies in it); a command there could rewrite the policy of later runs. "
+                    "Run sluice exec from a project directory, or move the policy (--policy FILE)");
+    }
+  }
   const char *path_env = std::getenv("PATH");
 
   sandbox_options so;
   so.view.workspace = ws.root;
   so.view.workspace_writable = !resolved.read_only_workspace;
-  so.view.home = sandbox_home(caller_home);
+  so.view.home = view_home;
   so.view.hide_unreadable_etc = root_caller;
   so.view.bind_sys = !root_caller;
   so.view.extra = command_files(opt.argv[0], path_env ? path_env : "/usr/bin:/bin", ws.cwd);

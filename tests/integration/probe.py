@@ -176,6 +176,76 @@ def main():
         if libc.ptrace(PTRACE_ATTACH, 1, 0, 0) == 0:
             ok("attached to init")
         blocked("ptrace: " + os.strerror(ctypes.get_errno()))
+    if what == "fd":
+        # Is descriptor N open here?
+        try:
+            os.fstat(int(args[0]))
+            ok("descriptor %s is open" % args[0])
+        except OSError as e:
+            blocked(str(e))
+    if what == "fd-talk":
+        # Talks to whatever descriptor N is connected to: sends a line, reads the answer.
+        fd = int(args[0])
+        try:
+            os.write(fd, b"hello\n")
+            data = os.read(fd, 100)
+            ok("answer %r" % data)
+        except OSError as e:
+            blocked(str(e))
+    if what == "tiocsti":
+        # Types into the terminal on stdin, as an injected command would.
+        import fcntl
+        import termios
+        try:
+            for c in b"echo INJECTED\n":
+                fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))
+            ok("typed into the terminal")
+        except OSError as e:
+            blocked("TIOCSTI: " + str(e))
+    if what == "ctty":
+        # A controlling terminal, and whether we lead our own session.
+        info = {"sid_is_self": os.getsid(0) == os.getpid(), "pgid_is_self": os.getpgid(0) == os.getpid()}
+        try:
+            os.close(os.open("/dev/tty", os.O_RDWR))
+            info["ctty"] = True
+        except OSError as e:
+            info["ctty"] = False
+            info["error"] = e.errno
+        print(json.dumps(info))
+        sys.exit(0)
+    if what == "family":
+        # socket(FAMILY, TYPE): prints the errno on failure.
+        try:
+            socket.socket(int(args[0]), int(args[1]), 0).close()
+            ok("socket created")
+        except OSError as e:
+            print("ERRNO %d" % e.errno)
+            sys.exit(1)
+    if what == "syscall":
+        # A raw syscall number with zero arguments: prints the errno.
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        r = libc.syscall(int(args[0]), 0, 0, 0, 0, 0)
+        print("ERRNO %d" % (ctypes.get_errno() if r < 0 else 0))
+        sys.exit(1 if r < 0 else 0)
+    if what == "write":
+        # Appends a line to a file.
+        try:
+            with open(args[0], "a") as f:
+                f.write(args[1] if len(args) > 1 else "x\n")
+            ok("wrote " + args[0])
+        except OSError as e:
+            blocked(str(e))
+    if what == "read":
+        try:
+            with open(args[0], "rb") as f:
+                data = f.read()
+            if data:
+                ok("read %d bytes of %s" % (len(data), args[0]))
+            blocked("empty " + args[0])
+        except OSError as e:
+            blocked(str(e))
     print("unknown probe " + what)
     sys.exit(2)
 
