@@ -12,7 +12,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import (Gateway, LoopbackOrigins, Processes, curl, header, loopback_upstream, make_ca, make_leaf,
+from harness import (SLUICE, Gateway, free_port, wait_port, LoopbackOrigins, Processes, curl, header, loopback_upstream, make_ca, make_leaf,
                      payload, raw_exchange, sha256, start_dns, start_origin, status_of)
 
 
@@ -269,6 +269,59 @@ dns = "2s"
         for path in ("/healthz", "/readyz"):
             with urllib.request.urlopen(f"http://127.0.0.1:{self.gw.admin}{path}", timeout=5) as r:
                 self.assertEqual(r.status, 200)
+
+
+    def test_descriptor_limit_pauses_accepting_without_spinning(self):
+        """With the descriptor limit reached, the accept loop backs off (no busy loop), counts the
+        pause, logs it once per interval, and serves again once descriptors are free."""
+        import resource
+        d = self.tmp.name
+        port, admin = free_port(), free_port()
+        config = os.path.join(d, "emfile.toml")
+        with open(config, "w") as f:
+            f.write('profile = "network-read"\n' + self.base +
+                    '[listen]\nproxy = "127.0.0.1:%d"\nadmin = "127.0.0.1:%d"\n' % (port, admin))
+        err_path = os.path.join(d, "emfile.stderr")
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen([SLUICE, "serve", "--config", config, "--threads", "1"],
+                                    stdout=subprocess.DEVNULL, stderr=err,
+                                    preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+        self.procs.procs.append(proc)
+        wait_port(admin, proc)
+        clients = []
+        try:
+            for _ in range(150):  # more than the limit: the rest wait in the listen backlog
+                clients.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            time.sleep(0.5)
+
+            def cpu():
+                with open("/proc/%d/stat" % proc.pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            start = cpu()
+            time.sleep(3)
+            used = cpu() - start
+            # A spinning accept loop burns the whole 3 s; a paused one almost nothing.
+            self.assertLess(used, 1.0, "accept loop used %.2f CPU-seconds in 3 s" % used)
+            for c in clients:
+                c.close()
+            clients = []
+            time.sleep(0.5)
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % admin, timeout=10) as r:
+                metrics = r.read().decode()
+            paused = [l for l in metrics.splitlines() if l.startswith("sluice_accept_paused_total ")]
+            self.assertTrue(paused and float(paused[0].split()[1]) > 0, paused)
+            gw = type("G", (), {"proxy": "http://127.0.0.1:%d" % port, "ca": None})()
+            p = subprocess.run(["curl", "-sS", "--max-time", "20", "--proxy", gw.proxy, "-o", "/dev/null",
+                                "-w", "%{http_code}", self.http_url("/after")], capture_output=True)
+            self.assertEqual(p.stdout, b"200", p.stderr)
+        finally:
+            for c in clients:
+                c.close()
+            proc.kill()
+            proc.wait()
+        log = open(err_path).read()
+        self.assertEqual(log.count("out of file descriptors"), 1, log)
 
 
 class ReloadAndDrainTest(unittest.TestCase):
