@@ -25,13 +25,19 @@ int main(int argc, char **argv) {
         break;
       }
     }
-    if (dashdash < 0) {
+    bool help = false;
+    for (int i = 2; i < (dashdash < 0 ? argc : dashdash); ++i) {
+      help = help || std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0;
+    }
+    if (dashdash < 0 && !help) {
       std::fprintf(stderr, "sluice: exec needs `--` before the command: "
-                           "sluice exec [options] -- CMD [ARGS...]\n");
+                           "sluice exec [options] -- CMD [ARGS...] (see sluice exec --help)\n");
       return 125;
     }
-    child_argv.assign(argv + dashdash + 1, argv + argc);
-    argc = dashdash;
+    if (dashdash >= 0) {
+      child_argv.assign(argv + dashdash + 1, argv + argc);
+      argc = dashdash;
+    }
   }
 
   CLI::App app{"sluice: an egress gateway for sandboxed commands", "sluice"};
@@ -71,6 +77,10 @@ int main(int argc, char **argv) {
   sluice::exec::exec_options ex;
   std::string ex_profile;
   auto *exec_cmd = app.add_subcommand("exec", "run a command whose only route out is the gateway");
+  exec_cmd->footer("The command runs in fresh namespaces: its only route out is the gateway, its filesystem\n"
+                   "is a view built for it (system paths read-only, the workspace, a private /tmp and\n"
+                   "$HOME), its environment an allow-list. Exit status: the command's own, 128+N for\n"
+                   "signal N, 125 when sluice refused or failed, 126 not executable, 127 not found.\n");
   exec_cmd->add_option("--skill", ex.request.skill, "skill name from the policy file");
   exec_cmd->add_option("--sandbox-profile", ex_profile, "offline|network-read|allowlist|publish");
   exec_cmd->add_option("--allow-domain", ex.request.allow_domains, "allow PATTERN (repeatable)");

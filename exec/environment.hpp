@@ -36,7 +36,7 @@ struct environment_spec {
 };
 
 // The child's environment by allow-list: the core names the parent has, the names granted or
-// kept, HOME/TMPDIR/PWD of the sandbox, and sluice's proxy and trust variables (DESIGN section 4).
+// kept, HOME/TMPDIR/PWD of the sandbox, and sluice's proxy and trust variables (docs/architecture.md).
 // `dropped` gets the names left out (never their values).
 std::vector<std::string> child_environment(char **envp, const environment_spec &spec,
                                            std::vector<std::string> *dropped = nullptr);

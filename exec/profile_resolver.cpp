@@ -181,6 +181,7 @@ resolved_exec resolve_exec(const exec_request &req) {
   out.gateway.allow = skill.allow_domains;
   for (const auto &d : req.allow_domains) {
     try {
+      filters::host_matcher compiled({d}); // a bad regex is reported first, with RE2's words
       filters::require_constrainable(filters::parse_host_pattern(d));
     } catch (const filters::pattern_error &e) {
       throw refusal(std::string("--allow-domain: ") + e.what());

@@ -45,7 +45,7 @@ filters::config load_trusted_policy(const std::string &explicit_file);
 // The directories that search looks in: $XDG_CONFIG_HOME/sluice (or ~/.config/sluice), /etc/sluice.
 std::vector<std::string> trusted_policy_dirs();
 
-// Applies DESIGN section 3: skill -> default profile and declared escalations; publish needs
+// Applies docs/policy.md (profiles and skills): skill -> default profile and declared escalations; publish needs
 // confirmation; grants must be declared by the skill and permitted by the profile; a repository
 // policy (.sluice/policy.toml in the working directory) may only narrow. Throws `refusal`.
 resolved_exec resolve_exec(const exec_request &req);

@@ -16,7 +16,7 @@ struct exec_options {
 
 // `sluice exec`: resolves the policy, runs the doctor's checks by setting the sandbox up, starts the
 // in-process gateway on the sandbox's listener and runs the command. Returns the exit status of
-// DESIGN section 2 (child's code, 128+N, 125 refused/failed, 126 not executable, 127 not found).
+// docs/policy.md (child's code, 128+N, 125 refused/failed, 126 not executable, 127 not found).
 int run_exec(const exec_options &options);
 
 } // namespace sluice::exec

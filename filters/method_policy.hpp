@@ -4,7 +4,7 @@
 
 namespace sluice::filters {
 
-// The four sandbox profiles of DESIGN section 3, weakest containment last.
+// The four sandbox profiles (docs/policy.md), weakest containment last.
 enum class profile { offline, network_read, publish, allowlist };
 
 std::string_view to_string(profile p);

@@ -7,7 +7,7 @@
 
 namespace sluice::metrics {
 
-// One request as the access log records it (DESIGN section 6).
+// One request as the access log records it (docs/metrics.md).
 struct access_record {
   std::string_view method, scheme, host;
   unsigned port = 0;

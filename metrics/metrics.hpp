@@ -12,7 +12,7 @@
 
 namespace sluice::metrics {
 
-// The named instruments of DESIGN section 6 on one prometheus-cpp registry. Label values are bounded:
+// The named instruments of docs/metrics.md on one prometheus-cpp registry. Label values are bounded:
 // reasons and rules come from code and config, methods outside the standard set count as OTHER.
 class metrics {
 public:

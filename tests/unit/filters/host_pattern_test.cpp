@@ -41,7 +41,7 @@ TEST_CASE("a regex's literal domain suffix becomes the CA's name constraint", "[
   }
 }
 
-TEST_CASE("allow entries must be constrainable; deny entries need not be", "[filters][host_pattern]") {
+TEST_CASE("allow entries must be constrainable, deny entries need not be", "[filters][host_pattern]") {
   CHECK_NOTHROW(require_constrainable(parse_host_pattern("re:[a-z]+\\.example\\.com:8443")));
   CHECK_NOTHROW(require_constrainable(parse_host_pattern("api.github.com")));
   try {
