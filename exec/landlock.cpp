@@ -80,9 +80,9 @@ int landlock_abi() {
   return v < 0 ? 0 : static_cast<int>(v);
 }
 
-int apply_landlock(const landlock_rules &rules, std::string &error) {
+landlock_ruleset prepare_landlock(const landlock_rules &rules, std::string &error) {
   int abi = landlock_abi();
-  if (abi <= 0) return 0;
+  if (abi <= 0) return {};
   const std::uint64_t handled = handled_for(abi);
   ruleset_attr attr{handled, 0, abi >= 6 ? (scope_abstract_unix | scope_signal) : 0};
   // Older kernels take only the fields they know.
@@ -91,7 +91,7 @@ int apply_landlock(const landlock_rules &rules, std::string &error) {
   int rs = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0));
   if (rs < 0) {
     error = std::string("landlock_create_ruleset: ") + std::strerror(errno);
-    return -1;
+    return {-1, -1};
   }
   const std::uint64_t read = fs_execute | fs_read_file | fs_read_dir;
   const std::uint64_t write = handled & ~(fs_make_char | fs_make_block | fs_ioctl_dev);
@@ -118,15 +118,18 @@ int apply_landlock(const landlock_rules &rules, std::string &error) {
   }
   if (!ok) {
     ::close(rs);
-    return -1;
+    return {-1, -1};
   }
-  if (::syscall(SYS_landlock_restrict_self, rs, 0) != 0) {
-    error = std::string("landlock_restrict_self: ") + std::strerror(errno);
-    ::close(rs);
-    return -1;
-  }
-  ::close(rs);
-  return abi;
+  return {rs, abi};
+}
+
+bool enforce_landlock(landlock_ruleset &ruleset, std::string &error) {
+  if (ruleset.fd < 0) return true;
+  bool ok = ::syscall(SYS_landlock_restrict_self, ruleset.fd, 0) == 0;
+  if (!ok) error = std::string("landlock_restrict_self: ") + std::strerror(errno);
+  ::close(ruleset.fd);
+  ruleset.fd = -1;
+  return ok;
 }
 
 } // namespace sluice::exec

@@ -17,9 +17,18 @@ struct landlock_rules {
   std::vector<int> fds;
 };
 
-// Restricts the calling process and its future children: filesystem rules as given and, from ABI 6,
-// no abstract Unix socket and no signal outside the domain. Returns the ABI applied (0 when the
-// kernel has no Landlock: nothing applied); -1 with `error` set when a call failed.
-int apply_landlock(const landlock_rules &rules, std::string &error);
+// A ruleset built and not yet enforced: `fd` -1 when the kernel has no Landlock (abi 0).
+struct landlock_ruleset {
+  int fd = -1;
+  int abi = 0;
+};
+
+// Builds the ruleset: filesystem rules as given and, from ABI 6, no abstract Unix socket and no
+// signal outside the domain. abi -1 with `error` set when a call failed.
+landlock_ruleset prepare_landlock(const landlock_rules &rules, std::string &error);
+
+// Restricts the calling process and its future children to a prepared ruleset and closes it.
+// Returns false with `error` set when the kernel refused.
+bool enforce_landlock(landlock_ruleset &ruleset, std::string &error);
 
 } // namespace sluice::exec

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <functional>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -104,14 +103,33 @@ std::string mask(const std::string &host_path) {
   return {};
 }
 
-// Entries of the host's /etc that others may not read (for a root caller, whose uid owns them).
-std::vector<std::string> *unreadable_out = nullptr;
-int collect_unreadable(const char *path, const struct stat *st, int type, FTW *) {
-  if ((type == FTW_F || type == FTW_D || type == FTW_DNR) && !(st->st_mode & S_IROTH)) {
-    unreadable_out->push_back(path + old_root.size());
-    return type == FTW_F ? FTW_CONTINUE : FTW_SKIP_SUBTREE;
+// Collects the entries under directory `dir` (host path `path`) that others may not read: for a
+// root caller, whose uid owns them. Relative lookups (openat, fstatat) keep the walk cheap: /etc has
+// over a thousand entries and this runs on every root caller's start-up.
+void collect_unreadable(int dir, const std::string &path, int depth, std::vector<std::string> &out) {
+  DIR *d = ::fdopendir(dir);
+  if (!d) {
+    ::close(dir);
+    return;
   }
-  return FTW_CONTINUE;
+  while (dirent *de = ::readdir(d)) {
+    const char *n = de->d_name;
+    if (n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'))) continue;
+    if (de->d_type == DT_LNK || de->d_type == DT_SOCK || de->d_type == DT_FIFO) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    std::string child = path + "/" + n;
+    if (!(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) continue;
+    if (!(st.st_mode & S_IROTH) || (S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH))) {
+      out.push_back(child); // the whole entry: a directory is masked with everything in it
+      continue;
+    }
+    if (S_ISDIR(st.st_mode) && depth < 16) {
+      int sub = ::openat(::dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) collect_unreadable(sub, child, depth + 1, out);
+    }
+  }
+  ::closedir(d);
 }
 
 std::string make_dev() {
@@ -251,9 +269,8 @@ std::string build_view(const view_spec &spec) {
   }
   if (spec.hide_unreadable_etc) {
     std::vector<std::string> hidden;
-    unreadable_out = &hidden;
-    ::nftw((old_root + "/etc").c_str(), collect_unreadable, 16, FTW_PHYS | FTW_ACTIONRETVAL);
-    unreadable_out = nullptr;
+    int etc = ::open((old_root + "/etc").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (etc >= 0) collect_unreadable(etc, "/etc", 0, hidden);
     for (auto &p : hidden) {
       if (auto e = mask(p); !e.empty()) return e;
     }

@@ -15,7 +15,8 @@
 #include <fcntl.h>
 #include <fstream>
 #include <map>
-#include <openssl/rand.h>
+#include <sys/random.h>
+#include <thread>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -50,8 +51,12 @@ bool is_within(const std::string &path, const std::string &dir) {
 }
 
 std::string random_id() {
-  unsigned char b[6];
-  RAND_bytes(b, sizeof b);
+  // getrandom(2), not RAND_bytes: OpenSSL's first use loads its configuration (about 2.5 ms), which
+  // then happens while the gateway is built, in parallel with the sandbox's set-up.
+  unsigned char b[6] = {};
+  if (::getrandom(b, sizeof b, 0) != sizeof b) {
+    throw setup_error("ca", std::string("getrandom: ") + std::strerror(errno));
+  }
   char out[13];
   for (int i = 0; i < 6; ++i) std::snprintf(out + 2 * i, 3, "%02x", b[i]);
   return out;
@@ -161,28 +166,54 @@ int run_exec(const exec_options &opt) {
   // on this process is not dumpable: no core dumps, no ptrace, no /proc/PID/mem for others.
   sandbox sb(so);
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (!network) sb.send_files({}); // nothing to wait for: init seals its view as soon as it is built
   std::unique_ptr<gateway::gateway> gw;
   std::vector<std::pair<std::string, std::string>> files;
-  // The CA and the gateway are built while init brings up its network and view (sb.ready()).
+  // The CA and the gateway are built on a thread of their own while this one waits for init's
+  // set-up: a waiting thread leaves its core to init (the scheduler tends to start a child on its
+  // parent's core, and a busy parent then delays the whole set-up by milliseconds).
+  std::exception_ptr build_error;
+  std::thread builder;
   if (network) {
-    if (fault == "ca") throw setup_error("ca", "fault injected (SLUICE_FAULT=ca)");
-    auto policy = std::make_shared<const filters::policy>(resolved.gateway);
-    gateway::gateway_options go;
-    go.threads = 1;
-    go.command_id = command_id;
-    go.keep_summary = true;
-    try {
-      gw = std::make_unique<gateway::gateway>(policy, go);
-    } catch (const certs::crypto_error &e) {
-      throw setup_error("ca", e.what());
-    }
-    files.emplace_back("ca.pem", gw->ca().cert_pem());
-    if (!spec.java_truststore.empty()) {
-      files.emplace_back("truststore.p12", certs::make_java_truststore(gw->ca().cert(), "sluice"));
-    }
+    builder = std::thread([&] {
+      try {
+        if (fault == "ca") throw setup_error("ca", "fault injected (SLUICE_FAULT=ca)");
+        auto policy = std::make_shared<const filters::policy>(resolved.gateway);
+        gateway::gateway_options go;
+        go.threads = 1;
+        go.command_id = command_id;
+        go.keep_summary = true;
+        try {
+          gw = std::make_unique<gateway::gateway>(policy, go);
+        } catch (const certs::crypto_error &e) {
+          throw setup_error("ca", e.what());
+        }
+        files.emplace_back("ca.pem", gw->ca().cert_pem());
+        if (!spec.java_truststore.empty()) {
+          files.emplace_back("truststore.p12", certs::make_java_truststore(gw->ca().cert(), "sluice"));
+        }
+      } catch (...) {
+        build_error = std::current_exception();
+      }
+    });
   }
-  sb.ready(); // init's own failure (loopback, listener, mounts) is the one to report
-  int landlock = sb.provision(files);
+  struct join_guard {
+    std::thread &t;
+    ~join_guard() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{builder};
+  std::exception_ptr ready_error;
+  try {
+    sb.ready(); // init's own failure (loopback, listener, mounts) is the one to report
+  } catch (...) {
+    ready_error = std::current_exception();
+  }
+  if (builder.joinable()) builder.join();
+  if (ready_error) std::rethrow_exception(ready_error);
+  if (build_error) std::rethrow_exception(build_error);
+  if (network) sb.send_files(files);
+  int landlock = sb.sealed();
   if (gw) {
     gw->adopt_listener(sb.listener());
     gw->start();

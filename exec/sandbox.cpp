@@ -219,6 +219,14 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
   if (!send_msg(control, 'R', {}, listener)) _exit(125);
   if (listener >= 0) ::close(listener);
 
+  // While sluice builds the gateway: the Landlock ruleset and the seccomp program, enforced below.
+  auto rules = view_landlock_rules(o.view);
+  rules.fds = {0, 1, 2};
+  rules.fds.insert(rules.fds.end(), o.pass_fds.begin(), o.pass_fds.end());
+  std::string lerr, serr;
+  landlock_ruleset ruleset = prepare_landlock(rules, lerr);
+  auto program = build_seccomp(serr);
+
   // sluice's files, then the seal: read-only root, Landlock, seccomp.
   if (!recv_msg(control, msg, ignored_fd, -1) || msg.empty() || msg[0] != 'F') _exit(125);
   std::vector<std::pair<std::string, std::string>> files;
@@ -229,20 +237,18 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
   if (::chdir(o.cwd.c_str()) != 0) {
     fail("mounts", "cannot enter the working directory " + o.cwd + " in the view: " + std::strerror(errno));
   }
-  auto rules = view_landlock_rules(o.view);
-  rules.fds = {0, 1, 2};
-  rules.fds.insert(rules.fds.end(), o.pass_fds.begin(), o.pass_fds.end());
-  std::string lerr;
-  int abi = o.fault == "landlock" ? -1 : apply_landlock(rules, lerr);
-  if (o.fault == "landlock") lerr = "fault injected (SLUICE_FAULT=landlock)";
-  if (abi < 0) fail("landlock", lerr);
+  if (o.fault == "landlock") {
+    ruleset.abi = -1;
+    lerr = "fault injected (SLUICE_FAULT=landlock)";
+  }
+  if (ruleset.abi < 0 || !enforce_landlock(ruleset, lerr)) fail("landlock", lerr);
+  int abi = ruleset.abi;
   if (abi == 0 && o.require_landlock) {
     fail("landlock", "this kernel has no Landlock and the policy sets require_landlock = true; "
                      "use a kernel with Landlock (5.13+, enabled in the lsm= list) or drop the setting");
   }
-  std::string serr;
   if (o.fault == "seccomp") serr = "fault injected (SLUICE_FAULT=seccomp)";
-  if (!serr.empty() || !apply_seccomp(serr)) fail("seccomp", serr);
+  if (!serr.empty() || !load_seccomp(program, serr)) fail("seccomp", serr);
   if (!send_msg(control, 'K', std::to_string(abi))) _exit(125);
 
   if (!recv_msg(control, msg, ignored_fd, -1) || msg != "S") {
@@ -423,17 +429,25 @@ void sandbox::ready() {
   listener_ = fd;
 }
 
-int sandbox::provision(const std::vector<std::pair<std::string, std::string>> &files) {
+void sandbox::send_files(const std::vector<std::pair<std::string, std::string>> &files) {
   std::string payload = encode_files(files);
   if (payload.size() + 1 > max_message || !send_msg(control_, 'F', payload)) {
     throw setup_error("private_dir", "cannot hand sluice's files to the sandbox init");
   }
+}
+
+int sandbox::sealed() {
   std::string msg;
   int fd = -1;
   if (!recv_msg(control_, msg, fd, 10'000)) throw setup_error("seccomp", "no answer from the sandbox init");
   if (fd >= 0) ::close(fd);
   check_reply(msg, 'K');
   return std::atoi(msg.c_str() + 1);
+}
+
+int sandbox::provision(const std::vector<std::pair<std::string, std::string>> &files) {
+  send_files(files);
+  return sealed();
 }
 
 sandbox::~sandbox() {

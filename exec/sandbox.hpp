@@ -43,6 +43,10 @@ public:
   // view, seals it and applies Landlock and seccomp. Returns the Landlock ABI applied (0: none).
   // Throws setup_error.
   int provision(const std::vector<std::pair<std::string, std::string>> &files);
+  // provision() in two halves: the files may be sent before ready() (init reads them after its
+  // set-up), and sealed() waits for the answer.
+  void send_files(const std::vector<std::pair<std::string, std::string>> &files);
+  int sealed();
 
   ~sandbox();
   sandbox(const sandbox &) = delete;

@@ -4,7 +4,11 @@
 #include <cstring>
 #include <seccomp.h>
 #include <sys/ioctl.h>
+#include <linux/seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace sluice::exec {
 namespace {
@@ -31,15 +35,15 @@ struct ctx_guard {
 
 } // namespace
 
-bool apply_seccomp(std::string &error) {
+std::vector<sock_filter> build_seccomp(std::string &error) {
   ctx_guard g{seccomp_init(SCMP_ACT_ALLOW)};
   if (!g.ctx) {
     error = "seccomp_init failed";
-    return false;
+    return {};
   }
   auto fail = [&](const char *what, int rc) {
     error = std::string(what) + ": " + std::strerror(-rc);
-    return false;
+    return std::vector<sock_filter>{};
   };
   for (auto name : refused_calls) {
     int nr = seccomp_syscall_resolve_name(name);
@@ -73,7 +77,27 @@ bool apply_seccomp(std::string &error) {
       rc < 0) {
     return fail("socket rule", rc);
   }
-  if (int rc = seccomp_load(g.ctx); rc < 0) return fail("seccomp_load", rc);
+  // libseccomp 2.5 exports to a descriptor only: a memfd, read back whole.
+  int fd = ::memfd_create("sluice-seccomp", MFD_CLOEXEC);
+  if (fd < 0) return fail("memfd_create", -errno);
+  if (int rc = seccomp_export_bpf(g.ctx, fd); rc < 0) {
+    ::close(fd);
+    return fail("seccomp_export_bpf", rc);
+  }
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  std::vector<sock_filter> prog(static_cast<std::size_t>(size) / sizeof(sock_filter));
+  bool ok = size > 0 && ::pread(fd, prog.data(), static_cast<std::size_t>(size), 0) == size;
+  ::close(fd);
+  if (!ok) return fail("reading the exported filter", -EIO);
+  return prog;
+}
+
+bool load_seccomp(const std::vector<sock_filter> &program, std::string &error) {
+  sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter *>(program.data())};
+  if (program.empty() || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) {
+    error = std::string("PR_SET_SECCOMP: ") + std::strerror(program.empty() ? EINVAL : errno);
+    return false;
+  }
   return true;
 }
 

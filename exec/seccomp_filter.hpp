@@ -1,5 +1,7 @@
 #pragma once
+#include <linux/filter.h>
 #include <string>
+#include <vector>
 
 namespace sluice::exec {
 
@@ -8,7 +10,11 @@ namespace sluice::exec {
 // and AF_NETLINK (so no AF_VSOCK, AF_PACKET, ...), no io_uring (its sockets would pass the socket
 // rule), and none of the calls a contained command never needs: keyrings, bpf, userfaultfd,
 // perf_event_open, kexec, modules, mounts, swap, reboot. Refused calls fail with EPERM (sockets:
-// EAFNOSUPPORT), nothing is killed. Returns false with `error` set when the filter cannot be loaded.
-bool apply_seccomp(std::string &error);
+// EAFNOSUPPORT), nothing is killed. Returns the BPF program; empty with `error` set on failure.
+std::vector<sock_filter> build_seccomp(std::string &error);
+
+// Loads a program from build_seccomp into the calling process (which holds CAP_SYS_ADMIN in its user
+// namespace or has no_new_privs set); inherited by its children. False with `error` set on failure.
+bool load_seccomp(const std::vector<sock_filter> &program, std::string &error);
 
 } // namespace sluice::exec
