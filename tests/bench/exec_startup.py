@@ -2,7 +2,10 @@
 """Benchmark: wall time of `sluice exec ... -- true`, network-read and offline, against a bare
 `true` and a bare `unshare` (user + network namespaces, no gateway). Prints medians; asserts nothing.
 
-usage: exec_startup.py [--runs N] [--sluice PATH]"""
+usage: exec_startup.py [--runs N] [--sluice PATH] [--user UID]
+
+Run it from a project directory (the working directory is the sandbox's workspace). As root, sluice
+also masks every /etc entry others may not read; --user 65534 measures an unprivileged caller."""
 import argparse
 import os
 import shutil
@@ -39,6 +42,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--sluice", default=None)
+    ap.add_argument("--user", type=int, default=None, help="run everything as this uid (setpriv)")
     a = ap.parse_args()
     s = a.sluice or default_binary()
     rows = [
@@ -48,7 +52,11 @@ def main():
         ("sluice exec network-read", [s, "exec", "--sandbox-profile", "network-read",
                                       "--allow-domain", "example.com", "--", "true"]),
     ]
-    print("binary: %s, runs: %d, cores: %d" % (s, a.runs, os.cpu_count()))
+    if a.user is not None:
+        pre = ["setpriv", "--reuid=%d" % a.user, "--regid=%d" % a.user, "--clear-groups"]
+        rows = [(name, pre + cmd) for name, cmd in rows]
+    print("binary: %s, runs: %d, cores: %d, uid: %s" % (s, a.runs, os.cpu_count(),
+                                                        os.getuid() if a.user is None else a.user))
     print("%-28s %10s %10s" % ("command", "median ms", "p90 ms"))
     for name, cmd in rows:
         med, p90 = measure(cmd, a.runs)
