@@ -94,6 +94,7 @@ std::vector<std::string> child_environment(char **envp, const environment_spec &
   }
   if (!spec.home.empty()) out.push_back("HOME=" + spec.home);
   out.push_back("TMPDIR=/tmp");
+  out.push_back("GIT_CONFIG_NOSYSTEM=1"); // the host's /etc/gitconfig is not the command's to use
   if (!spec.cwd.empty()) out.push_back("PWD=" + spec.cwd);
   if (spec.mode == filters::profile::offline || spec.proxy_port == 0) {
     return out; // no route at all: no proxy to point at

@@ -94,8 +94,9 @@ std::string mask(const std::string &host_path) {
       return err("cannot mask", host_path);
     }
   } else if (S_ISREG(st.st_mode)) {
-    std::string null = old_root + "/dev/null";
-    if (::mount(null.c_str(), to.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+    // An empty read-only regular file (not /dev/null, which would swallow writes silently).
+    const char *empty = "/empty";
+    if (::mount(empty, to.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
         !set_attr(to, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) {
       return err("cannot mask", host_path);
     }
@@ -193,7 +194,8 @@ const std::vector<std::string> &system_paths() {
   return paths;
 }
 
-std::string build_view(const view_spec &spec) {
+std::string build_view(const view_spec &spec,
+                       const std::function<std::vector<std::string>()> &workspace_masks) {
   const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   const auto &sys_paths = system_paths(); // looked up before the host's root moves
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
@@ -212,6 +214,11 @@ std::string build_view(const view_spec &spec) {
   }
   if (::syscall(SYS_pivot_root, base, (b + old_root).c_str()) != 0) return err("pivot_root to", b);
   if (::chdir("/") != 0) return err("chdir", "/");
+  if (int fd = ::open("/empty", O_WRONLY | O_CREAT | O_CLOEXEC, 0444); fd >= 0) {
+    ::close(fd);
+  } else {
+    return err("cannot make", "/empty");
+  }
   if (::mount("tmpfs", new_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0) {
     return err("cannot mount the new root on", new_root);
   }
@@ -293,6 +300,13 @@ std::string build_view(const view_spec &spec) {
     if (::mount(to.c_str(), to.c_str(), nullptr, MS_BIND | (dir ? MS_REC : 0), nullptr) != 0 ||
         !set_attr(to, ro, dir)) {
       return err("cannot make read-only the trusted", f);
+    }
+  }
+
+  // Credential-shaped files in the workspace, found by sluice meanwhile (scan_workspace).
+  if (workspace_masks) {
+    for (auto &p : workspace_masks()) {
+      if (auto e = mask(p); !e.empty()) return e;
     }
   }
 

@@ -1,6 +1,7 @@
 #pragma once
 #include "exec/landlock.hpp"
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,7 +29,10 @@ struct view_spec {
 // /dev/shm, an empty $HOME, the workspace, secret-bearing /etc files masked) and pivots into it, so
 // that nothing else of the host's filesystem, its Unix sockets among it, exists for the command.
 // Returns an empty string, or what failed.
-std::string build_view(const view_spec &spec);
+// `workspace_masks`, when given, is called once the view stands, before the host's root goes: it
+// returns workspace paths (files or directories) to hide, as scan_workspace finds them.
+std::string build_view(const view_spec &spec,
+                       const std::function<std::vector<std::string>()> &workspace_masks = {});
 
 // Writes sluice's files into sandbox_files_dir and makes the view's root read-only. After
 // build_view, before the command starts. Returns an empty string, or what failed.

@@ -175,6 +175,8 @@ resolved_exec resolve_exec(const exec_request &req) {
                   "] filesystem_escalations in " + trusted.source);
   }
   out.require_landlock = trusted.require_landlock;
+  out.credential_files = trusted.credential_files;
+  out.max_workspace_entries = trusted.max_workspace_entries;
   out.gateway = trusted;
   out.gateway.mode = mode;
   out.gateway.skills.clear();

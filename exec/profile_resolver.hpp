@@ -36,6 +36,8 @@ struct resolved_exec {
   std::vector<std::string> keep;          // non-secret variables kept (skill keep_env + --keep-env)
   bool read_only_workspace = false;
   bool require_landlock = false;
+  std::vector<std::string> credential_files; // the defaults plus the policy's
+  std::size_t max_workspace_entries = 0;
 };
 
 // The policy file search: --policy, $XDG_CONFIG_HOME/sluice/policy.toml (or ~/.config/...),

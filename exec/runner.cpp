@@ -124,12 +124,19 @@ int run_exec(const exec_options &opt) {
   so.view.home = view_home;
   so.view.hide_unreadable_etc = root_caller;
   so.view.bind_sys = !root_caller;
-  so.view.extra = command_files(opt.argv[0], path_env ? path_env : "/usr/bin:/bin", ws.cwd);
+  so.view.extra = command_files(opt.argv[0], path_env ? path_env : "/usr/bin:/bin", ws.cwd, caller_home);
   so.view.extra.insert(so.view.extra.end(), ws.git_meta.begin(), ws.git_meta.end());
   // Trusted files the command must not change: the policy in use and the repository's narrowing
   // of it (it may only narrow, but a command must not loosen a later run's narrowing either).
   if (resolved.policy_source != "built-in") so.view.protect.push_back(resolved_or(resolved.policy_source));
-  so.view.protect.push_back(ws.root + "/.sluice");
+  // Configuration a command must not change for whoever runs next: the repository's sluice policy,
+  // Git's config and hooks (a hook runs unsandboxed at the user's next commit), and the agent hosts'
+  // project settings.
+  for (auto rel : {"/.sluice", "/.git/config", "/.git/hooks", "/.claude", "/.codex", "/.opencode",
+                   "/.pi", "/opencode.json", "/opencode.jsonc", "/.mcp.json"}) {
+    so.view.protect.push_back(ws.root + rel);
+  }
+  so.await_masks = true;
   so.cwd = ws.cwd;
   so.pass_fds = opt.pass_fds;
   so.require_landlock = resolved.require_landlock;
@@ -166,7 +173,6 @@ int run_exec(const exec_options &opt) {
   // on this process is not dumpable: no core dumps, no ptrace, no /proc/PID/mem for others.
   sandbox sb(so);
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (!network) sb.send_files({}); // nothing to wait for: init seals its view as soon as it is built
   std::unique_ptr<gateway::gateway> gw;
   std::vector<std::pair<std::string, std::string>> files;
   // The CA and the gateway are built on a thread of their own while this one waits for init's
@@ -204,7 +210,15 @@ int run_exec(const exec_options &opt) {
     }
   } joiner{builder};
   std::exception_ptr ready_error;
+  workspace_scan scan;
   try {
+    // The workspace walk runs while init builds the view; init waits for its result before it
+    // lets go of the host's root.
+    auto patterns = default_credential_patterns();
+    patterns.insert(patterns.end(), resolved.credential_files.begin(), resolved.credential_files.end());
+    scan = scan_workspace(ws.root, patterns, resolved.max_workspace_entries);
+    sb.send_masks(scan.masks);
+    if (!network) sb.send_files({}); // nothing to wait for: init seals its view once it is built
     sb.ready(); // init's own failure (loopback, listener, mounts) is the one to report
   } catch (...) {
     ready_error = std::current_exception();
@@ -285,6 +299,7 @@ int run_exec(const exec_options &opt) {
                           {"workspace", ws.root},
                           {"filesystem", resolved.read_only_workspace ? "read-only" : "workspace-write"},
                           {"landlockAbi", landlock},
+                          {"workspaceHidden", boost::json::value_from(scan.masks)},
                           {"environmentDropped", boost::json::value_from(dropped)}};
     std::ofstream f(opt.json_summary, std::ios::trunc);
     f << boost::json::serialize(o) << "\n";

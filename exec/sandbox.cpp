@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <linux/close_range.h>
 #include <string_view>
 
@@ -213,7 +214,24 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
 
   // The filesystem view: built, not inherited.
   if (o.fault == "mounts") fail("mounts", "fault injected (SLUICE_FAULT=mounts)");
-  if (auto e = build_view(o.view); !e.empty()) fail("mounts", e);
+  std::function<std::vector<std::string>()> masks;
+  if (o.await_masks) {
+    masks = [&]() -> std::vector<std::string> {
+      std::string m;
+      int unused = -1;
+      if (!recv_msg(control, m, unused, -1) || m.empty() || m[0] != 'W') _exit(125);
+      std::vector<std::string> out;
+      std::size_t start = 1;
+      while (start < m.size()) {
+        auto end = m.find('\0', start);
+        if (end == std::string::npos) end = m.size();
+        out.push_back(m.substr(start, end - start));
+        start = end + 1;
+      }
+      return out;
+    };
+  }
+  if (auto e = build_view(o.view, masks); !e.empty()) fail("mounts", e);
 
   if (o.fault == "fd_handoff") fail("fd_handoff", "fault injected (SLUICE_FAULT=fd_handoff)");
   if (!send_msg(control, 'R', {}, listener)) _exit(125);
@@ -433,6 +451,14 @@ void sandbox::send_files(const std::vector<std::pair<std::string, std::string>> 
   std::string payload = encode_files(files);
   if (payload.size() + 1 > max_message || !send_msg(control_, 'F', payload)) {
     throw setup_error("private_dir", "cannot hand sluice's files to the sandbox init");
+  }
+}
+
+void sandbox::send_masks(const std::vector<std::string> &paths) {
+  std::string payload;
+  for (auto &p : paths) payload += p + '\0';
+  if (payload.size() + 1 > max_message || !send_msg(control_, 'W', payload)) {
+    throw setup_error("mounts", "cannot hand the workspace's credential files to the sandbox init");
   }
 }
 

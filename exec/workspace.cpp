@@ -2,6 +2,10 @@
 #include "exec/profile_resolver.hpp"
 
 #include <climits>
+#include <cstring>
+#include <dirent.h>
+#include <fnmatch.h>
+#include <map>
 #include <cstdlib>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -116,8 +120,130 @@ workspace find_workspace(const std::string &cwd_in, const std::string &home_in) 
   return w;
 }
 
+namespace {
+
+// The package a file belongs to: see command_files.
+std::string package_root(const std::string &file, const std::string &home) {
+  std::string dir = parent_of(file);
+  if (!home.empty() && dir == home + "/.local/bin") return home + "/.local/lib";
+  for (int level = 0; level < 6 && dir != "/" && dir != home; ++level, dir = parent_of(dir)) {
+    for (auto marker : {"/package.json", "/pyvenv.cfg"}) {
+      if (::access((dir + marker).c_str(), F_OK) == 0) return dir;
+    }
+  }
+  return {};
+}
+
+bool glob(const std::string &pattern, const char *name) {
+  return ::fnmatch(pattern.c_str(), name, 0) == 0;
+}
+
+struct walker {
+  const std::vector<std::string> &patterns;
+  std::size_t max_entries;
+  workspace_scan out;
+  struct link_info {
+    nlink_t links;
+    std::size_t seen;
+    std::string path;
+  };
+  std::map<std::pair<dev_t, ino_t>, link_info> linked;
+
+  bool matches(const char *name, const char *parent, bool dir) const {
+    for (const auto &p : patterns) {
+      if (p.empty()) continue;
+      if (p.back() == '/') {
+        if (dir && glob(p.substr(0, p.size() - 1), name)) return true;
+      } else if (auto slash = p.find('/'); slash != std::string::npos) {
+        if (glob(p.substr(slash + 1), name) && glob(p.substr(0, slash), parent)) return true;
+      } else if (glob(p, name)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void walk(int dirfd, const std::string &path, const char *name, int depth) {
+    DIR *d = ::fdopendir(dirfd);
+    if (!d) {
+      ::close(dirfd);
+      return;
+    }
+    // Caches and virtual environments are the tools' own, large, and hold no one's credentials.
+    if (depth > 0 && (::faccessat(::dirfd(d), "CACHEDIR.TAG", F_OK, 0) == 0 ||
+                      ::faccessat(::dirfd(d), "pyvenv.cfg", F_OK, 0) == 0)) {
+      ::closedir(d);
+      return;
+    }
+    while (dirent *de = ::readdir(d)) {
+      const char *n = de->d_name;
+      if (n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'))) continue;
+      if (++out.entries > max_entries) {
+        ::closedir(d);
+        throw refusal("the workspace has more than " + std::to_string(max_entries) +
+                      " entries (outside .git, node_modules and caches); sluice checks each for "
+                      "credential files and hard links and will not run on a partial check. Run "
+                      "from a smaller directory or raise [sandbox] max_workspace_entries");
+      }
+      unsigned char type = de->d_type;
+      struct stat st {};
+      bool need_stat = type == DT_UNKNOWN || type == DT_REG;
+      if (need_stat && ::fstatat(::dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (type == DT_UNKNOWN) {
+        type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
+      }
+      std::string child = path + "/" + n;
+      bool dir = type == DT_DIR;
+      if ((dir || type == DT_REG) && matches(n, name, dir)) {
+        out.masks.push_back(child);
+        continue;
+      }
+      if (type == DT_REG && st.st_nlink > 1) {
+        auto &li = linked[{st.st_dev, st.st_ino}];
+        li.links = st.st_nlink;
+        if (li.seen++ == 0) li.path = child;
+      }
+      if (dir && depth < 64 && std::strcmp(n, ".git") != 0 && std::strcmp(n, "node_modules") != 0) {
+        int sub = ::openat(::dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) walk(sub, child, n, depth + 1);
+      }
+    }
+    ::closedir(d);
+  }
+};
+
+} // namespace
+
+const std::vector<std::string> &default_credential_patterns() {
+  static const std::vector<std::string> p = {
+      ".env*",    "*.pem",          "*.key",   "id_rsa*", "id_ed25519*", "id_ecdsa*",
+      "id_dsa*",  ".netrc",         ".git-credentials", ".npmrc", ".pypirc", ".pgpass",
+      "*.kdbx",   "*.p12",          "*.pfx",   ".aws/",   ".ssh/",       ".gnupg/",
+      ".docker/config.json"};
+  return p;
+}
+
+workspace_scan scan_workspace(const std::string &root, const std::vector<std::string> &patterns,
+                              std::size_t max_entries) {
+  walker w{patterns, max_entries, {}, {}};
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return {};
+  auto slash = root.rfind('/');
+  std::string base = root.substr(slash + 1);
+  w.walk(fd, root, base.c_str(), 0);
+  for (auto &[key, li] : w.linked) {
+    if (li.seen < li.links) {
+      throw refusal("the workspace file " + li.path + " is a hard link to a file outside the "
+                    "workspace (" + std::to_string(li.links) + " links, " +
+                    std::to_string(li.seen) + " inside); the sandbox would expose that file. "
+                    "Replace it with a copy (cp --remove-destination) or remove it");
+    }
+  }
+  return std::move(w.out);
+}
+
 std::vector<std::string> command_files(const std::string &argv0, const std::string &path,
-                                       const std::string &cwd) {
+                                       const std::string &cwd, const std::string &home) {
   std::vector<std::string> out;
   std::string found = search_path(argv0, path, cwd);
   if (found.empty()) return out;
@@ -125,6 +251,7 @@ std::vector<std::string> command_files(const std::string &argv0, const std::stri
   if (real.empty()) return out;
   out.push_back(found);
   if (real != found) out.push_back(real);
+  if (auto pkg = package_root(real, home); !pkg.empty()) out.push_back(pkg);
   // A script: its interpreter, and for `#!/usr/bin/env [-S] NAME` the NAME env would run.
   std::string head = read_head(real, 256);
   if (head.rfind("#!", 0) != 0) return out;
@@ -141,6 +268,9 @@ std::vector<std::string> command_files(const std::string &argv0, const std::stri
   if (words.empty()) return out;
   std::string interp = resolved(words[0]);
   if (!interp.empty()) out.push_back(interp);
+  if (auto pkg = interp.empty() ? std::string() : package_root(interp, home); !pkg.empty()) {
+    out.push_back(pkg);
+  }
   if (words[0].size() >= 4 && words[0].compare(words[0].size() - 4, 4, "/env") == 0) {
     for (std::size_t k = 1; k < words.size(); ++k) {
       if (words[k] == "-S" || (words[k][0] == '-' && words[k].find('=') == std::string::npos)) continue;

@@ -20,8 +20,30 @@ workspace find_workspace(const std::string &cwd, const std::string &home);
 // The files the command needs from wherever they are: its executable as found on `path` (the
 // path given and the file it resolves to) and a script's interpreter (`#!/usr/bin/env node`
 // and `env -S` too). Missing files are left out: exec reports them.
+// A file outside the system paths also brings its package: the nearest directory above it (at
+// most six levels, never the home directory or /) holding package.json or pyvenv.cfg; a command in
+// ~/.local/bin brings ~/.local/lib.
 std::vector<std::string> command_files(const std::string &argv0, const std::string &path,
-                                       const std::string &cwd);
+                                       const std::string &cwd, const std::string &home = {});
+
+// The credential-shaped names hidden in every workspace: `.env*`, `*.pem`, `*.key`, `id_rsa*`,
+// `id_ed25519*`, `id_ecdsa*`, `id_dsa*`, `.netrc`, `.git-credentials`, `.npmrc`, `.pypirc`, `.pgpass`,
+// `*.kdbx`, `*.p12`, `*.pfx`, the directories `.aws/`, `.ssh/`, `.gnupg/`, and `.docker/config.json`.
+// A pattern is a glob on the name; "NAME/" matches directories only; "DIR/NAME" a name in DIR.
+const std::vector<std::string> &default_credential_patterns();
+
+// What a walk of the workspace found.
+struct workspace_scan {
+  std::vector<std::string> masks; // credential-shaped files and directories (host paths)
+  std::size_t entries = 0;        // entries looked at
+};
+
+// Walks the workspace, leaving out Git's own directory, node_modules and directories marked as
+// caches (CACHEDIR.TAG) or virtual environments (pyvenv.cfg): collects the entries matching
+// `patterns`, and refuses (exit 125, naming the file) a regular file with a hard link outside the
+// workspace, or a workspace of more than `max_entries` entries (the check could not be complete).
+workspace_scan scan_workspace(const std::string &root, const std::vector<std::string> &patterns,
+                              std::size_t max_entries);
 
 // `path` resolved with realpath(3); empty when it does not exist.
 std::string resolved(const std::string &path);

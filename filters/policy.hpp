@@ -72,6 +72,8 @@ struct config {
   std::map<std::string, skill_config> skills;
   std::string default_skill = "default";
   bool require_landlock = false; // [sandbox] require_landlock: exec refuses without Landlock
+  std::vector<std::string> credential_files; // [sandbox] more credential-shaped names to hide
+  std::size_t max_workspace_entries = 200'000; // [sandbox] the workspace walk's bound
 };
 
 // A loaded policy: the config plus the compiled matchers. Pure: const methods, no I/O.

@@ -258,8 +258,11 @@ struct loader {
       c.redact_query = bool_of(*t, "redact_query", "log", true);
     }
     if (auto *t = root["sandbox"].as_table()) {
-      check_keys(*t, "[sandbox]", {"require_landlock"});
+      check_keys(*t, "[sandbox]", {"require_landlock", "credential_files", "max_workspace_entries"});
       c.require_landlock = bool_of(*t, "require_landlock", "sandbox", false);
+      c.credential_files = strings_of(*t, "credential_files", "sandbox");
+      c.max_workspace_entries = int_of(*t, "max_workspace_entries", "sandbox", c.max_workspace_entries,
+                                       1, 100'000'000);
     }
     if (auto *t = root["skills"].as_table()) {
       for (auto &&[k, v] : *t) {
