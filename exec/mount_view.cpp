@@ -285,12 +285,18 @@ std::string build_view(const view_spec &spec,
   // Files the command needs from outside the system paths (its executable, its interpreter).
   // (Paths are compared as strings: host symlinks such as /usr/bin/java -> /etc/alternatives/java
   // do not resolve while the host's root is at /oldroot.)
-  for (auto &f : spec.extra) {
+  // Outer paths first: a linked worktree's Git directory lies inside the common one.
+  std::vector<std::string> extra = spec.extra, bound;
+  std::sort(extra.begin(), extra.end(),
+            [](const std::string &a, const std::string &b) { return a.size() < b.size(); });
+  for (auto &f : extra) {
+    auto under = [&](const std::string &p) { return is_under(f, p); };
     bool shown = (!spec.workspace.empty() && is_under(f, spec.workspace)) ||
-                 std::any_of(sys_paths.begin(), sys_paths.end(),
-                             [&](const std::string &p) { return is_under(f, p); });
-    if (shown || ::lstat((new_root + f).c_str(), &st) == 0) continue;
-    if (auto e = bind_host(f, ro, false); !e.empty()) return e;
+                 std::any_of(sys_paths.begin(), sys_paths.end(), under) ||
+                 std::any_of(bound.begin(), bound.end(), under);
+    if (shown) continue;
+    if (auto e = bind_host(f, ro); !e.empty()) return e;
+    bound.push_back(f);
   }
   // Trusted files (the policy) that show in the view, in the workspace say, are read-only there.
   for (auto &f : spec.protect) {

@@ -1,0 +1,252 @@
+"""The workspace boundary of `sluice exec`: what a command can read and write of the caller's files,
+with real Git repositories (nested directories, a linked worktree, a submodule) and real tools, as
+root and again as an unprivileged user (65534). Every escape is also tried outside the sandbox where
+that proves the target exists. Shares the exec suite's fixtures."""
+import json
+import os
+import shutil
+import subprocess
+import unittest
+
+import test_exec as base
+from harness import PYTHON, SLUICE
+
+M = base.M
+setUpModule = base.setUpModule
+tearDownModule = base.tearDownModule
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main",
+       "-c", "protocol.file.allow=always"]
+
+
+class WorkspaceAsRoot(unittest.TestCase):
+    user = None
+    setUp = base.ExecAsRoot.setUp
+    tearDown = base.ExecAsRoot.tearDown
+    prefix = base.ExecAsRoot.prefix
+    env = base.ExecAsRoot.env
+    sx = base.ExecAsRoot.sx
+
+    def own(self, *paths):
+        """Gives paths to the test's user: Git refuses repositories other users own."""
+        if self.user is not None:
+            for p in paths:
+                subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), p], check=True)
+
+    def write(self, path, text, mode=0o644):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+
+    def run_in(self, cwd, *argv, **kw):
+        return self.sx("--sandbox-profile", "offline", "--", *argv, cwd=cwd, **kw)
+
+    def repo(self, path):
+        subprocess.run(GIT + ["init", "-q", path], check=True)
+        self.write(os.path.join(path, "README"), "readme\n")
+        subprocess.run(GIT + ["-C", path, "add", "README"], check=True)
+        subprocess.run(GIT + ["-C", path, "commit", "-qm", "first"], check=True)
+        return path
+
+    # --- the home ---------------------------------------------------------------------------
+    def test_home_is_empty_and_keys_unreachable(self):
+        self.write(os.path.join(self.home, ".ssh", "id_ed25519"), "PRIVATE KEY\n", 0o600)
+        self.own(self.home)
+        outside = subprocess.run(self.prefix() + ["sh", "-c", "cat ~/.ssh/id_*"], env=self.env(), capture_output=True)
+        self.assertEqual(outside.stdout, b"PRIVATE KEY\n")
+        p = self.run_in(self.work, "sh", "-c", "ls -A ~; cat ~/.ssh/id_* 2>&1; echo rc=$?")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout.decode()
+        self.assertNotIn("PRIVATE KEY", out)
+        self.assertNotIn(".ssh", out.split("rc=")[0].split("cat:")[0])
+        self.assertIn("rc=1", out)
+
+    # --- Git layouts --------------------------------------------------------------------------
+    def test_git_status_in_repository_worktree_and_submodule(self):
+        repo = self.repo(os.path.join(self.work, "repo"))
+        os.makedirs(os.path.join(repo, "deep", "er"))
+        sub_src = self.repo(os.path.join(self.work, "subsrc"))
+        subprocess.run(GIT + ["-C", repo, "submodule", "add", "-q", sub_src, "sub"], check=True, capture_output=True)
+        subprocess.run(GIT + ["-C", repo, "commit", "-qm", "sub"], check=True)
+        wt = os.path.join(self.work, "wt")
+        subprocess.run(GIT + ["-C", repo, "worktree", "add", "-q", wt], check=True, capture_output=True)
+        self.write(os.path.join(repo, "deep", "new.txt"), "new\n")
+        self.own(self.work)
+        for cwd, want in ((os.path.join(repo, "deep", "er"), "?? ../"), (wt, ""),
+                          (os.path.join(repo, "sub"), ""), (repo, "?? deep/")):
+            p = self.run_in(cwd, "git", "status", "--short")
+            self.assertEqual(p.returncode, 0, (cwd, p.stderr))
+            self.assertEqual(p.stdout.decode().strip(), want, cwd)
+            p = self.run_in(cwd, "git", "log", "--oneline", "-1")
+            self.assertEqual(p.returncode, 0, (cwd, p.stderr))
+        # A linked worktree's Git metadata outside the workspace is there, read-only.
+        p = self.run_in(wt, "sh", "-c", "git diff --stat HEAD; touch \"$(git rev-parse --git-common-dir)/x\" 2>&1")
+        self.assertIn(b"Read-only file system", p.stdout)
+
+    def test_hooks_and_git_config_cannot_be_planted(self):
+        repo = self.repo(os.path.join(self.work, "repo"))
+        self.own(self.work)
+        marker = os.path.join(self.work, "hook-ran")
+        hook = os.path.join(repo, ".git", "hooks", "pre-commit")
+        p = self.run_in(repo, "sh", "-c",
+                        "printf '#!/bin/sh\\ntouch %s\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
+                        "git config core.hooksPath /tmp; echo change >> README; git -c user.name=t -c user.email=t@t "
+                        "commit -qam inside; exit 0" % marker)
+        self.assertFalse(os.path.exists(hook))
+        self.assertFalse(os.path.exists(marker))
+        self.assertNotIn("hooksPath", open(os.path.join(repo, ".git", "config")).read())
+        # The commit itself may be made: the workspace is writable, its Git objects too.
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_agent_and_sluice_settings_read_only(self):
+        repo = self.repo(os.path.join(self.work, "repo"))
+        for rel in (".claude/settings.json", ".sluice/policy.toml", "opencode.json"):
+            self.write(os.path.join(repo, rel), "{}\n" if rel.endswith("json") else "[policy]\ndeny = []\n", 0o666)
+        self.own(self.work)
+        for rel in (".claude/settings.json", ".sluice/policy.toml", "opencode.json"):
+            p = self.run_in(repo, "sh", "-c", "echo changed > " + rel)
+            self.assertNotEqual(p.returncode, 0, rel)
+            self.assertIn(b"Read-only file system", p.stderr)
+            self.assertNotIn("changed", open(os.path.join(repo, rel)).read())
+        p = self.run_in(repo, "sh", "-c", "echo x > .claude/new.json")
+        self.assertNotEqual(p.returncode, 0)
+
+    # --- credentials in the workspace ---------------------------------------------------------
+    def test_credential_files_hidden(self):
+        files = {".env": "A=1", ".env.local": "B=2", "src/deep/server.pem": "PEM", "keys/id_rsa": "RSA",
+                 ".npmrc": "//r/:_authToken=t", ".aws/credentials": "[default]", "secrets.tfvars": "x=1",
+                 "notes.txt": "plain"}
+        for rel, text in files.items():
+            self.write(os.path.join(self.work, rel), text + "\n", 0o644)
+        policy = os.path.join(self.work, "..", os.path.basename(self.work) + "-policy.toml")
+        policy = os.path.realpath(policy)
+        with open(policy, "w") as f:
+            f.write(open(M["policy"]).read() + '\n[sandbox]\ncredential_files = ["*.tfvars"]\n')
+        os.chmod(policy, 0o644)
+        self.own(self.work)
+        summary = os.path.join(self.work, "summary.json")
+        try:
+            script = "; ".join("cat %s 2>/dev/null; echo '|'" % rel for rel in files)
+            p = self.sx("--policy", policy, "--sandbox-profile", "offline", "--json-summary", summary, "--",
+                        "sh", "-c", script + "; echo leaked > .env 2>&1; exit 0", policy=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = p.stdout.decode()
+            for rel, text in files.items():
+                if rel == "notes.txt":
+                    self.assertIn(text, out)
+                else:
+                    self.assertNotIn(text, out, rel)
+            self.assertEqual(open(os.path.join(self.work, ".env")).read(), "A=1\n")
+            hidden = json.load(open(summary))["workspaceHidden"]
+            for rel in (".env", ".env.local", "src/deep/server.pem", "keys/id_rsa", ".npmrc", ".aws", "secrets.tfvars"):
+                self.assertIn(os.path.join(self.work, rel), hidden)
+        finally:
+            os.unlink(policy)
+
+    def test_hard_link_to_outside_refused(self):
+        outside = os.path.join(M["tmp"], "linked-secret-%s" % self.user)
+        with open(outside, "w") as f:
+            f.write("outside\n")
+        link = os.path.join(self.work, "innocent.txt")
+        os.link(outside, link)
+        try:
+            marker = os.path.join(self.work, "ran")
+            p = self.sx("--sandbox-profile", "offline", "--", "touch", marker)
+            self.assertEqual(p.returncode, 125)
+            self.assertIn(link, p.stderr.decode())
+            self.assertIn("hard link", p.stderr.decode())
+            self.assertFalse(os.path.exists(marker))
+        finally:
+            os.unlink(link)
+            os.unlink(outside)
+        # Two links that are both inside are fine.
+        a = os.path.join(self.work, "a.txt")
+        self.write(a, "a\n")
+        os.link(a, os.path.join(self.work, "b.txt"))
+        self.assertEqual(self.sx("--sandbox-profile", "offline", "--", "true").returncode, 0)
+
+    # --- escapes --------------------------------------------------------------------------------
+    def test_symlinks_and_traversal_lead_nowhere(self):
+        secret_dir = os.path.join(M["tmp"], "outside-dir-%s" % self.user)
+        os.makedirs(secret_dir, exist_ok=True)
+        secret = os.path.join(secret_dir, "secret.txt")
+        self.write(secret, "TOPSECRET\n")
+        subprocess.run(["chmod", "-R", "a+rX", secret_dir], check=True)
+        rel = os.path.relpath(secret, self.work)
+        os.symlink(secret, os.path.join(self.work, "abs-link"))
+        os.symlink(rel, os.path.join(self.work, "rel-link"))
+        os.symlink(secret_dir, os.path.join(self.work, "dir-link"))
+        outside = subprocess.run(self.prefix() + ["cat", os.path.join(self.work, "abs-link")], capture_output=True)
+        self.assertEqual(outside.stdout, b"TOPSECRET\n")  # the links work outside
+        attempts = ["cat abs-link", "cat rel-link", "cat dir-link/secret.txt", "cat " + rel, "cat " + secret,
+                    "env cat " + secret, "echo " + secret + " | xargs cat",
+                    "find " + secret_dir + " -name secret.txt -exec cat {} +",
+                    PYTHON + " -c \"print(open('" + secret + "').read())\"",
+                    "cd dir-link && cat secret.txt"]
+        for cmd in attempts:
+            p = self.run_in(self.work, "sh", "-c", cmd)
+            self.assertNotIn(b"TOPSECRET", p.stdout, cmd)
+            self.assertNotEqual(p.returncode, 0, cmd)
+        shutil.rmtree(secret_dir)
+
+    def test_startup_file_indirection_dropped(self):
+        marker = os.path.join(self.work, "indirect")
+        script = os.path.join(self.work, "rc.sh")
+        self.write(script, "touch %s\n" % marker, 0o755)
+        p = self.run_in(self.work, "bash", "-c", "env | grep -E '^(LD_PRELOAD|BASH_ENV|ENV)=' ; sh -i -c true; exit 0",
+                        env={"BASH_ENV": script, "ENV": script, "LD_PRELOAD": "/nonexistent.so"})
+        self.assertEqual(p.stdout, b"")
+        self.assertFalse(os.path.exists(marker))
+
+    def test_helpers_cannot_write_outside(self):
+        """A package-manager helper (an npm `prepare`, a build backend) runs with the workspace
+        writable and nothing else of the host: its writes to the home or system paths go nowhere."""
+        self.write(os.path.join(self.home, ".bashrc"), "# mine\n", 0o666)
+        self.own(self.home)
+        helper = ("echo evil >> ~/.bashrc; mkdir -p ~/.config/autostart && echo x > ~/.config/autostart/x; "
+                  "echo x > /usr/local/bin/sluice-planted 2>/dev/null; echo x > /etc/profile.d/planted.sh 2>/dev/null; "
+                  "echo built > artifact; exit 0")
+        p = self.run_in(self.work, "sh", "-c", helper)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(open(os.path.join(self.home, ".bashrc")).read(), "# mine\n")
+        self.assertFalse(os.path.exists(os.path.join(self.home, ".config", "autostart")))
+        self.assertFalse(os.path.exists("/usr/local/bin/sluice-planted"))
+        self.assertFalse(os.path.exists("/etc/profile.d/planted.sh"))
+        self.assertEqual(open(os.path.join(self.work, "artifact")).read(), "built\n")
+
+    def test_read_only_profile_and_skill_defaults(self):
+        p = self.run_in(self.work, "touch", "x")
+        self.assertEqual(p.returncode, 0)
+        p = self.sx("--sandbox-profile", "offline", "--filesystem", "read-only", "--", "touch", "y")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"Read-only file system", p.stderr)
+        pol = os.path.join(M["tmp"], "fs-policy-%s.toml" % self.user)
+        with open(pol, "w") as f:
+            f.write('[skills.reader]\ndefault_profile = "offline"\nfilesystem = "read-only"\n'
+                    '[skills.builder]\ndefault_profile = "offline"\nfilesystem = "read-only"\n'
+                    'filesystem_escalations = ["workspace-write"]\n')
+        os.chmod(pol, 0o644)
+        p = self.sx("--policy", pol, "--skill", "reader", "--", "touch", "z", policy=False)
+        self.assertNotEqual(p.returncode, 0)
+        p = self.sx("--policy", pol, "--skill", "reader", "--filesystem", "workspace-write", "--", "true", policy=False)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("filesystem_escalations", p.stderr.decode())
+        p = self.sx("--policy", pol, "--skill", "builder", "--filesystem", "workspace-write", "--", "touch", "z",
+                    policy=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # A repository may narrow to read-only, never widen.
+        self.write(os.path.join(self.work, ".sluice", "policy.toml"), 'filesystem = "read-only"\n')
+        p = self.sx("--sandbox-profile", "offline", "--", "touch", "w")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertFalse(os.path.exists(os.path.join(self.work, "w")))
+        os.unlink(pol)
+
+
+class WorkspaceAsNobody(WorkspaceAsRoot):
+    """The same suite as an unprivileged user, through user namespaces."""
+    user = 65534
+
+
+if __name__ == "__main__":
+    unittest.main()
