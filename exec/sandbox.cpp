@@ -166,6 +166,11 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
 [[noreturn]] void init_main(const sandbox_options &o, int control, int exec_pipe_w) {
   auto fail = [&](const char *step, const std::string &msg) {
     send_msg(control, 'E', std::string(step) + '\0' + msg);
+    // Read whatever sluice sends until it closes: a Unix socket closed with unread data resets the
+    // peer, and sluice would lose this message to ECONNRESET.
+    std::vector<char> sink(max_message);
+    while (::recv(control, sink.data(), sink.size(), 0) > 0) {
+    }
     _exit(125);
   };
   // Nothing the caller had open reaches the command but what it named.
