@@ -88,6 +88,8 @@ int main(int argc, char **argv) {
   exec_cmd->add_flag("--confirm-external-side-effects", ex.request.confirm_side_effects,
                      "required by the publish profile");
   exec_cmd->add_option("--keep-env", ex.request.keep_env, "keep non-secret variable NAME (repeatable)");
+  exec_cmd->add_option("--credential", ex.request.credentials,
+                       "let the gateway add credential NAME ([credentials.NAME]) to its hosts' requests");
   std::string ex_filesystem;
   exec_cmd->add_option("--filesystem", ex_filesystem, "read-only|workspace-write");
   exec_cmd->add_option("--pass-fd", ex.pass_fds, "keep descriptor N open for the command (repeatable)");

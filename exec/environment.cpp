@@ -85,7 +85,9 @@ std::vector<std::string> child_environment(char **envp, const environment_spec &
     bool is_managed = std::any_of(std::begin(managed), std::end(managed),
                                   [&](const char *m) { return up == m; });
     bool own = up == "HOME" || up == "TMPDIR" || up == "PWD";
-    if (is_managed || own) continue;
+    bool placeholder = std::any_of(spec.placeholders.begin(), spec.placeholders.end(),
+                                   [&](const std::string &p) { return p.compare(0, name.size() + 1, name + "=") == 0; });
+    if (is_managed || own || placeholder) continue;
     if (is_core_name(name) || listed(spec.grants, name) || listed(spec.keep, name)) {
       out.emplace_back(kv);
       continue;
@@ -95,6 +97,7 @@ std::vector<std::string> child_environment(char **envp, const environment_spec &
   if (!spec.home.empty()) out.push_back("HOME=" + spec.home);
   out.push_back("TMPDIR=/tmp");
   out.push_back("GIT_CONFIG_NOSYSTEM=1"); // the host's /etc/gitconfig is not the command's to use
+  for (auto &p : spec.placeholders) out.push_back(p);
   if (!spec.cwd.empty()) out.push_back("PWD=" + spec.cwd);
   if (spec.mode == filters::profile::offline || spec.proxy_port == 0) {
     return out; // no route at all: no proxy to point at

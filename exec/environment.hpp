@@ -31,6 +31,7 @@ struct environment_spec {
   std::string java_truststore;        // PKCS12 trust store with the CA, for JAVA_TOOL_OPTIONS
   std::vector<std::string> grants;    // credential names kept (--allow-env, granted by the skill)
   std::vector<std::string> keep;      // other names kept (--keep-env, the skill's keep_env)
+  std::vector<std::string> placeholders; // "VAR=sluice-credential-NAME": set last, over the parent's
   std::string home;                   // HOME inside
   std::string cwd;                    // PWD inside
 };

@@ -191,6 +191,53 @@ resolved_exec resolve_exec(const exec_request &req) {
     out.gateway.allow.push_back(d);
   }
   out.gateway.access_log.clear(); // exec writes its own log (--access-log)
+  // Credentials: only those asked for, granted by the skill, on hosts the allowlist already has;
+  // their secrets are read here, by sluice, and never enter the sandbox.
+  std::vector<filters::credential_config> granted;
+  for (const auto &name : req.credentials) {
+    auto def = std::find_if(trusted.credentials.begin(), trusted.credentials.end(),
+                            [&](const filters::credential_config &c) { return c.name == name; });
+    if (def == trusted.credentials.end()) {
+      throw refusal("--credential " + name + ": no [credentials." + name + "] in " + trusted.source +
+                    "; define it there (source, hosts, header, format)");
+    }
+    bool allowed = std::find(skill.credentials.begin(), skill.credentials.end(), name) != skill.credentials.end() ||
+                   std::find(skill.credentials.begin(), skill.credentials.end(), "*") != skill.credentials.end();
+    if (!allowed) {
+      throw refusal("--credential " + name + ": skill '" + out.skill + "' does not grant it; add \"" +
+                    name + "\" to credentials under [skills." + out.skill + "] in " + trusted.source);
+    }
+    if (mode != filters::profile::network_read && mode != filters::profile::publish) {
+      throw refusal("--credential " + name + ": the " + std::string(filters::to_string(mode)) +
+                    " profile has no request sluice could add it to; use network-read or publish");
+    }
+    filters::host_matcher allowlist(out.gateway.allow);
+    for (const auto &h : def->hosts) {
+      auto p = filters::parse_host_pattern(h);
+      bool listed = std::find(out.gateway.allow.begin(), out.gateway.allow.end(), h) != out.gateway.allow.end();
+      if (!listed && p.type == filters::host_pattern::kind::exact) {
+        unsigned port = p.port ? p.port : 443;
+        listed = allowlist.match(p.value, "https", port).has_value();
+      }
+      if (!listed) {
+        throw refusal("--credential " + name + ": its host " + h + " is not on the allowlist; a "
+                      "credential only goes where requests may go (--allow-domain " + h + ")");
+      }
+    }
+    if (!def->env.empty() && std::find(out.grants.begin(), out.grants.end(), def->env) != out.grants.end()) {
+      throw refusal("--credential " + name + " with --allow-env " + def->env + " would hand the "
+                    "secret to the command; drop --allow-env " + def->env);
+    }
+    auto c = *def;
+    try {
+      filters::load_secret(c);
+    } catch (const filters::config_error &e) {
+      throw refusal(e.what());
+    }
+    if (!c.env.empty()) out.placeholders.push_back(c.env + "=" + filters::credential_placeholder(c.name));
+    granted.push_back(std::move(c));
+  }
+  out.gateway.credentials = std::move(granted);
   if (!req.working_dir.empty()) {
     std::string repo = req.working_dir + "/.sluice/policy.toml";
     if (readable(repo)) apply_repo_policy(repo, out);

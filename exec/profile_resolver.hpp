@@ -20,6 +20,7 @@ struct exec_request {
   std::vector<std::string> allow_domains;
   std::vector<std::string> allow_env;
   std::vector<std::string> keep_env;      // non-secret names to keep (--keep-env)
+  std::vector<std::string> credentials;   // --credential NAME: injected by the gateway
   std::optional<bool> read_only;          // --filesystem read-only|workspace-write; empty: skill's
   bool confirm_side_effects = false;
   std::string policy_file;                // --policy; empty: search
@@ -34,6 +35,7 @@ struct resolved_exec {
   std::string repo_policy;                // the working-directory file applied, if any
   std::vector<std::string> grants;
   std::vector<std::string> keep;          // non-secret variables kept (skill keep_env + --keep-env)
+  std::vector<std::string> placeholders;  // "VAR=sluice-credential-NAME" for granted credentials
   bool read_only_workspace = false;
   bool require_landlock = false;
   std::vector<std::string> credential_files; // the defaults plus the policy's

@@ -145,6 +145,7 @@ int run_exec(const exec_options &opt) {
   spec.mode = mode;
   spec.grants = resolved.grants;
   spec.keep = resolved.keep;
+  spec.placeholders = resolved.placeholders;
   spec.home = so.view.home.empty() ? "/tmp" : so.view.home;
   spec.cwd = ws.cwd;
   if (network) {

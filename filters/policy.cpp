@@ -3,7 +3,8 @@
 namespace sluice::filters {
 
 // A deny rule without a port denies the host on every port: the conservative reading.
-policy::policy(config cfg) : cfg_(std::move(cfg)), allow_(cfg_.allow), deny_(cfg_.deny, true) {}
+policy::policy(config cfg)
+    : cfg_(std::move(cfg)), allow_(cfg_.allow), deny_(cfg_.deny, true), credentials_(cfg_.credentials) {}
 
 decision policy::decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
                              std::string &rule) const {

@@ -1,5 +1,6 @@
 #pragma once
 #include "filters/address_class.hpp"
+#include "filters/credentials.hpp"
 #include "filters/decision.hpp"
 #include "filters/host_matcher.hpp"
 #include "filters/host_name.hpp"
@@ -47,6 +48,7 @@ struct skill_config {
   std::vector<std::string> keep_env; // non-secret variable names its commands always keep
   bool read_only_workspace = false;  // filesystem = "read-only" (default "workspace-write")
   bool may_write_workspace = true;   // "workspace-write" is the default or a declared escalation
+  std::vector<std::string> credentials; // [credentials.NAME] it may ask for (--credential); "*" any
 };
 
 // The whole configuration, as plain structs: parsed once, validated, immutable after load.
@@ -70,6 +72,9 @@ struct config {
   std::string access_log; // "" none, "-" stderr, else a file path
   bool redact_query = true;
   std::map<std::string, skill_config> skills;
+  // [credentials.NAME]. serve injects every one; exec only those granted (resolve_exec), with their
+  // secrets loaded (load_secret) before the policy is built.
+  std::vector<credential_config> credentials;
   std::string default_skill = "default";
   bool require_landlock = false; // [sandbox] require_landlock: exec refuses without Landlock
   std::vector<std::string> credential_files; // [sandbox] more credential-shaped names to hide
@@ -94,6 +99,7 @@ public:
                           const std::vector<boost::asio::ip::address> &own = {}) const;
 
   const host_matcher &allow_matcher() const { return allow_; }
+  const credential_injector &credentials() const { return credentials_; }
 
 private:
   decision decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
@@ -102,6 +108,7 @@ private:
   config cfg_;
   host_matcher allow_;
   host_matcher deny_;
+  credential_injector credentials_;
 };
 
 using policy_ptr = std::shared_ptr<const policy>;

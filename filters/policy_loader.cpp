@@ -138,7 +138,7 @@ struct loader {
     c.source = source;
     check_keys(root, "the top level",
                {"profile", "listen", "policy", "tls", "upstream", "timeouts", "limits", "log",
-                "skills", "default_skill", "sandbox"});
+                "skills", "default_skill", "sandbox", "credentials"});
     if (auto *n = root.get("profile")) c.mode = profile_of(*n, "profile");
     c.default_skill = string_of(root, "default_skill", "", c.default_skill);
 
@@ -264,13 +264,47 @@ struct loader {
       c.max_workspace_entries = int_of(*t, "max_workspace_entries", "sandbox", c.max_workspace_entries,
                                        1, 100'000'000);
     }
+    if (auto *t = root["credentials"].as_table()) {
+      for (auto &&[k, v] : *t) {
+        auto *ct = v.as_table();
+        std::string where = "[credentials." + std::string(k.str()) + "]";
+        if (!ct) fail(v, "credentials." + std::string(k.str()) + " must be a table");
+        check_keys(*ct, where, {"source", "hosts", "header", "format", "env"});
+        credential_config cc;
+        cc.name = std::string(k.str());
+        if (cc.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+            std::string::npos) {
+          fail(v, where + ": a credential name uses letters, digits, '-' and '_' only");
+        }
+        cc.source = string_of(*ct, "source", where, "");
+        if (cc.source.rfind("env:", 0) != 0 && cc.source.rfind("file:", 0) != 0) {
+          fail_at(*ct, "source", where + " source must be \"env:VAR\" or \"file:/path\"");
+        }
+        check_patterns(*ct, "hosts", "credentials." + cc.name);
+        cc.hosts = strings_of(*ct, "hosts", where);
+        if (cc.hosts.empty()) fail(v, where + " needs hosts = [...], the hosts the credential belongs to");
+        cc.header = string_of(*ct, "header", where, cc.header);
+        if (cc.header.empty() ||
+            cc.header.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") !=
+                std::string::npos) {
+          fail_at(*ct, "header", where + " header must be a header name such as Authorization");
+        }
+        cc.format = string_of(*ct, "format", where, cc.format);
+        if (cc.format.rfind("basic:", 0) != 0 && cc.format.find("{}") == std::string::npos) {
+          fail_at(*ct, "format", where + " format must hold {} for the secret (\"Bearer {}\") or "
+                                          "be \"basic:USER\"");
+        }
+        cc.env = string_of(*ct, "env", where, cc.source.rfind("env:", 0) == 0 ? cc.source.substr(4) : "");
+        c.credentials.push_back(std::move(cc));
+      }
+    }
     if (auto *t = root["skills"].as_table()) {
       for (auto &&[k, v] : *t) {
         auto *s = v.as_table();
         std::string where = "[skills." + std::string(k.str()) + "]";
         if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
         check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
-                               "keep_env", "filesystem", "filesystem_escalations"});
+                               "keep_env", "filesystem", "filesystem_escalations", "credentials"});
         skill_config sk;
         sk.name = std::string(k.str());
         if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -281,6 +315,15 @@ struct loader {
         sk.allow_domains = strings_of(*s, "allow_domains", "skills." + sk.name);
         sk.grants = strings_of(*s, "grants", "skills." + sk.name);
         sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
+        sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);
+        for (auto &name : sk.credentials) {
+          bool known = name == "*";
+          for (auto &cc : c.credentials) known = known || cc.name == name;
+          if (!known) {
+            fail(*s->get("credentials"), where + " credentials: no [credentials." + name +
+                                             "] in this file; define it or drop the name");
+          }
+        }
         auto fs_of = [&](const toml::node &n, const std::string &what) {
           auto v = n.value<std::string>();
           if (!v || (*v != "read-only" && *v != "workspace-write")) {
@@ -349,6 +392,7 @@ config builtin_config() {
   s.default_profile = profile::offline;
   s.escalations = {profile::network_read, profile::allowlist, profile::publish};
   s.grants = {"*"}; // the built-in policy trusts its caller; a policy file narrows this per skill
+  s.credentials = {"*"};
   c.skills["default"] = s;
   return c;
 }

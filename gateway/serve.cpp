@@ -8,12 +8,16 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 
 namespace sluice::gateway {
 
 int run_serve(const serve_options &options) {
+  // The process holds secrets (credentials, a CA key): no core dumps, no ptrace by others.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   auto cfg = filters::load_config_file(options.config_file);
+  for (auto &c : cfg.credentials) filters::load_secret(c);
   auto policy = std::make_shared<const filters::policy>(cfg);
   gateway_options go;
   go.threads = options.threads;
@@ -54,6 +58,7 @@ int run_serve(const serve_options &options) {
     if (sig == SIGHUP) {
       try {
         auto next = filters::load_config_file(options.config_file);
+        for (auto &c : next.credentials) filters::load_secret(c);
         g.reload(std::make_shared<const filters::policy>(std::move(next)));
         std::fprintf(stderr, "sluice: reloaded policy from %s\n", options.config_file.c_str());
       } catch (const std::exception &e) {

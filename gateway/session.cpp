@@ -172,6 +172,9 @@ private:
              "List the range in upstream.allow_addresses if it is meant to be reachable.\n";
     } else if (o.reason == "host_denied") {
       msg += "A deny rule matches this host; deny rules beat allow rules.\n";
+    } else if (o.reason == "credential_host_mismatch") {
+      msg += "The request carries the placeholder of a credential that belongs to other hosts "
+             "([credentials] hosts in the policy); sluice does not send it here.\n";
     }
     return msg;
   }
@@ -426,6 +429,21 @@ private:
       co_return keep_alive;
     }
     o.rule = d.rule;
+    if (!pol.credentials().empty()) {
+      // Credentials: a placeholder bound for another host is refused; for the credential's own
+      // hosts the gateway puts the secret in (the command never held it).
+      filters::credential_result cr;
+      {
+        std::vector<std::pair<std::string_view, std::string_view>> fields;
+        for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
+        cr = pol.credentials().apply(fields, req.target(), o.host, o.scheme, port);
+      }
+      if (!cr.reason.empty()) {
+        co_await deny(s, o, cr.reason, "credential:" + cr.credential, keep_alive, version);
+        co_return keep_alive;
+      }
+      for (auto &[name, value] : cr.set) req.set(name, value);
+    }
     co_return co_await forward(s, buf, parser, o, parsed.host->ip, version);
   }
 

@@ -4,6 +4,8 @@ GET /bytes/N        N deterministic bytes (Content-Length)
 GET /chunked/N      N bytes in chunked encoding
 GET /status/CODE    an empty response with that status (204, 304, ...)
 GET /headers        the request head as received, as the body
+GET /private/PATH   like /files/PATH, only with an Authorization header listed in ORIGIN_AUTH
+                    ("|"-separated values); 401 with WWW-Authenticate otherwise
 POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked request)
 """
 import http.server
@@ -63,6 +65,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._send(200, payload(int(parts[1])), head=head)
         if parts[0] == "chunked":
             return self._send(200, payload(int(parts[1])), chunked=True, head=head)
+        if parts[0] == "private":
+            allowed = [a for a in os.environ.get("ORIGIN_AUTH", "").split("|") if a]
+            if self.headers.get("Authorization") not in allowed:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="private"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            parts = ["files"] + parts[1:]
         if parts[0] == "files" and os.environ.get("ORIGIN_ROOT"):
             # Static files (a git repository for dumb HTTP), confined to ORIGIN_ROOT.
             root = os.path.realpath(os.environ["ORIGIN_ROOT"])

@@ -46,7 +46,16 @@ def setUpModule():
     subprocess.run(["chmod", "-R", "a+rX", d], check=True)
 
     host = M["host"] = TestHost()
-    env = dict(os.environ, ORIGIN_HOST="198.18.0.2", ORIGIN_ROOT=root)
+    # A secret the private paths want; sluice injects it (test_credentials), the sandbox never sees it.
+    M["secret"] = "s3cr3t-%s" % os.urandom(8).hex()
+    M["secret_file"] = os.path.join(d, "git-token")
+    with open(M["secret_file"], "w") as f:
+        f.write(M["secret"] + "\n")
+    os.chmod(M["secret_file"], 0o644)
+    import base64
+    basic = "Basic " + base64.b64encode(("git:" + M["secret"]).encode()).decode()
+    env = dict(os.environ, ORIGIN_HOST="198.18.0.2", ORIGIN_ROOT=root,
+               ORIGIN_AUTH="Bearer %s|%s" % (M["secret"], basic))
     p = host.start(PYTHON, os.path.join(HERE, "origin.py"), "8443", leaf[0], leaf[1], env=env)
     assert p.stdout.readline().strip() == b"ready"
     p = host.start(PYTHON, "-c", "import socket\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
@@ -89,12 +98,25 @@ def setUpModule():
 
     M["policy"] = os.path.join(d, "policy.toml")
     with open(M["policy"], "w") as f:
+        secret_file = M["secret_file"]
         f.write(f"""
 [skills.default]
 default_profile = "offline"
 escalations = ["network-read", "publish", "allowlist"]
 allow_domains = ["origin.test:8443"]
 grants = ["GITHUB_TOKEN"]
+credentials = ["api", "gitpriv"]
+
+[credentials.api]
+source = "env:ORIGIN_TOKEN"
+hosts = ["origin.test:8443"]
+format = "Bearer {{}}"
+
+[credentials.gitpriv]
+source = "file:{secret_file}"
+hosts = ["origin.test:8443"]
+format = "basic:git"
+env = "GIT_TOKEN"
 
 [skills.reviewer]
 default_profile = "network-read"
@@ -109,6 +131,7 @@ allow_addresses = ["198.18.0.0/15"]
 
 [upstream.resolve]
 "origin.test" = "198.18.0.2"
+"other.test" = "198.18.0.2"
 """)
     os.chmod(M["policy"], 0o644)
 

@@ -1,0 +1,68 @@
+#pragma once
+#include "filters/host_matcher.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace sluice::filters {
+
+// One credential of the policy ([credentials.NAME]): a secret sluice reads itself and adds to
+// requests for the hosts it belongs to. The secret never enters the sandbox: the command sees only
+// the placeholder `sluice-credential-NAME`.
+struct credential_config {
+  std::string name;
+  std::string source;                     // "env:VAR" or "file:/path"
+  std::vector<std::string> hosts;         // allowlist syntax
+  std::string header = "Authorization";
+  std::string format = "Bearer {}";       // "{}" is the secret; "basic:USER" for HTTP Basic
+  std::string env;                        // variable set to the placeholder inside; default VAR of env:VAR
+  std::string secret;                     // filled by load_secret; never logged or printed
+};
+
+// The text a command sees instead of the secret.
+std::string credential_placeholder(std::string_view name);
+
+// Reads the secret of `c` from its source. Throws config_error naming the credential and the
+// source (never the value) when it is missing or empty.
+void load_secret(credential_config &c);
+
+// What a request needs done to its header fields.
+struct credential_result {
+  std::string_view reason;                                  // empty: go on; else refuse with it
+  std::string credential;                                   // the credential involved
+  std::vector<std::pair<std::string, std::string>> set;     // fields to set (name, value)
+};
+
+// The credentials in force for a gateway: pure, built once per policy.
+class credential_injector {
+public:
+  explicit credential_injector(std::vector<credential_config> credentials);
+
+  bool empty() const { return entries_.empty(); }
+
+  // Judges one allowed request: a placeholder bound for a host its credential does not belong to
+  // (in a header, Basic credentials included, or in the target) is refused with
+  // `credential_host_mismatch`; for a host it belongs to, each placeholder in a header is replaced
+  // by the secret, and a credential's header is added when the request has none.
+  credential_result apply(const std::vector<std::pair<std::string_view, std::string_view>> &fields,
+                          std::string_view target, std::string_view host, std::string_view scheme,
+                          unsigned port) const;
+
+private:
+  struct entry {
+    credential_config cfg;
+    host_matcher hosts;
+    std::string placeholder;
+    std::string value; // the header value when sluice adds the header itself
+  };
+  std::vector<entry> entries_;
+};
+
+// Base64 (RFC 4648) for HTTP Basic credentials.
+std::string base64_encode(std::string_view in);
+std::optional<std::string> base64_decode(std::string_view in);
+
+} // namespace sluice::filters

@@ -1,0 +1,79 @@
+#include "filters/credentials.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace sluice::filters;
+
+namespace {
+credential_config make(const char *name, std::vector<std::string> hosts, const char *format) {
+  credential_config c;
+  c.name = name;
+  c.source = "env:X";
+  c.hosts = std::move(hosts);
+  c.format = format;
+  c.secret = "SECRET";
+  return c;
+}
+using fields = std::vector<std::pair<std::string_view, std::string_view>>;
+} // namespace
+
+TEST_CASE("a placeholder is replaced for its own hosts and refused elsewhere", "[filters][credentials]") {
+  credential_injector inj({make("gh", {"api.github.com", "*.githubusercontent.com"}, "Bearer {}")});
+  auto r = inj.apply(fields{{"Authorization", "Bearer sluice-credential-gh"}}, "/x", "api.github.com", "https", 443);
+  CHECK(r.reason.empty());
+  REQUIRE(r.set.size() == 1);
+  CHECK(r.set[0] == std::pair<std::string, std::string>{"Authorization", "Bearer SECRET"});
+
+  // Absent header: added with the format.
+  r = inj.apply(fields{{"Accept", "*/*"}}, "/", "raw.githubusercontent.com", "https", 443);
+  REQUIRE(r.set.size() == 1);
+  CHECK(r.set[0].second == "Bearer SECRET");
+
+  // The user's own Authorization is left alone.
+  r = inj.apply(fields{{"authorization", "Bearer mine"}}, "/", "api.github.com", "https", 443);
+  CHECK(r.set.empty());
+
+  // Another host: in a header, in a Basic pair, in the query, on another port: refused.
+  struct row {
+    fields f;
+    std::string_view target, host;
+    unsigned port;
+  };
+  const std::string basic = "Basic " + base64_encode("x:sluice-credential-gh");
+  const row hostile[] = {
+      {{{"Authorization", "Bearer sluice-credential-gh"}}, "/", "evil.test", 443},
+      {{{"X-Anything", "pre sluice-credential-gh post"}}, "/", "evil.test", 443},
+      {{{"Authorization", basic}}, "/", "evil.test", 443},
+      {{}, "/?t=sluice-credential-gh", "evil.test", 443},
+      {{{"Authorization", "Bearer sluice-credential-gh"}}, "/", "api.github.com", 8443},
+      {{{"Authorization", "Bearer sluice-credential-gh"}}, "/", "github.com", 443},
+  };
+  for (const auto &h : hostile) {
+    INFO(h.host << h.target);
+    auto res = inj.apply(h.f, h.target, h.host, "https", h.port);
+    CHECK(res.reason == "credential_host_mismatch");
+    CHECK(res.credential == "gh");
+    CHECK(res.set.empty());
+  }
+  // Nothing for hosts the credential does not belong to when no placeholder is sent.
+  CHECK(inj.apply(fields{}, "/", "evil.test", "https", 443).set.empty());
+}
+
+TEST_CASE("HTTP Basic credentials for git", "[filters][credentials]") {
+  credential_injector inj({make("git", {"git.example.com"}, "basic:oauth2")});
+  auto r = inj.apply(fields{}, "/repo.git/info/refs", "git.example.com", "https", 443);
+  REQUIRE(r.set.size() == 1);
+  CHECK(r.set[0].second == "Basic " + base64_encode("oauth2:SECRET"));
+  // A placeholder inside Basic (git with GIT_TOKEN in a URL or helper) becomes the secret.
+  r = inj.apply(fields{{"Authorization", "Basic " + base64_encode("me:sluice-credential-git")}}, "/",
+                "git.example.com", "https", 443);
+  REQUIRE(r.set.size() == 1);
+  CHECK(r.set[0].second == "Basic " + base64_encode("me:SECRET"));
+}
+
+TEST_CASE("base64 round trip and refusal of garbage", "[filters][credentials]") {
+  CHECK(base64_encode("git:s3") == "Z2l0OnMz");
+  CHECK(base64_decode("Z2l0OnMz") == std::optional<std::string>("git:s3"));
+  CHECK_FALSE(base64_decode("Z2l0OnM").has_value());
+  CHECK_FALSE(base64_decode("Z2l0*nMz").has_value());
+}
