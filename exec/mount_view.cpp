@@ -327,8 +327,52 @@ std::string build_view(const view_spec &spec,
   return {};
 }
 
-std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files) {
+namespace {
+
+// Every HTTPS connection the sandbox makes is terminated by sluice, so the per-command CA is the
+// only trust it needs: tools that read the system store and no variable (wget with GnuTLS, Go,
+// rustls-native-certs, node --use-openssl-ca) then trust it too.
+std::string replace_system_trust(const std::vector<std::pair<std::string, std::string>> &files) {
+  const std::string ca = std::string(sandbox_files_dir) + "/ca.pem";
+  std::string hash;
   for (auto &[name, data] : files) {
+    if (name == "ca.hash") hash = data;
+  }
+  if (::access(ca.c_str(), R_OK) != 0) return {}; // no CA (offline): nothing to trust
+  const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+  struct stat st {};
+  for (auto bundle : {"/etc/ssl/cert.pem", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/pki/tls/cert.pem",
+                      "/etc/ssl/ca-bundle.pem", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem"}) {
+    if (::stat(bundle, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::mount(ca.c_str(), bundle, nullptr, MS_BIND, nullptr) != 0 || !set_attr(bundle, ro, false)) {
+      return err("cannot replace the CA bundle", bundle);
+    }
+  }
+  const char *dir = "/etc/ssl/certs";
+  if (::stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (::mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") != 0) {
+      return err("cannot replace", dir);
+    }
+    std::vector<std::string> links = {"ca-certificates.crt", "sluice-ca.pem"};
+    if (!hash.empty() && hash.find('/') == std::string::npos) links.push_back(hash);
+    for (auto &l : links) {
+      if (::symlink(ca.c_str(), (std::string(dir) + "/" + l).c_str()) != 0) return err("cannot link", l);
+    }
+    std::string java = std::string(dir) + "/java";
+    if (::mkdir(java.c_str(), 0755) != 0 ||
+        ::symlink((std::string(sandbox_files_dir) + "/truststore.p12").c_str(), (java + "/cacerts").c_str()) != 0) {
+      return err("cannot link", java + "/cacerts");
+    }
+    if (!set_attr(dir, ro, false)) return err("cannot make read-only", dir);
+  }
+  return {};
+}
+
+} // namespace
+
+std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files, bool replace_trust) {
+  for (auto &[name, data] : files) {
+    if (name == "ca.hash") continue; // a name for replace_system_trust, not a file
     std::string path = std::string(sandbox_files_dir) + "/" + name;
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 || ::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
@@ -336,6 +380,9 @@ std::string seal_view(const std::vector<std::pair<std::string, std::string>> &fi
       return err("cannot write", path);
     }
     ::close(fd);
+  }
+  if (replace_trust) {
+    if (auto e = replace_system_trust(files); !e.empty()) return e;
   }
   if (!set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
     return err("cannot make read-only", "the view's root");

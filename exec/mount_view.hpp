@@ -22,6 +22,7 @@ struct view_spec {
   std::vector<std::string> extra;   // files outside the system paths the command needs: read-only
   bool hide_unreadable_etc = false; // mask /etc entries others may not read (a root caller)
   bool bind_sys = true;             // a read-only /sys
+  bool replace_trust = false;       // the system CA bundles become the per-command CA (seal_view)
 };
 
 // Runs in the sandbox's init, in its own user and mount namespaces: builds a new root on a tmpfs
@@ -34,9 +35,13 @@ struct view_spec {
 std::string build_view(const view_spec &spec,
                        const std::function<std::vector<std::string>()> &workspace_masks = {});
 
-// Writes sluice's files into sandbox_files_dir and makes the view's root read-only. After
-// build_view, before the command starts. Returns an empty string, or what failed.
-std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files);
+// Writes sluice's files into sandbox_files_dir and makes the view's root read-only. With
+// `replace_trust`, the system's CA bundles (/etc/ssl/certs with its hashed names,
+// /etc/ssl/cert.pem, /etc/pki/tls/...) show the per-command CA `ca.pem` instead; the file `ca.hash`
+// names its hashed link (`xxxxxxxx.0`). After build_view, before the command starts. Returns an
+// empty string, or what failed.
+std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files,
+                      bool replace_trust = false);
 
 // The Landlock rules that mirror the view built from `spec`.
 landlock_rules view_landlock_rules(const view_spec &spec);

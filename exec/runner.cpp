@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <map>
+#include <openssl/x509.h>
 #include <sys/random.h>
 #include <thread>
 #include <poll.h>
@@ -124,6 +125,7 @@ int run_exec(const exec_options &opt) {
   so.view.home = view_home;
   so.view.hide_unreadable_etc = root_caller;
   so.view.bind_sys = !root_caller;
+  so.view.replace_trust = filters::terminates_tls(mode);
   so.view.extra = command_files(opt.argv[0], path_env ? path_env : "/usr/bin:/bin", ws.cwd, caller_home);
   so.view.extra.insert(so.view.extra.end(), ws.git_meta.begin(), ws.git_meta.end());
   // Trusted files the command must not change: the policy in use and the repository's narrowing
@@ -196,6 +198,9 @@ int run_exec(const exec_options &opt) {
           throw setup_error("ca", e.what());
         }
         files.emplace_back("ca.pem", gw->ca().cert_pem());
+        char hash[16];
+        std::snprintf(hash, sizeof hash, "%08lx.0", X509_subject_name_hash(gw->ca().cert()));
+        files.emplace_back("ca.hash", hash);
         if (!spec.java_truststore.empty()) {
           files.emplace_back("truststore.p12", certs::make_java_truststore(gw->ca().cert(), "sluice"));
         }

@@ -255,7 +255,7 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
   std::vector<std::pair<std::string, std::string>> files;
   if (!decode_files(std::string_view(msg).substr(1), files)) fail("private_dir", "bad file list");
   if (o.fault == "private_dir") fail("private_dir", "fault injected (SLUICE_FAULT=private_dir)");
-  if (auto e = seal_view(files); !e.empty()) fail("private_dir", e);
+  if (auto e = seal_view(files, o.view.replace_trust); !e.empty()) fail("private_dir", e);
   files.clear();
   if (::chdir(o.cwd.c_str()) != 0) {
     fail("mounts", "cannot enter the working directory " + o.cwd + " in the view: " + std::strerror(errno));

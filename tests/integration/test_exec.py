@@ -209,6 +209,23 @@ class ExecAsRoot(unittest.TestCase):
         self.assertEqual(s["requestsDenied"], 0)
         self.assertNoLeftovers()
 
+    def test_system_trust_is_the_per_command_ca(self):
+        """Clients that read only the system store (wget with GnuTLS, OpenSSL's default paths) trust
+        sluice's CA with no variable at all; under allowlist (no termination) the host's roots stay."""
+        if not shutil.which("wget"):
+            self.skipTest("no wget on this machine")
+        script = ("unset SSL_CERT_FILE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE; wget -qO- https://origin.test:8443/wget; "
+                  f"{PYTHON} -c \"import ssl,urllib.request as u; "
+                  "print(u.urlopen('https://origin.test:8443/py', context=ssl.create_default_context()).read().decode(), end='')\"; "
+                  "ls /etc/ssl/certs | wc -l")
+        p = self.sx("--sandbox-profile", "network-read", "--", "sh", "-c", script)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        out = p.stdout.decode().splitlines()
+        self.assertEqual(out[:2], ["hello from origin /wget", "hello from origin /py"])
+        self.assertLessEqual(int(out[2]), 4)  # the bundle, its hashed name, sluice-ca.pem, java/
+        p = self.sx("--sandbox-profile", "allowlist", "--", "sh", "-c", "ls /etc/ssl/certs | wc -l")
+        self.assertGreater(int(p.stdout), 10)
+
     def test_jvm_through_per_command_truststore(self):
         java = shutil.which("java")
         if not java:
