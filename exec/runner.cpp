@@ -74,6 +74,15 @@ std::string hint(const std::string &host, const std::string &reason) {
     return "the name resolves to a private or special address; list it in upstream.allow_addresses";
   }
   if (reason == "host_denied") return "a deny rule in the policy matches it";
+  if (reason == "git_push_refused") {
+    return "pushing writes to the remote: it needs --sandbox-profile publish --confirm-external-side-effects";
+  }
+  if (reason == "git_request_refused") {
+    return "only fetch negotiation may go to git-upload-pack in network-read";
+  }
+  if (reason == "credential_host_mismatch") {
+    return "a credential's placeholder went to a host the credential does not belong to";
+  }
   if (reason == "tls_required") return "only TLS can pass a CONNECT tunnel in this profile";
   return "see the access log (--access-log) for details";
 }

@@ -1,4 +1,5 @@
 #include "gateway/session.hpp"
+#include "filters/git_upload_pack.hpp"
 #include "filters/request_hygiene.hpp"
 #include "gateway/error.hpp"
 
@@ -172,6 +173,12 @@ private:
              "List the range in upstream.allow_addresses if it is meant to be reachable.\n";
     } else if (o.reason == "host_denied") {
       msg += "A deny rule matches this host; deny rules beat allow rules.\n";
+    } else if (o.reason == "git_push_refused") {
+      msg += "Pushing (git-receive-pack) writes to the remote: it needs --sandbox-profile publish "
+             "--confirm-external-side-effects. Fetching and cloning work in network-read.\n";
+    } else if (o.reason == "git_request_refused") {
+      msg += "Only fetch negotiation (want, have, shallow, deepen, filter, done; protocol v2 ls-refs "
+             "and fetch) may be sent to git-upload-pack in network-read.\n";
     } else if (o.reason == "credential_host_mismatch") {
       msg += "The request carries the placeholder of a credential that belongs to other hosts "
              "([credentials] hosts in the policy); sluice does not send it here.\n";
@@ -423,12 +430,47 @@ private:
       co_await deny(s, o, why, {}, false, version);
       co_return false;
     }
-    auto d = pol.decide(o.method, o.scheme, o.host, port);
+    // Read-only Git over smart HTTP: in network-read a fetch's POST to git-upload-pack is a read
+    // once its whole body (bounded) shows nothing but negotiation; a push is refused by name.
+    std::string git_body;
+    bool git_read = false;
+    if (pol.mode() == filters::profile::network_read && req.method() == http::verb::post) {
+      std::string_view path = std::string_view(target).substr(0, target.find('?'));
+      if (filters::is_git_receive_pack(target)) {
+        co_await deny(s, o, "git_push_refused", {}, false, version);
+        co_return false;
+      }
+      git_read = filters::is_git_upload_pack("POST", path, req[http::field::content_type]);
+    }
+    auto d = pol.decide(git_read ? std::string_view("GET") : std::string_view(o.method), o.scheme, o.host,
+                        port);
     if (!d.allowed) {
-      co_await deny(s, o, d.reason, d.rule, keep_alive, version);
-      co_return keep_alive;
+      co_await deny(s, o, d.reason, d.rule, keep_alive && !git_read, version);
+      co_return keep_alive && !git_read;
     }
     o.rule = d.rule;
+    if (git_read) {
+      if (beast::iequals(req[http::field::expect], "100-continue")) {
+        http::response<http::empty_body> go_on{http::status::continue_, 11};
+        lowest(s).expires_after(cfg().timeouts.io);
+        co_await http::async_write(s, go_on, use_tuple);
+        req.erase(http::field::expect);
+      }
+      error_code bec = co_await read_whole_body(s, buf, parser, git_body, filters::max_git_request_bytes);
+      if (bec) {
+        co_await deny(s, o, bec == http::error::body_limit ? "body_too_large" : "bad_request_body", o.rule,
+                      false, version);
+        co_return false;
+      }
+      auto encoding = req[http::field::content_encoding];
+      bool gzip = beast::iequals(encoding, "gzip");
+      std::string_view why = !encoding.empty() && !gzip ? std::string_view("git_request_refused")
+                                                         : filters::check_git_upload_pack(git_body, gzip);
+      if (!why.empty()) {
+        co_await deny(s, o, why, o.rule, false, version);
+        co_return false;
+      }
+    }
     if (!pol.credentials().empty()) {
       // Credentials: a placeholder bound for another host is refused; for the credential's own
       // hosts the gateway puts the secret in (the command never held it).
@@ -444,7 +486,27 @@ private:
       }
       for (auto &[name, value] : cr.set) req.set(name, value);
     }
-    co_return co_await forward(s, buf, parser, o, parsed.host->ip, version);
+    co_return co_await forward(s, buf, parser, o, parsed.host->ip, version,
+                               git_read ? &git_body : nullptr);
+  }
+
+  // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond).
+  template <class Stream>
+  net::awaitable<error_code> read_whole_body(Stream &s, beast::flat_buffer &buf,
+                                             http::request_parser<http::buffer_body> &parser,
+                                             std::string &out, std::size_t cap) {
+    chunk tmp;
+    while (!parser.is_done()) {
+      parser.get().body().data = tmp.get();
+      parser.get().body().size = chunk_size;
+      lowest(s).expires_after(cfg().timeouts.io);
+      auto [ec, n] = co_await http::async_read_some(s, buf, parser, use_tuple);
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) co_return ec;
+      out.append(tmp.get(), chunk_size - parser.get().body().size);
+      if (out.size() > cap) co_return http::error::body_limit;
+    }
+    co_return error_code{};
   }
 
   // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
@@ -600,7 +662,8 @@ private:
   template <class Stream>
   net::awaitable<bool> forward(Stream &s, beast::flat_buffer &buf,
                                http::request_parser<http::buffer_body> &parser, outcome &o,
-                               const std::optional<net::ip::address> &ip, unsigned version) {
+                               const std::optional<net::ip::address> &ip, unsigned version,
+                               const std::string *preread = nullptr) {
     auto &req = parser.get();
     bool tls = o.scheme == "https";
     std::string key = o.scheme + "://" + o.host + ":" + std::to_string(o.port);
@@ -634,10 +697,24 @@ private:
       }
       conn->key = key;
       bool in_failed = false;
-      error_code ec = co_await conn->visit([&](auto &up) {
-        return relay<true>(s, buf, parser, up, out, o.bytes_in, in_failed,
-                           o.start + cfg().timeouts.request);
-      });
+      error_code ec;
+      if (preread) { // a body read and checked before (Git negotiation): sent whole, with its length
+        http::request<http::string_body> whole{req.method(), o.target, 11};
+        copy_fields(req.base(), whole.base());
+        whole.body() = *preread;
+        whole.prepare_payload();
+        conn->expires_after(cfg().timeouts.io);
+        ec = co_await conn->visit([&](auto &up) -> net::awaitable<error_code> {
+          auto [e, n] = co_await http::async_write(up, whole, use_tuple);
+          co_return e;
+        });
+        o.bytes_in = preread->size();
+      } else {
+        ec = co_await conn->visit([&](auto &up) {
+          return relay<true>(s, buf, parser, up, out, o.bytes_in, in_failed,
+                             o.start + cfg().timeouts.request);
+        });
+      }
       if (ec && in_failed) {
         // The client's body broke its own framing (bad chunk size, oversize body) or stopped:
         // answer a framing error with 400 while no response has started; the origin sees a cut

@@ -4,6 +4,7 @@ GET /bytes/N        N deterministic bytes (Content-Length)
 GET /chunked/N      N bytes in chunked encoding
 GET /status/CODE    an empty response with that status (204, 304, ...)
 GET /headers        the request head as received, as the body
+GET|POST /git/...   Git smart HTTP: `git http-backend` (CGI) on the repositories in ORIGIN_ROOT
 GET /private/PATH   like /files/PATH, only with an Authorization header listed in ORIGIN_AUTH
                     ("|"-separated values); 401 with WWW-Authenticate otherwise
 POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked request)
@@ -11,6 +12,7 @@ POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked r
 import http.server
 import os
 import ssl
+import subprocess
 import sys
 
 
@@ -59,7 +61,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not head and code not in (204, 304):
             self.wfile.write(body)
 
+    def _git(self, body=b""):
+        """One CGI exchange with git http-backend; the request body as received (gzip included)."""
+        path, _, query = self.path.partition("?")
+        env = {"PATH": "/usr/bin:/bin", "GIT_PROJECT_ROOT": os.environ["ORIGIN_ROOT"],
+               "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path[len("/git"):], "QUERY_STRING": query,
+               "REQUEST_METHOD": self.command, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+               "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": "198.18.0.1", "REMOTE_USER": "test",
+               "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+               "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", "")}
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, payload_ = out.partition(b"\r\n\r\n")
+        status = 200
+        headers = []
+        for line in head.split(b"\r\n"):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload_)))
+        self.end_headers()
+        self.wfile.write(payload_)
+
     def _route(self, head=False):
+        if self.path.startswith("/git/") and os.environ.get("ORIGIN_ROOT"):
+            return self._git()
         parts = self.path.split("?")[0].strip("/").split("/")
         if parts[0] == "bytes":
             return self._send(200, payload(int(parts[1])), head=head)
@@ -98,6 +128,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, b"")
 
     def _echo(self):
+        if self.path.startswith("/git/") and os.environ.get("ORIGIN_ROOT"):
+            return self._git(self._body())
         self._send(200, self._body())
 
     do_POST = do_PUT = do_PATCH = do_DELETE = _echo

@@ -43,6 +43,10 @@ def setUpModule():
     os.makedirs(root)
     run(["git", "clone", "-q", "--bare", src, os.path.join(root, "repo.git")])
     run(["git", "-C", os.path.join(root, "repo.git"), "update-server-info"])
+    # Smart HTTP (origin.py /git/): partial clones allowed; a second repository takes pushes.
+    run(["git", "-C", os.path.join(root, "repo.git"), "config", "uploadpack.allowFilter", "true"])
+    run(["git", "clone", "-q", "--bare", src, os.path.join(root, "push.git")])
+    run(["git", "-C", os.path.join(root, "push.git"), "config", "http.receivepack", "true"])
     subprocess.run(["chmod", "-R", "a+rX", d], check=True)
 
     host = M["host"] = TestHost()
