@@ -55,8 +55,10 @@ int main(int argc, char **argv) {
   auto *check_cmd = app.add_subcommand("check", "dry run: ALLOW or DENY for METHOD URL");
   check_cmd->add_option("--config,--policy", check_config, "TOML config or policy file");
   check_cmd->add_option("--sandbox-profile", check_profile, "offline|network-read|publish|allowlist");
-  check_cmd->add_option("--allow-domain", check_allow, "allow PATTERN (repeatable)");
-  check_cmd->add_option("--deny-domain", check_deny, "deny PATTERN (repeatable)");
+  check_cmd->add_option("--allow-domain", check_allow, "allow PATTERN (repeatable)")
+      ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
+  check_cmd->add_option("--deny-domain", check_deny, "deny PATTERN (repeatable)")
+      ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
   check_cmd->add_option("METHOD", check_method)->required();
   check_cmd->add_option("URL", check_url)->required();
 
@@ -83,7 +85,8 @@ int main(int argc, char **argv) {
                    "signal N, 125 when sluice refused or failed, 126 not executable, 127 not found.\n");
   exec_cmd->add_option("--skill", ex.request.skill, "skill name from the policy file");
   exec_cmd->add_option("--sandbox-profile", ex_profile, "offline|network-read|allowlist|publish");
-  exec_cmd->add_option("--allow-domain", ex.request.allow_domains, "allow PATTERN (repeatable)");
+  exec_cmd->add_option("--allow-domain", ex.request.allow_domains, "allow PATTERN (repeatable)")
+      ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
   exec_cmd->add_option("--allow-env", ex.request.allow_env, "keep credential variable NAME");
   exec_cmd->add_flag("--confirm-external-side-effects", ex.request.confirm_side_effects,
                      "required by the publish profile");

@@ -64,8 +64,13 @@ std::string random_id() {
 }
 
 // The escalation that would have let a denied request through, for the line on stderr.
-std::string hint(const std::string &host, const std::string &reason) {
-  if (reason == "host_not_allowlisted") return "to allow it: --allow-domain " + host;
+std::string hint(const std::string &host, unsigned port, const std::string &reason) {
+  if (reason == "host_not_allowlisted") {
+    // The pattern without a port covers 443 and 80 only: name any other port.
+    bool v6 = host.find(':') != std::string::npos;
+    std::string h = v6 ? "[" + host + "]" : host;
+    return "to allow it: --allow-domain " + (port && port != 443 && port != 80 ? h + ":" + std::to_string(port) : h);
+  }
   if (reason == "method_not_allowed" || reason == "body_on_read_method" ||
       reason == "method_override_refused") {
     return "writes need --sandbox-profile publish --confirm-external-side-effects";
@@ -293,12 +298,12 @@ int run_exec(const exec_options &opt) {
   boost::json::array entries;
   for (auto &[k, n] : summary) {
     (k.decision == "allow" ? allowed : denied) += n;
-    entries.push_back({{"host", k.host}, {"method", k.method}, {"decision", k.decision},
-                       {"reason", k.reason}, {"count", n}});
+    entries.push_back({{"host", k.host}, {"port", k.port}, {"method", k.method},
+                       {"decision", k.decision}, {"reason", k.reason}, {"count", n}});
     if (k.decision != "allow") {
       std::fprintf(stderr, "sluice: %s %s %s %s (%zu request%s); %s\n",
                    k.decision == "deny" ? "denied" : "failed", k.method.c_str(), k.host.c_str(),
-                   k.reason.c_str(), n, n == 1 ? "" : "s", hint(k.host, k.reason).c_str());
+                   k.reason.c_str(), n, n == 1 ? "" : "s", hint(k.host, k.port, k.reason).c_str());
     }
   }
   if (!opt.json_summary.empty()) {

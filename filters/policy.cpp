@@ -8,6 +8,12 @@ policy::policy(config cfg)
 
 decision policy::decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
                              std::string &rule) const {
+  // The gateway passes normalized names, which write an IPv6 literal without its brackets.
+  std::string bracketed;
+  if (!raw_host.empty() && raw_host.front() != '[' && raw_host.find(':') != std::string_view::npos) {
+    bracketed = "[" + std::string(raw_host) + "]";
+    raw_host = bracketed;
+  }
   auto parsed = parse_host(raw_host);
   if (!parsed.host) {
     return decision::deny(parsed.reason);

@@ -13,11 +13,13 @@ class request_summary {
 public:
   struct key {
     std::string host, decision, reason, method;
+    unsigned port = 0;
     auto operator<=>(const key &) const = default;
   };
-  void record(std::string host, std::string decision, std::string reason, std::string method) {
+  void record(std::string host, unsigned port, std::string decision, std::string reason,
+              std::string method) {
     std::lock_guard lock(mutex_);
-    key k{std::move(host), std::move(decision), std::move(reason), std::move(method)};
+    key k{std::move(host), std::move(decision), std::move(reason), std::move(method), port};
     auto it = counts_.find(k);
     if (it != counts_.end()) {
       ++it->second;

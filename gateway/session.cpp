@@ -132,7 +132,7 @@ private:
     state_.log.write({o.method, o.scheme, o.host, o.port, o.target, o.rule, o.reason, o.decision,
                       o.status, o.bytes_in, o.bytes_out, elapsed});
     if (state_.keep_summary) {
-      state_.summary.record(o.host, std::string(o.decision), std::string(o.reason), o.method);
+      state_.summary.record(o.host, o.port, std::string(o.decision), std::string(o.reason), o.method);
     }
   }
 
@@ -386,6 +386,7 @@ private:
       }
     } else if (tunnel) {
       raw_host = tunnel->host;
+      if (raw_host.find(':') != std::string::npos) raw_host = "[" + raw_host + "]"; // IPv6, normalized
       port = tunnel->port;
     } else {
       o.target = target;
@@ -672,6 +673,13 @@ private:
     http::request<http::buffer_body> out{req.method(), o.target, 11};
     if (req.method() == http::verb::unknown) out.method_string(req.method_string());
     copy_fields(req.base(), out.base());
+    if (req[http::field::host].empty()) {
+      // An HTTP/1.0 request may come without Host; it leaves as HTTP/1.1, which requires one.
+      std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+      if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
+      out.set(http::field::host, authority);
+      req.set(http::field::host, authority);
+    }
     if (parser.chunked()) {
       out.chunked(true);
     } else if (parser.content_length()) {

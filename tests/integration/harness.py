@@ -97,12 +97,12 @@ class Processes:
                     stream.close()
 
 
-def start_origin(procs, cert=None):
+def start_origin(procs, cert=None, host=None):
     port = free_port()
     cmd = [PYTHON, os.path.join(HERE, "origin.py"), str(port)]
     if cert:
         cmd += list(cert)
-    p = procs.start(cmd)
+    p = procs.start(cmd, env=dict(os.environ, ORIGIN_HOST=host) if host else None)
     assert p.stdout.readline().strip() == b"ready"
     return port
 

@@ -138,7 +138,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
 def main():
     port = int(sys.argv[1])
     host = os.environ.get("ORIGIN_HOST", "127.0.0.1")
-    server = http.server.ThreadingHTTPServer((host, port), Handler)
+    server_class = http.server.ThreadingHTTPServer
+    if ":" in host:  # an IPv6 literal
+        import socket
+
+        class V6(http.server.ThreadingHTTPServer):
+            address_family = socket.AF_INET6
+        server_class = V6
+    server = server_class((host, port), Handler)
     server.daemon_threads = True
     if len(sys.argv) > 3:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -261,6 +261,14 @@ class ExecAsRoot(unittest.TestCase):
         lines = [json.loads(l) for l in open(log)]
         self.assertTrue(any(l["method"] == "POST" and l["status"] == 403 for l in lines))
 
+    def test_denial_hint_names_a_non_default_port(self):
+        summary = os.path.join(self.work, "summary.json")
+        p = self.sx("--sandbox-profile", "network-read", "--json-summary", summary, "--", "sh", "-c",
+                    "curl -s -o /dev/null https://origin.test:9443/; exit 0")
+        self.assertIn("to allow it: --allow-domain origin.test:9443", p.stderr.decode())
+        denied = [r for r in json.load(open(summary))["requests"] if r["decision"] == "deny"]
+        self.assertEqual([(r["host"], r["port"]) for r in denied], [("origin.test", 9443)])
+
     def test_offline_has_no_network(self):
         p = self.probe("offline", "tcp", "198.18.0.2", "9000")
         self.assertEqual(p.returncode, 1, p.stdout)

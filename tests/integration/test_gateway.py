@@ -271,6 +271,33 @@ dns = "2s"
                 self.assertEqual(r.status, 200)
 
 
+    def test_allowlisted_ipv6_literal_served(self):
+        """An IPv6 literal on the allowlist is served, in absolute form and through CONNECT."""
+        d = self.tmp.name
+        v6_plain = start_origin(self.procs, host="::1")
+        v6_tls = start_origin(self.procs, make_leaf(d, self.ca, "v6", "IP:::1"), host="::1")
+        body = f"""profile = "network-read"
+[policy]
+allow = ["[::1]:{v6_plain}", "[::1]:{v6_tls}"]
+[tls]
+upstream_ca_bundle = "{self.ca[0]}"
+system_trust = false
+[upstream]
+allow_addresses = ["::1/128"]
+"""
+        gw = Gateway(self.procs, d, body, "v6")
+        p = curl(gw, "http://[::1]:%d/v6plain" % v6_plain)
+        self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr)
+        self.assertEqual(p.stdout, b"hello from origin /v6plain\n")
+        p = curl(gw, "https://[::1]:%d/v6tls" % v6_tls)
+        self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr)
+        self.assertEqual(p.stdout, b"hello from origin /v6tls\n")
+
+    def test_http10_request_without_host_gets_one_upstream(self):
+        out = raw_exchange(self.gw.port, b"GET http://origin.test:%d/headers HTTP/1.0\r\n\r\n" % self.http)
+        self.assertTrue(out.startswith(b"HTTP/1.0 200") or out.startswith(b"HTTP/1.1 200"), out[:200])
+        self.assertIn(b"Host: origin.test:%d" % self.http, out)
+
     def test_descriptor_limit_pauses_accepting_without_spinning(self):
         """With the descriptor limit reached, the accept loop backs off (no busy loop), counts the
         pause, logs it once per interval, and serves again once descriptors are free."""
