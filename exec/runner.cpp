@@ -17,6 +17,8 @@
 #include <map>
 #include <openssl/x509.h>
 #include <sys/random.h>
+#include <future>
+#include <mutex>
 #include <thread>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -190,36 +192,65 @@ int run_exec(const exec_options &opt) {
   // on this process is not dumpable: no core dumps, no ptrace, no /proc/PID/mem for others.
   sandbox sb(so);
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  std::unique_ptr<gateway::gateway> gw;
-  std::vector<std::pair<std::string, std::string>> files;
-  // The CA and the gateway are built on a thread of their own while this one waits for init's
-  // set-up: a waiting thread leaves its core to init (the scheduler tends to start a child on its
-  // parent's core, and a busy parent then delays the whole set-up by milliseconds).
-  std::exception_ptr build_error;
+  // The gateway is built on a thread of its own. Only the CA is on the way to the command's start
+  // (its certificate goes into the view); the rest of the gateway (TLS contexts, workers) is built
+  // while the command already runs: its first connections wait in the listener's backlog. A
+  // waiting main thread also leaves its core to init (the scheduler tends to start a child on its
+  // parent's core). The thread's state lives on the heap: when the command ends before the gateway
+  // is up (`-- true`), sluice leaves without waiting for it.
+  struct build_state {
+    std::mutex m;
+    bool started = false, abandoned = false;
+    std::unique_ptr<gateway::gateway> gw;
+    std::exception_ptr late_error; // after the command started: the sandbox is killed
+    std::promise<std::vector<std::pair<std::string, std::string>>> files;
+    std::promise<int> listener;
+  };
+  auto bs = std::make_shared<build_state>();
+  auto files_future = bs->files.get_future();
   std::thread builder;
   if (network) {
-    builder = std::thread([&] {
+    auto policy = std::make_shared<const filters::policy>(resolved.gateway);
+    gateway::gateway_options go;
+    go.threads = 1;
+    go.command_id = command_id;
+    go.keep_summary = true;
+    bool truststore = !spec.java_truststore.empty();
+    pid_t init = sb.init_pid();
+    builder = std::thread([bs, policy, go, truststore, init, fault]() mutable {
       try {
         if (fault == "ca") throw setup_error("ca", "fault injected (SLUICE_FAULT=ca)");
-        auto policy = std::make_shared<const filters::policy>(resolved.gateway);
-        gateway::gateway_options go;
-        go.threads = 1;
-        go.command_id = command_id;
-        go.keep_summary = true;
         try {
-          gw = std::make_unique<gateway::gateway>(policy, go);
+          go.ca = std::make_shared<certs::certificate_authority>(certs::certificate_authority::generate(
+              "sluice ephemeral CA", std::chrono::hours(24 * 30), gateway::gateway::constraints_for(*policy)));
         } catch (const certs::crypto_error &e) {
           throw setup_error("ca", e.what());
         }
-        files.emplace_back("ca.pem", gw->ca().cert_pem());
+        std::vector<std::pair<std::string, std::string>> files;
+        files.emplace_back("ca.pem", go.ca->cert_pem());
         char hash[16];
-        std::snprintf(hash, sizeof hash, "%08lx.0", X509_subject_name_hash(gw->ca().cert()));
+        std::snprintf(hash, sizeof hash, "%08lx.0", X509_subject_name_hash(go.ca->cert()));
         files.emplace_back("ca.hash", hash);
-        if (!spec.java_truststore.empty()) {
-          files.emplace_back("truststore.p12", certs::make_java_truststore(gw->ca().cert(), "sluice"));
-        }
+        if (truststore) files.emplace_back("truststore.p12", certs::make_java_truststore(go.ca->cert(), "sluice"));
+        bs->files.set_value(std::move(files));
       } catch (...) {
-        build_error = std::current_exception();
+        bs->files.set_exception(std::current_exception());
+        return;
+      }
+      int fd = bs->listener.get_future().get();
+      if (fd < 0) return; // the sandbox failed: nothing to serve
+      try {
+        auto gw = std::make_unique<gateway::gateway>(policy, go);
+        gw->adopt_listener(fd);
+        std::lock_guard lock(bs->m);
+        if (bs->abandoned) return; // the command is over
+        gw->start();
+        bs->gw = std::move(gw);
+        bs->started = true;
+      } catch (...) {
+        std::lock_guard lock(bs->m);
+        bs->late_error = std::current_exception();
+        ::kill(init, SIGKILL); // no gateway: the command must not go on without one
       }
     });
   }
@@ -243,15 +274,10 @@ int run_exec(const exec_options &opt) {
   } catch (...) {
     ready_error = std::current_exception();
   }
-  if (builder.joinable()) builder.join();
+  if (network) bs->listener.set_value(ready_error ? -1 : sb.listener());
   if (ready_error) std::rethrow_exception(ready_error);
-  if (build_error) std::rethrow_exception(build_error);
-  if (network) sb.send_files(files);
+  if (network) sb.send_files(files_future.get()); // a CA failure is thrown here
   int landlock = sb.sealed();
-  if (gw) {
-    gw->adopt_listener(sb.listener());
-    gw->start();
-  }
   int exec_errno = 0;
   int status;
   if (!sb.start(exec_errno)) {
@@ -285,6 +311,28 @@ int run_exec(const exec_options &opt) {
     sb.release_reaped();
   }
   ::close(sfd);
+  gateway::gateway *gw = nullptr;
+  if (network) {
+    std::lock_guard lock(bs->m);
+    if (bs->started) {
+      gw = bs->gw.get();
+    } else if (!bs->late_error) {
+      bs->abandoned = true; // the command ended before the gateway was up: it served nothing
+    }
+  }
+  if (gw || (network && bs->late_error)) {
+    builder.join();
+  } else if (builder.joinable()) {
+    builder.detach(); // it holds only its own state; the process exits soon
+  }
+  if (bs->late_error) {
+    try {
+      std::rethrow_exception(bs->late_error);
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "sluice: the gateway could not start: %s; the command was stopped\n", e.what());
+    }
+    status = 125;
+  }
   if (gw) {
     gw->stop();
     gw->join();
