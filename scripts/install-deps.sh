@@ -10,7 +10,7 @@ build_pkgs=(
   catch2 libcli11-dev libtomlplusplus-dev libseccomp-dev
 )
 test_pkgs=(
-  curl openssl python3 iproute2 git util-linux procps
+  curl openssl python3 iproute2 git util-linux procps wget
 )
 
 missing=()
