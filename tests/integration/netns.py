@@ -11,6 +11,14 @@ class TestHost:
         self.peer_if = "sl%dp" % (os.getpid() % 100000)
         self.address = "198.18.0.2"
         self.procs = []
+        # Fail clearly, not with wrong results, when another test host (or anything else) already
+        # routes the range: connections would reach the wrong machine.
+        routes = subprocess.run(["ip", "-4", "route", "show", "to", "match", "198.18.0.2"],
+                                capture_output=True, text=True).stdout
+        if any(line.split()[0] != "default" for line in routes.splitlines() if line.strip()):
+            raise RuntimeError("198.18.0.0/24 is already routed on this machine (%s); the test host "
+                               "needs it: remove the stale route or namespace (ip netns list) and "
+                               "run again" % routes.strip().replace("\n", "; "))
         self._ip("netns", "add", self.name)
         self._ip("link", "add", self.host_if, "type", "veth", "peer", "name", self.peer_if)
         self._ip("link", "set", self.peer_if, "netns", self.name)

@@ -5,6 +5,7 @@ GET /chunked/N      N bytes in chunked encoding
 GET /status/CODE    an empty response with that status (204, 304, ...)
 GET /headers        the request head as received, as the body
 GET|POST /git/...   Git smart HTTP: `git http-backend` (CGI) on the repositories in ORIGIN_ROOT
+GET|POST /private-git/...   the same, only with an Authorization header listed in ORIGIN_AUTH
 GET /private/PATH   like /files/PATH, only with an Authorization header listed in ORIGIN_AUTH
                     ("|"-separated values); 401 with WWW-Authenticate otherwise
 POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked request)
@@ -61,11 +62,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not head and code not in (204, 304):
             self.wfile.write(body)
 
+    def _authorized(self):
+        allowed = [a for a in os.environ.get("ORIGIN_AUTH", "").split("|") if a]
+        if self.headers.get("Authorization") in allowed:
+            return True
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="private"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return False
+
     def _git(self, body=b""):
         """One CGI exchange with git http-backend; the request body as received (gzip included)."""
         path, _, query = self.path.partition("?")
+        prefix = "/private-git" if path.startswith("/private-git/") else "/git"
+        if prefix == "/private-git" and not self._authorized():
+            return
         env = {"PATH": "/usr/bin:/bin", "GIT_PROJECT_ROOT": os.environ["ORIGIN_ROOT"],
-               "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path[len("/git"):], "QUERY_STRING": query,
+               "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path[len(prefix):], "QUERY_STRING": query,
                "REQUEST_METHOD": self.command, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
                "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": "198.18.0.1", "REMOTE_USER": "test",
                "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
@@ -88,7 +102,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(payload_)
 
     def _route(self, head=False):
-        if self.path.startswith("/git/") and os.environ.get("ORIGIN_ROOT"):
+        if self.path.startswith(("/git/", "/private-git/")) and os.environ.get("ORIGIN_ROOT"):
             return self._git()
         parts = self.path.split("?")[0].strip("/").split("/")
         if parts[0] == "bytes":
@@ -128,7 +142,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, b"")
 
     def _echo(self):
-        if self.path.startswith("/git/") and os.environ.get("ORIGIN_ROOT"):
+        if self.path.startswith(("/git/", "/private-git/")) and os.environ.get("ORIGIN_ROOT"):
             return self._git(self._body())
         self._send(200, self._body())
 

@@ -34,7 +34,10 @@ class CredentialsAsRoot(unittest.TestCase):
         log = os.path.join(self.work, "access.log")
         # Everything the sandbox can see is dumped next to the clone: environment, every process's
         # environment and command line it may read, sluice's files, the private /tmp.
-        script = ("set -e; git clone -q https://origin.test:8443/private/repo.git /tmp/clone; cat /tmp/clone/README; "
+        # Smart HTTP (git http-backend behind Basic auth) in network-read: the fetch's POST carries
+        # the injected credential too.
+        script = ("set -e; git clone -q https://origin.test:8443/private-git/repo.git /tmp/clone; cat /tmp/clone/README; "
+                  "git -C /tmp/clone fetch -q; git ls-remote https://origin.test:8443/private-git/repo.git >/dev/null; "
                   "env; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat $f 2>/dev/null || true; done; "
                   "grep -r . /.sluice /tmp 2>/dev/null || true; echo \"GIT_TOKEN=$GIT_TOKEN\"")
         p = self.sx("--sandbox-profile", "network-read", "--credential", "gitpriv", "--json-summary", summary,
@@ -46,7 +49,7 @@ class CredentialsAsRoot(unittest.TestCase):
         self.assertNoSecret(p.stdout, p.stderr, open(summary).read(), open(log).read())
         # Without the credential the repository is closed: the test could fail.
         p = self.sx("--sandbox-profile", "network-read", "--", "sh", "-c",
-                    "GIT_TERMINAL_PROMPT=0 git clone -q https://origin.test:8443/private/repo.git /tmp/c")
+                    "GIT_TERMINAL_PROMPT=0 git clone -q https://origin.test:8443/private-git/repo.git /tmp/c")
         self.assertNotEqual(p.returncode, 0)
 
     def test_bearer_token_for_curl_and_python(self):
