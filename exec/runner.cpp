@@ -81,6 +81,10 @@ std::string hint(const std::string &host, unsigned port, const std::string &reas
     return "the name resolves to a private or special address; list it in upstream.allow_addresses";
   }
   if (reason == "host_denied") return "a deny rule in the policy matches it";
+  if (reason == "dns_error") {
+    return "DNS has no address for it; sluice does not read /etc/hosts: pin the name with "
+           "[upstream.resolve] in the policy";
+  }
   if (reason == "git_push_refused") {
     return "pushing writes to the remote: it needs --sandbox-profile publish --confirm-external-side-effects";
   }

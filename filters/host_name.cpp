@@ -1,5 +1,9 @@
 #include "filters/host_name.hpp"
 
+#include <vector>
+
+#include <cctype>
+
 #include <algorithm>
 #include <charconv>
 
@@ -172,6 +176,34 @@ std::optional<listen_address> parse_listen_address(std::string_view text) {
   auto ip = boost::asio::ip::make_address(std::string(host), ec);
   if (ec) return std::nullopt;
   return listen_address{ip, static_cast<unsigned short>(port)};
+}
+
+std::optional<std::string> hosts_file_address(std::string_view text, std::string_view name) {
+  auto lower = [](std::string_view v) {
+    std::string out(v);
+    for (auto &c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  std::string want = lower(name);
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    line = line.substr(0, line.find('#'));
+    std::vector<std::string_view> words;
+    std::size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+      std::size_t j = i;
+      while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ++j;
+      if (j > i) words.push_back(line.substr(i, j - i));
+      i = j;
+    }
+    for (std::size_t k = 1; k < words.size(); ++k) {
+      if (lower(words[k]) == want) return std::string(words[0]);
+    }
+  }
+  return std::nullopt;
 }
 
 } // namespace sluice::filters

@@ -34,4 +34,8 @@ struct listen_address {
 };
 std::optional<listen_address> parse_listen_address(std::string_view text);
 
+// The address a hosts(5) file (text as read) gives `name`, if it lists it. sluice resolves with DNS
+// only; this serves the message of a dns_error for a name that only /etc/hosts knows.
+std::optional<std::string> hosts_file_address(std::string_view hosts_text, std::string_view name);
+
 } // namespace sluice::filters

@@ -8,6 +8,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/url/parse.hpp>
+#include <fstream>
 #include <openssl/ssl.h>
 
 namespace sluice::gateway {
@@ -154,6 +155,20 @@ private:
     co_await http::async_write(s, res, use_tuple);
   }
 
+  // For a name DNS does not know: whether this machine's /etc/hosts does, and what to do about it
+  // (sluice resolves with DNS only: a hosts entry could point any name at loopback).
+  static std::string hosts_file_note(const std::string &host) {
+    std::ifstream f("/etc/hosts");
+    std::string text(64 * 1024, '\0');
+    f.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(f.gcount()));
+    auto addr = filters::hosts_file_address(text, host);
+    if (!addr) return {};
+    return "The name is in this machine's /etc/hosts (" + *addr + "), which sluice does not read: "
+           "it resolves with DNS only. To use that address, pin it in the policy: [upstream.resolve] \"" +
+           host + "\" = \"" + *addr + "\" (and list it in upstream.allow_addresses if it is private).\n";
+  }
+
   std::string denial_text(const outcome &o, std::string_view rule) {
     std::string where = o.scheme + "://" + o.host + (o.port ? ":" + std::to_string(o.port) : "");
     std::string msg = "sluice: denied " + o.method + " " + where + o.target + ": " +
@@ -212,6 +227,7 @@ private:
                            ? denial_text(o, {})
                            : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" +
                                  o.host + ":" + std::to_string(o.port) + "\n";
+    if (ge == gateway_error::dns_error) body += hosts_file_note(o.host);
     co_await reply(s, o, http_status_of(ge), proxy_status_of(ge), std::move(body), keep_alive,
                    version);
     finish(o);

@@ -101,3 +101,17 @@ TEST_CASE("listen addresses are an IP literal and a port", "[filters][host_name]
   CHECK_FALSE(parse_listen_address("::1:3128"));        // IPv6 without brackets
   CHECK_FALSE(parse_listen_address(""));
 }
+
+TEST_CASE("a name in a hosts file, for the dns_error message", "[filters][host_name]") {
+  const char *hosts = "127.0.0.1\tlocalhost\n"
+                      "# 10.9.9.9 commented.test\n"
+                      "10.0.0.5   build.internal  Build-Alias   # trailing comment\n"
+                      "  ::1 ip6-localhost\r\n";
+  using sluice::filters::hosts_file_address;
+  CHECK(hosts_file_address(hosts, "build.internal") == std::optional<std::string>("10.0.0.5"));
+  CHECK(hosts_file_address(hosts, "build-alias") == std::optional<std::string>("10.0.0.5"));
+  CHECK(hosts_file_address(hosts, "ip6-localhost") == std::optional<std::string>("::1"));
+  CHECK_FALSE(hosts_file_address(hosts, "commented.test").has_value());
+  CHECK_FALSE(hosts_file_address(hosts, "10.0.0.5").has_value());
+  CHECK_FALSE(hosts_file_address(hosts, "internal").has_value());
+}
