@@ -253,6 +253,7 @@ int run_exec(const exec_options &opt) {
         bs->started = true;
       } catch (...) {
         std::lock_guard lock(bs->m);
+        if (bs->abandoned) return; // the command is over (and init may be reaped): nothing to stop
         bs->late_error = std::current_exception();
         ::kill(init, SIGKILL); // no gateway: the command must not go on without one
       }

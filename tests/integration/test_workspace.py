@@ -215,6 +215,26 @@ class WorkspaceAsRoot(unittest.TestCase):
         self.assertFalse(os.path.exists("/etc/profile.d/planted.sh"))
         self.assertEqual(open(os.path.join(self.work, "artifact")).read(), "built\n")
 
+    def test_npm_prepare_script_cannot_write_outside(self):
+        """A real npm lifecycle script (`prepare`, run by `npm install`) inside the sandbox: it builds
+        in the workspace, and its writes to the home and system paths go nowhere."""
+        if not shutil.which("npm"):
+            self.skipTest("no npm on this machine")
+        self.write(os.path.join(self.home, ".bashrc"), "# mine\n", 0o666)
+        self.own(self.home)
+        script = ("echo evil >> $HOME/.bashrc; mkdir -p /usr/local/lib/sluice-planted 2>/dev/null; "
+                  "echo x > /etc/sluice-planted 2>/dev/null; echo built > built.txt")
+        self.write(os.path.join(self.work, "package.json"),
+                   json.dumps({"name": "probe", "version": "1.0.0", "scripts": {"prepare": script}}))
+        self.own(self.work)
+        p = self.run_in(self.work, "npm", "install", "--offline", "--no-audit", "--no-fund",
+                        "--update-notifier=false", timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(open(os.path.join(self.work, "built.txt")).read(), "built\n")
+        self.assertEqual(open(os.path.join(self.home, ".bashrc")).read(), "# mine\n")
+        self.assertFalse(os.path.exists("/usr/local/lib/sluice-planted"))
+        self.assertFalse(os.path.exists("/etc/sluice-planted"))
+
     def test_read_only_profile_and_skill_defaults(self):
         p = self.run_in(self.work, "touch", "x")
         self.assertEqual(p.returncode, 0)
