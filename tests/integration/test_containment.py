@@ -52,15 +52,7 @@ def unix_server(path, mode=0o666):
     return close
 
 
-class ContainmentAsRoot(unittest.TestCase):
-    user = None
-    setUp = base.ExecAsRoot.setUp
-    tearDown = base.ExecAsRoot.tearDown
-    prefix = base.ExecAsRoot.prefix
-    env = base.ExecAsRoot.env
-    sx = base.ExecAsRoot.sx
-    probe = base.ExecAsRoot.probe
-    outside = base.ExecAsRoot.outside
+class ContainmentAsRoot(base.ExecCase):
 
     def inside(self, profile, *args, **kw):
         return self.sx("--sandbox-profile", profile, "--", PYTHON, base.PROBE, *args, **kw)

@@ -15,13 +15,7 @@ setUpModule = base.setUpModule
 tearDownModule = base.tearDownModule
 
 
-class CredentialsAsRoot(unittest.TestCase):
-    user = None
-    setUp = base.ExecAsRoot.setUp
-    tearDown = base.ExecAsRoot.tearDown
-    prefix = base.ExecAsRoot.prefix
-    env = base.ExecAsRoot.env
-    sx = base.ExecAsRoot.sx
+class CredentialsAsRoot(base.ExecCase):
 
     def assertNoSecret(self, *texts):
         for t in texts:

@@ -151,7 +151,9 @@ def tearDownModule():
         shutil.rmtree(M["tmp"], ignore_errors=True)
 
 
-class ExecAsRoot(unittest.TestCase):
+class ExecCase(unittest.TestCase):
+    """What every exec suite's test case shares: a scratch workspace with its own home and TMPDIR,
+    the probe copied into it, and helpers to run sluice exec (as root, or as `user`)."""
     user = None
 
     def setUp(self):
@@ -197,6 +199,8 @@ class ExecAsRoot(unittest.TestCase):
     def assertNoLeftovers(self):
         self.assertEqual([n for n in os.listdir(self.tmpdir) if n.startswith("sluice-")], [])
 
+
+class ExecAsRoot(ExecCase):
     # --- allowed traffic -----------------------------------------------------------------
     def test_curl_python_and_git_through_per_command_ca(self):
         script = ("set -e; curl -sS https://origin.test:8443/hello; "

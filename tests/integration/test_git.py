@@ -15,13 +15,7 @@ tearDownModule = base.tearDownModule
 URL = "https://origin.test:8443/git/repo.git"
 
 
-class GitAsRoot(unittest.TestCase):
-    user = None
-    setUp = base.ExecAsRoot.setUp
-    tearDown = base.ExecAsRoot.tearDown
-    prefix = base.ExecAsRoot.prefix
-    env = base.ExecAsRoot.env
-    sx = base.ExecAsRoot.sx
+class GitAsRoot(base.ExecCase):
 
     def git(self, script, profile="network-read", *extra):
         summary = os.path.join(self.work, "summary.json")

@@ -19,13 +19,7 @@ GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBr
        "-c", "protocol.file.allow=always"]
 
 
-class WorkspaceAsRoot(unittest.TestCase):
-    user = None
-    setUp = base.ExecAsRoot.setUp
-    tearDown = base.ExecAsRoot.tearDown
-    prefix = base.ExecAsRoot.prefix
-    env = base.ExecAsRoot.env
-    sx = base.ExecAsRoot.sx
+class WorkspaceAsRoot(base.ExecCase):
 
     def own(self, *paths):
         """Gives paths to the test's user: Git refuses repositories other users own."""
