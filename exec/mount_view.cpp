@@ -199,7 +199,7 @@ std::string build_view(const view_spec &spec,
   const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   const auto &sys_paths = system_paths(); // looked up before the host's root moves
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    return err("cannot make mounts private:", "/");
+    return err("cannot make mounts private at", "/");
   }
   // Step one, as bubblewrap: a tmpfs becomes the root, the host's root moves to /oldroot.
   const char *base = "/tmp";
@@ -246,18 +246,15 @@ std::string build_view(const view_spec &spec,
 
   // The home and the workspace, the outer one first so that the inner one shows through.
   auto mount_home = [&]() -> std::string {
-    if (spec.home.empty()) return {};
-    return mount_tmpfs(new_root + spec.home, "mode=0700");
+    return spec.home.empty() ? std::string() : mount_tmpfs(new_root + spec.home, "mode=0700");
   };
   auto mount_workspace = [&]() -> std::string {
     if (spec.workspace.empty()) return {};
     return bind_host(spec.workspace, spec.workspace_writable ? MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV : ro);
   };
-  bool home_inside = !spec.home.empty() && is_under(spec.home, spec.workspace);
-  for (auto &step : home_inside ? std::vector<std::function<std::string()>>{mount_workspace, mount_home}
-                                : std::vector<std::function<std::string()>>{mount_home, mount_workspace}) {
-    if (auto e = step(); !e.empty()) return e;
-  }
+  bool home_inside = !spec.home.empty() && !spec.workspace.empty() && is_under(spec.home, spec.workspace);
+  if (auto e = home_inside ? mount_workspace() : mount_home(); !e.empty()) return e;
+  if (auto e = home_inside ? mount_home() : mount_workspace(); !e.empty()) return e;
 
   for (auto p : etc_secrets) {
     if (auto e = mask(p); !e.empty()) return e;
