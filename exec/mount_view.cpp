@@ -28,12 +28,6 @@ std::string err(const std::string &what, const std::string &path) {
   return what + " " + path + ": " + std::strerror(errno);
 }
 
-bool is_under(const std::string &path, const std::string &dir) {
-  if (dir == "/") return true;
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
-}
-
 // mkdir -p inside the new root; components that exist (also in read-only mounts) are fine.
 bool make_dirs(const std::string &path, mode_t mode) {
   for (std::size_t i = 1; i <= path.size(); ++i) {
@@ -182,6 +176,12 @@ std::string make_proc() {
 }
 
 } // namespace
+
+bool is_under(const std::string &path, const std::string &dir) {
+  if (dir == "/") return true;
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
 
 const std::vector<std::string> &system_paths() {
   static const std::vector<std::string> paths = [] {

@@ -46,6 +46,9 @@ std::string seal_view(const std::vector<std::pair<std::string, std::string>> &fi
 // The Landlock rules that mirror the view built from `spec`.
 landlock_rules view_landlock_rules(const view_spec &spec);
 
+// True when `path` is `dir` or lies below it (both absolute, resolved; "/" holds everything).
+bool is_under(const std::string &path, const std::string &dir);
+
 // The system runtime paths the view shows read-only (those present on this machine).
 const std::vector<std::string> &system_paths();
 

@@ -48,11 +48,6 @@ std::string sandbox_home(const std::string &home) {
   return home;
 }
 
-bool is_within(const std::string &path, const std::string &dir) {
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
-}
-
 std::string random_id() {
   // getrandom(2), not RAND_bytes: OpenSSL's first use loads its configuration (about 2.5 ms), which
   // then happens while the gateway is built, in parallel with the sandbox's set-up.
@@ -130,8 +125,8 @@ int run_exec(const exec_options &opt) {
   std::string view_home = sandbox_home(caller_home);
   for (const auto &dir : trusted_policy_dirs()) {
     std::string d = resolved_or(dir);
-    bool hidden_by_home = !view_home.empty() && is_within(d, view_home);
-    if ((is_within(d, ws.root) && !hidden_by_home) || is_within(ws.root, d)) {
+    bool hidden_by_home = !view_home.empty() && is_under(d, view_home);
+    if ((is_under(d, ws.root) && !hidden_by_home) || is_under(ws.root, d)) {
       throw refusal("the workspace " + ws.root + " holds the trusted policy directory " + d +
                     " (or lies in it); a command there could rewrite the policy of later runs. "
                     "Run sluice exec from a project directory, or move the policy (--policy FILE)");

@@ -1,4 +1,5 @@
 #include "exec/workspace.hpp"
+#include "exec/mount_view.hpp"
 #include "exec/profile_resolver.hpp"
 
 #include <climits>
@@ -13,12 +14,6 @@
 
 namespace sluice::exec {
 namespace {
-
-bool is_under(const std::string &path, const std::string &dir) {
-  if (dir == "/") return true;
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
-}
 
 std::string parent_of(const std::string &p) {
   auto s = p.rfind('/');
