@@ -473,7 +473,8 @@ private:
         co_await http::async_write(s, go_on, use_tuple);
         req.erase(http::field::expect);
       }
-      error_code bec = co_await read_whole_body(s, buf, parser, git_body, filters::max_git_request_bytes);
+      error_code bec = co_await read_whole_body(s, buf, parser, git_body, filters::max_git_request_bytes,
+                                                o.start + cfg().timeouts.request);
       if (bec) {
         co_await deny(s, o, bec == http::error::body_limit ? "body_too_large" : "bad_request_body", o.rule,
                       false, version);
@@ -507,13 +508,16 @@ private:
                                git_read ? &git_body : nullptr);
   }
 
-  // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond).
+  // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond), within the
+  // request's deadline (a body trickling a byte per I/O timeout is cut all the same).
   template <class Stream>
   net::awaitable<error_code> read_whole_body(Stream &s, beast::flat_buffer &buf,
                                              http::request_parser<http::buffer_body> &parser,
-                                             std::string &out, std::size_t cap) {
+                                             std::string &out, std::size_t cap,
+                                             clock::time_point deadline) {
     chunk tmp;
     while (!parser.is_done()) {
+      if (clock::now() > deadline) co_return beast::error::timeout;
       parser.get().body().data = tmp.get();
       parser.get().body().size = chunk_size;
       lowest(s).expires_after(cfg().timeouts.io);
