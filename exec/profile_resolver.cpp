@@ -14,6 +14,12 @@ namespace {
 
 bool readable(const std::string &path) { return ::access(path.c_str(), R_OK) == 0; }
 
+// A skill's grant list names `name` itself or "*".
+bool grants(const std::vector<std::string> &list, const std::string &name) {
+  return std::find(list.begin(), list.end(), name) != list.end() ||
+         std::find(list.begin(), list.end(), "*") != list.end();
+}
+
 std::string names(const std::vector<filters::profile> &ps) {
   std::string out;
   for (auto p : ps) out += (out.empty() ? "" : ", ") + std::string(filters::to_string(p));
@@ -148,9 +154,7 @@ resolved_exec resolve_exec(const exec_request &req) {
       throw refusal("--allow-env " + name + ": the allowlist profile passes tunnels sluice cannot "
                     "inspect, so it takes no credential grants; use network-read or publish");
     }
-    bool declared_grant = std::find(skill.grants.begin(), skill.grants.end(), name) != skill.grants.end() ||
-                          std::find(skill.grants.begin(), skill.grants.end(), "*") != skill.grants.end();
-    if (!declared_grant) {
+    if (!grants(skill.grants, name)) {
       throw refusal("--allow-env " + name + ": skill '" + out.skill + "' does not grant it; add \"" +
                     name + "\" to grants under [skills." + out.skill + "] in " + trusted.source);
     }
@@ -201,9 +205,7 @@ resolved_exec resolve_exec(const exec_request &req) {
       throw refusal("--credential " + name + ": no [credentials." + name + "] in " + trusted.source +
                     "; define it there (source, hosts, header, format)");
     }
-    bool allowed = std::find(skill.credentials.begin(), skill.credentials.end(), name) != skill.credentials.end() ||
-                   std::find(skill.credentials.begin(), skill.credentials.end(), "*") != skill.credentials.end();
-    if (!allowed) {
+    if (!grants(skill.credentials, name)) {
       throw refusal("--credential " + name + ": skill '" + out.skill + "' does not grant it; add \"" +
                     name + "\" to credentials under [skills." + out.skill + "] in " + trusted.source);
     }
