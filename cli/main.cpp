@@ -99,6 +99,9 @@ int main(int argc, char **argv) {
   exec_cmd->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
   exec_cmd->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
   exec_cmd->add_option("--json-summary", ex.json_summary, "write a JSON summary here at exit");
+  exec_cmd->add_option("--metrics-textfile", ex.metrics_textfile,
+                       "add this command's metrics to DIR/sluice_exec.prom (node_exporter textfile "
+                       "collector)");
 
   bool doctor_json = false;
   auto *doctor_cmd = app.add_subcommand("doctor", "preflight checks for exec");

@@ -4,6 +4,8 @@
 #include "exec/sandbox.hpp"
 #include "exec/workspace.hpp"
 #include "gateway/gateway.hpp"
+#include "metrics/live_stats.hpp"
+#include "metrics/textfile.hpp"
 
 #include <boost/json.hpp>
 #include <cerrno>
@@ -93,10 +95,28 @@ std::string hint(const std::string &host, unsigned port, const std::string &reas
   return "see the access log (--access-log) for details";
 }
 
-} // namespace
+// Adds one command's metrics to the textfile collector's file. A failure is reported, never turned
+// into the command's exit status.
+void write_textfile(const exec_options &opt, metrics::metrics &m, std::string_view profile,
+                    std::string_view result, double seconds) {
+  if (opt.metrics_textfile.empty()) return;
+  try {
+    m.exec_finished(profile, result, seconds, metrics::unix_now());
+    metrics::merge_into_textfile(opt.metrics_textfile, m.serialize());
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "sluice: --metrics-textfile: %s (the command's exit status is kept)\n",
+                 e.what());
+  }
+}
 
-int run_exec(const exec_options &opt) {
-  auto t0 = std::chrono::steady_clock::now();
+// What run_command learnt before it failed, for the textfile of a refused command.
+struct exec_progress {
+  std::string skill, profile = "unknown";
+  bool written = false; // run_command wrote the textfile itself
+};
+
+int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t0,
+                exec_progress &progress) {
   if (opt.argv.empty()) {
     throw refusal("no command given; write `sluice exec [options] -- CMD [ARGS...]`");
   }
@@ -113,6 +133,8 @@ int run_exec(const exec_options &opt) {
   auto resolved = resolve_exec(opt.request);
   resolved.gateway.access_log = opt.access_log;
   const auto mode = resolved.gateway.mode;
+  progress.skill = resolved.skill;
+  progress.profile = std::string(filters::to_string(mode));
   const bool network = mode != filters::profile::offline;
   const std::string command_id = random_id();
   const bool root_caller = ::geteuid() == 0;
@@ -213,6 +235,7 @@ int run_exec(const exec_options &opt) {
     gateway::gateway_options go;
     go.threads = 1;
     go.command_id = command_id;
+    go.skill = resolved.skill;
     go.keep_summary = true;
     bool truststore = !spec.java_truststore.empty();
     pid_t init = sb.init_pid();
@@ -280,8 +303,10 @@ int run_exec(const exec_options &opt) {
   int landlock = sb.sealed();
   int exec_errno = 0;
   int status;
+  std::string_view result; // for the textfile: exit_zero, exit_nonzero, signaled, refused
   if (!sb.start(exec_errno)) {
     status = exec_errno == ENOENT ? 127 : exec_errno == EPERM ? 125 : 126;
+    result = exec_errno == EPERM ? "refused" : "exit_nonzero";
     if (exec_errno == EPERM) {
       std::fprintf(stderr, "sluice: sandbox set-up failed at setsid: the command could not be given "
                            "a session of its own or could not drop its capabilities; nothing was run "
@@ -302,6 +327,7 @@ int run_exec(const exec_options &opt) {
         int st = 0;
         if (::waitpid(sb.init_pid(), &st, WNOHANG) == sb.init_pid()) {
           status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          result = status == 0 ? "exit_zero" : "exit_nonzero"; // 128+N: died of signal N
           break;
         }
         continue;
@@ -332,12 +358,22 @@ int run_exec(const exec_options &opt) {
       std::fprintf(stderr, "sluice: the gateway could not start: %s; the command was stopped\n", e.what());
     }
     status = 125;
+    result = "refused";
   }
   if (gw) {
     gw->stop();
     gw->join();
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!opt.metrics_textfile.empty()) {
+    progress.written = true;
+    if (gw) {
+      write_textfile(opt, gw->instruments(), progress.profile, result, seconds);
+    } else {
+      metrics::metrics m(resolved.skill); // offline, or the command ended before the gateway was up
+      write_textfile(opt, m, progress.profile, result, seconds);
+    }
+  }
 
   // One line per distinct denial, so that an agent sees why and what would allow it.
   std::map<gateway::request_summary::key, std::size_t> summary;
@@ -374,6 +410,30 @@ int run_exec(const exec_options &opt) {
     if (!f) std::fprintf(stderr, "sluice: cannot write --json-summary %s\n", opt.json_summary.c_str());
   }
   return status;
+}
+
+} // namespace
+
+int run_exec(const exec_options &opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (!opt.metrics_textfile.empty()) {
+    try {
+      metrics::check_textfile_dir(opt.metrics_textfile);
+    } catch (const std::runtime_error &e) {
+      throw refusal(e.what());
+    }
+  }
+  exec_progress progress;
+  try {
+    return run_command(opt, t0, progress);
+  } catch (...) {
+    if (!opt.metrics_textfile.empty() && !progress.written) {
+      metrics::metrics m(progress.skill);
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      write_textfile(opt, m, progress.profile, "refused", seconds);
+    }
+    throw;
+  }
 }
 
 } // namespace sluice::exec

@@ -12,6 +12,7 @@ struct exec_options {
   std::string access_log;        // "" none, "-" stderr, else a file
   std::string json_summary;      // file to write the summary to
   std::vector<int> pass_fds;     // descriptors above 2 the command keeps (--pass-fd)
+  std::string metrics_textfile;  // node_exporter textfile directory (--metrics-textfile)
 };
 
 // `sluice exec`: resolves the policy, runs the doctor's checks by setting the sandbox up, starts the

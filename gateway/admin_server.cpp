@@ -6,6 +6,9 @@
 #include <boost/asio/use_awaitable.hpp>
 
 namespace sluice::gateway {
+
+extern const std::string_view admin_page; // admin_page.html, compiled in by CMake
+
 namespace {
 
 constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
@@ -27,6 +30,17 @@ net::awaitable<void> serve_admin(tcp::socket socket, const admin_handlers &h) {
     if (req.method() != http::verb::get && req.method() != http::verb::head) {
       res.result(http::status::method_not_allowed);
       res.body() = "use GET\n";
+    } else if (path == "/" || path == "/index.html") {
+      res.set(http::field::content_type, "text/html; charset=utf-8");
+      // The page loads nothing from anywhere else; say so to the browser as well.
+      res.set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; "
+                                         "style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'");
+      res.set(http::field::cache_control, "no-store");
+      res.body() = std::string(admin_page);
+    } else if (path == "/api/stats" && h.stats) {
+      res.set(http::field::content_type, "application/json");
+      res.set(http::field::cache_control, "no-store");
+      res.body() = h.stats();
     } else if (path == "/metrics") {
       res.set(http::field::content_type, "text/plain; version=0.0.4");
       res.body() = h.metrics();
@@ -41,7 +55,7 @@ net::awaitable<void> serve_admin(tcp::socket socket, const admin_handlers &h) {
       res.body() = h.ca_pem();
     } else {
       res.result(http::status::not_found);
-      res.body() = "not found; try /metrics, /healthz, /readyz, /ca.pem\n";
+      res.body() = "not found; try /, /api/stats, /metrics, /healthz, /readyz, /ca.pem\n";
     }
     if (!res.has_content_length()) res.prepare_payload();
     res.keep_alive(req.keep_alive());

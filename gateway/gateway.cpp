@@ -4,6 +4,8 @@
 #include "gateway/session.hpp"
 #include "filters/host_name.hpp"
 
+#include <boost/json.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -74,8 +76,9 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
     ca_ = std::make_shared<certs::certificate_authority>(certs::certificate_authority::generate(
         "sluice ephemeral CA", std::chrono::hours(24 * 30), constraints_for(*policy)));
   }
-  metrics_ = std::make_unique<metrics::metrics>();
-  log_ = std::make_unique<metrics::access_log>(cfg.access_log, options_.command_id, cfg.redact_query);
+  metrics_ = std::make_unique<metrics::metrics>(options_.skill);
+  log_ = std::make_unique<metrics::access_log>(cfg.access_log, options_.command_id, options_.skill,
+                                               cfg.redact_query);
   leaves_ = std::make_unique<certs::leaf_cache>(*ca_, cfg.leaf_validity);
 
   server_tls_.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
@@ -126,7 +129,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   SSL_CTX_set_default_read_buffer_len(upstream_tls_.native_handle(), 64 * 1024);
 
   state_ = std::unique_ptr<gateway_state>(new gateway_state{
-      {policy}, *metrics_, *log_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},
+      {policy}, *metrics_, *log_, stats_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},
       summary_, options_.keep_summary, local_addresses()});
 
   unsigned n = options_.threads;
@@ -235,6 +238,27 @@ tcp::endpoint gateway::listen_admin(const std::string &address) {
   return admin_->local_endpoint();
 }
 
+std::string gateway::stats_json() const {
+  namespace js = boost::json;
+  auto out = stats_.snapshot();
+  auto pol = state_->policy.load();
+  const auto &cfg = pol->cfg();
+  js::array allow, deny;
+  for (auto &a : cfg.allow) allow.emplace_back(a);
+  for (auto &d : cfg.deny) deny.emplace_back(d);
+  js::object policy{{"profile", std::string(filters::to_string(cfg.mode))},
+                    {"source", cfg.source},
+                    {"allow", std::move(allow)},
+                    {"deny", std::move(deny)},
+                    {"skill", options_.skill},
+                    {"command_id", options_.command_id}};
+  out["policy"] = std::move(policy);
+  out["now"] = metrics::unix_now();
+  out["started"] = std::chrono::duration<double>(started_.time_since_epoch()).count();
+  out["connections_active"] = state_->connections.load();
+  return js::serialize(out);
+}
+
 void gateway::start() {
   for (auto &set : acceptors_) {
     for (std::size_t i = 0; i < set.size(); ++i) spawn_accept(i, *set[i]);
@@ -242,7 +266,8 @@ void gateway::start() {
   if (admin_) {
     admin_handlers h{[this] { return metrics_->serialize(); },
                      [this] { return !state_->draining.load(); },
-                     [this] { return ca_->cert_pem(); }};
+                     [this] { return ca_->cert_pem(); },
+                     [this] { return stats_json(); }};
     net::co_spawn(workers_[0]->ioc, run_admin(*admin_, std::move(h)), net::detached);
   }
   for (auto &w : workers_) {

@@ -18,6 +18,7 @@ namespace sluice::gateway {
 struct gateway_options {
   unsigned threads = 0;        // 0: one per core, at most 8
   std::string command_id;      // carried in every access-log line
+  std::string skill;           // exec: the skill whose policy is enforced; a metric label and log field
   // CA for TLS termination. Null: an ephemeral CA is generated, name-constrained to the allowlist
   // when it has no regex entries.
   std::shared_ptr<const certs::certificate_authority> ca;
@@ -52,6 +53,9 @@ public:
   // Builds the CA constraints that match an allowlist (none when it has regex entries).
   static certs::name_constraint_set constraints_for(const filters::policy &p);
 
+  // GET /api/stats: the live page's data (docs/metrics.md).
+  std::string stats_json() const;
+
 private:
   void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor);
 
@@ -60,6 +64,8 @@ private:
   std::shared_ptr<const certs::certificate_authority> ca_;
   std::unique_ptr<metrics::metrics> metrics_;
   std::unique_ptr<metrics::access_log> log_;
+  metrics::live_stats stats_;
+  std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::unique_ptr<certs::leaf_cache> leaves_;
   ssl::context server_tls_{ssl::context::tls_server};
   ssl::context upstream_tls_{ssl::context::tls_client};

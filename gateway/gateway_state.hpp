@@ -6,6 +6,7 @@
 #include "gateway/resolver.hpp"
 #include "gateway/upstream_pool.hpp"
 #include "metrics/access_log.hpp"
+#include "metrics/live_stats.hpp"
 #include "metrics/metrics.hpp"
 
 #include <atomic>
@@ -21,6 +22,7 @@ struct gateway_state {
   std::atomic<std::shared_ptr<const filters::policy>> policy;
   metrics::metrics &metrics;
   metrics::access_log &log;
+  metrics::live_stats &stats;
   certs::leaf_cache &leaves;
   ssl::context &server_tls;
   ssl::context &upstream_tls;

@@ -127,11 +127,14 @@ private:
 
   void finish(outcome &o) {
     auto elapsed = std::chrono::duration<double>(clock::now() - o.start).count();
-    state_.metrics.request(filters::to_string(cfg().mode), o.decision, o.reason, o.method, o.rule);
-    state_.metrics.bytes(o.bytes_in, o.bytes_out);
-    if (o.decision == "allow") state_.metrics.request_duration.Observe(elapsed);
-    state_.log.write({o.method, o.scheme, o.host, o.port, o.target, o.rule, o.reason, o.decision,
-                      o.status, o.bytes_in, o.bytes_out, elapsed});
+    auto profile = filters::to_string(cfg().mode);
+    state_.metrics.request(
+        {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed});
+    state_.log.write({profile, o.method, o.scheme, o.host, o.port, o.target, o.rule, o.reason,
+                      o.decision, o.status, o.bytes_in, o.bytes_out, elapsed});
+    std::string path = metrics::redact_target(o.target, state_.log.redact_query());
+    state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
+                         o.bytes_in, o.bytes_out});
     if (state_.keep_summary) {
       state_.summary.record(o.host, o.port, std::string(o.decision), std::string(o.reason), o.method);
     }
@@ -259,6 +262,29 @@ private:
       policy_ = state_.policy.load(); // each request is judged by the policy current at its start
       outcome o;
       o.scheme = tunnel ? "https" : "http";
+      if (raw_reason == "socks_refused" || raw_reason == "non_http_protocol") {
+        o.method = "-";
+        o.decision = "error";
+        o.reason = raw_reason;
+        if (tunnel) {
+          o.host = tunnel->host;
+          o.port = tunnel->port;
+        }
+        auto version = static_cast<const unsigned char *>(buf.data().data())[0];
+        if (raw_reason == "socks_refused") {
+          // SOCKS5: "no acceptable methods"; SOCKS4: "request rejected". The client stops at once.
+          static const unsigned char socks5[] = {0x05, 0xff};
+          static const unsigned char socks4[] = {0x00, 0x5b, 0, 0, 0, 0, 0, 0};
+          lowest(s).expires_after(cfg().timeouts.io);
+          if (version == 0x05) {
+            co_await net::async_write(s, net::buffer(socks5), use_tuple);
+          } else {
+            co_await net::async_write(s, net::buffer(socks4), use_tuple);
+          }
+        }
+        finish(o);
+        co_return;
+      }
       if (ec) {
         o.method = "-";
         bool too_large = ec == http::error::header_limit;
@@ -316,7 +342,18 @@ private:
         co_return ec == net::error::eof ? error_code(http::error::end_of_stream) : ec;
       }
       if (ec) co_return ec == beast::error::timeout ? ec : error_code(http::error::partial_message);
+      bool first = buf.size() == 0;
       buf.commit(got);
+      if (first && got) {
+        // A request starts with a method token (an empty line before it is tolerated). SOCKS
+        // greetings and raw TLS are answered at once instead of waiting for a line that never comes.
+        auto c = static_cast<unsigned char>(static_cast<const char *>(buf.data().data())[0]);
+        bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '\r' || c == '\n';
+        if (!letter) {
+          raw_reason = c == 0x04 || c == 0x05 ? "socks_refused" : "non_http_protocol";
+          co_return http::error::bad_method;
+        }
+      }
     }
     std::string_view head(static_cast<const char *>(buf.data().data()), n);
     raw_reason = filters::check_raw_head(head);
@@ -966,8 +1003,16 @@ private:
       if (check.mismatch) {
         o.decision = "deny";
         o.reason = "sni_mismatch";
-        finish(o);
+      } else {
+        // Logged although no request was made: a client that rejects sluice's certificate (a
+        // wrong or stale CA bundle) is otherwise invisible. An alert from the client means its
+        // own checks refused the handshake; anything else is a close, a timeout or garbage.
+        bool alert = hec.category() == net::error::get_ssl_category() &&
+                     ERR_GET_REASON(static_cast<unsigned long>(hec.value())) >= SSL_AD_REASON_OFFSET;
+        o.decision = "error";
+        o.reason = alert ? "client_tls_rejected" : "client_tls_error";
       }
+      finish(o);
       co_return;
     }
     buf.consume(used);

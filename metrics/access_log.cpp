@@ -1,4 +1,5 @@
 #include "metrics/access_log.hpp"
+#include "metrics/live_stats.hpp"
 
 #include <boost/json.hpp>
 #include <chrono>
@@ -7,8 +8,9 @@
 
 namespace sluice::metrics {
 
-access_log::access_log(const std::string &destination, std::string command_id, bool redact_query)
-    : command_id_(std::move(command_id)), redact_query_(redact_query) {
+access_log::access_log(const std::string &destination, std::string command_id, std::string skill,
+                       bool redact_query)
+    : command_id_(std::move(command_id)), skill_(std::move(skill)), redact_query_(redact_query) {
   if (destination.empty()) {
     return;
   }
@@ -36,18 +38,15 @@ void access_log::write(const access_record &r) {
             1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char ts[40];
+  char ts[64];
   std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  std::string_view path = r.target;
-  std::string redacted;
-  if (auto q = path.find('?'); q != std::string_view::npos && redact_query_) {
-    redacted = std::string(path.substr(0, q)) + "?REDACTED";
-    path = redacted;
-  }
+  std::string path = redact_target(r.target, redact_query_);
   boost::json::object o;
   o["time"] = ts;
   o["command_id"] = command_id_;
+  o["skill"] = skill_;
+  o["profile"] = r.profile;
   o["method"] = r.method;
   o["scheme"] = r.scheme;
   o["host"] = r.host;

@@ -9,6 +9,7 @@ namespace sluice::metrics {
 
 // One request as the access log records it (docs/metrics.md).
 struct access_record {
+  std::string_view profile;
   std::string_view method, scheme, host;
   unsigned port = 0;
   std::string_view target; // path and query as received; the query is redacted unless configured
@@ -24,18 +25,22 @@ struct access_record {
 class access_log {
 public:
   // `destination`: "" (off), "-" (stderr) or a path opened for append.
-  access_log(const std::string &destination, std::string command_id, bool redact_query);
+  // `skill`: the exec skill (empty for serve), carried in every line with the command id.
+  access_log(const std::string &destination, std::string command_id, std::string skill,
+             bool redact_query);
   ~access_log();
   access_log(const access_log &) = delete;
   access_log &operator=(const access_log &) = delete;
 
   bool enabled() const { return file_ != nullptr; }
+  bool redact_query() const { return redact_query_; }
   void write(const access_record &r);
 
 private:
   std::FILE *file_ = nullptr;
   bool owned_ = false;
   std::string command_id_;
+  std::string skill_;
   bool redact_query_;
   std::mutex mutex_;
 };

@@ -28,7 +28,15 @@ const Histogram::BucketBoundaries latency_buckets{0.0005, 0.001, 0.0025, 0.005, 
 
 } // namespace
 
-metrics::metrics()
+struct metrics::series {
+  prometheus::Counter *requests = nullptr;
+  prometheus::Counter *rule_requests = nullptr;
+  prometheus::Counter *rule_bytes_in = nullptr;
+  prometheus::Counter *rule_bytes_out = nullptr;
+  prometheus::Histogram *rule_duration = nullptr; // allowed requests only
+};
+
+metrics::metrics(std::string skill)
     : registry_(make_registry()),
       connections_active(BuildGauge()
                              .Name("sluice_connections_active")
@@ -71,14 +79,24 @@ metrics::metrics()
                               "(EMFILE/ENFILE)")
                         .Register(*registry_)
                         .Add({})),
+      skill_(std::move(skill)),
       requests_(BuildCounter()
                     .Name("sluice_requests_total")
                     .Help("Requests and CONNECTs judged by the gateway")
                     .Register(*registry_)),
-      rule_matches_(BuildCounter()
-                        .Name("sluice_rule_matches_total")
-                        .Help("Requests per matched allowlist entry")
-                        .Register(*registry_)),
+      rule_requests_(BuildCounter()
+                         .Name("sluice_rule_requests_total")
+                         .Help("Requests per policy entry (the rule as written; none: no entry "
+                               "matched), decision and reason")
+                         .Register(*registry_)),
+      rule_bytes_(BuildCounter()
+                      .Name("sluice_rule_bytes_total")
+                      .Help("Payload bytes per policy entry; in = from clients, out = to clients")
+                      .Register(*registry_)),
+      rule_duration_(BuildHistogram()
+                         .Name("sluice_rule_request_duration_seconds")
+                         .Help("Request head to end of response per policy entry, allowed requests")
+                         .Register(*registry_)),
       bytes_(BuildCounter()
                  .Name("sluice_bytes_total")
                  .Help("Payload bytes relayed; in = from clients, out = to clients")
@@ -90,37 +108,81 @@ metrics::metrics()
       bytes_in_(bytes_.Add({{"direction", "in"}})),
       bytes_out_(bytes_.Add({{"direction", "out"}})) {}
 
-void metrics::request(std::string_view profile, std::string_view decision, std::string_view reason,
-                      std::string_view method, std::string_view rule) {
-  auto m = bounded_method(method);
+metrics::~metrics() = default;
+
+metrics::series &metrics::series_for(const request_sample &s) {
+  auto m = bounded_method(s.method);
+  std::string_view rule = s.rule.empty() ? no_rule : s.rule;
   std::string key;
-  key.reserve(profile.size() + decision.size() + reason.size() + m.size() + rule.size() + 4);
-  key.append(profile).append(1, '\n').append(decision).append(1, '\n').append(reason);
+  key.reserve(s.profile.size() + s.decision.size() + s.reason.size() + m.size() + rule.size() + 4);
+  key.append(s.profile).append(1, '\n').append(s.decision).append(1, '\n').append(s.reason);
   key.append(1, '\n').append(m).append(1, '\n').append(rule);
-  std::lock_guard lock(cache_mutex_);
   auto it = cache_.find(key);
-  if (it == cache_.end()) {
-    auto *req = &requests_.Add({{"profile", std::string(profile)},
-                                {"decision", std::string(decision)},
-                                {"reason", std::string(reason)},
-                                {"method", std::string(m)}});
-    prometheus::Counter *by_rule = nullptr;
-    if (!rule.empty()) {
-      by_rule = &rule_matches_.Add({{"rule", std::string(rule)}, {"decision", std::string(decision)}});
-    }
-    it = cache_.emplace(std::move(key), std::make_pair(req, by_rule)).first;
+  if (it != cache_.end()) return *it->second;
+  auto out = std::make_unique<series>();
+  std::string profile(s.profile), decision(s.decision), reason(s.reason), r(rule);
+  out->requests = &requests_.Add(
+      {{"profile", profile}, {"decision", decision}, {"reason", reason}, {"method", std::string(m)}});
+  out->rule_requests = &rule_requests_.Add({{"profile", profile},
+                                            {"skill", skill_},
+                                            {"rule", r},
+                                            {"decision", decision},
+                                            {"reason", reason}});
+  out->rule_bytes_in =
+      &rule_bytes_.Add({{"profile", profile}, {"skill", skill_}, {"rule", r}, {"direction", "in"}});
+  out->rule_bytes_out =
+      &rule_bytes_.Add({{"profile", profile}, {"skill", skill_}, {"rule", r}, {"direction", "out"}});
+  if (s.decision == "allow") {
+    out->rule_duration =
+        &rule_duration_.Add({{"profile", profile}, {"skill", skill_}, {"rule", r}}, latency_buckets);
   }
-  it->second.first->Increment();
-  if (it->second.second) it->second.second->Increment();
+  return *cache_.emplace(std::move(key), std::move(out)).first->second;
 }
 
-void metrics::bytes(std::uint64_t in, std::uint64_t out) {
-  if (in) bytes_in_.Increment(static_cast<double>(in));
-  if (out) bytes_out_.Increment(static_cast<double>(out));
+void metrics::request(const request_sample &s) {
+  {
+    std::lock_guard lock(cache_mutex_);
+    auto &c = series_for(s);
+    c.requests->Increment();
+    c.rule_requests->Increment();
+    if (s.bytes_in) c.rule_bytes_in->Increment(static_cast<double>(s.bytes_in));
+    if (s.bytes_out) c.rule_bytes_out->Increment(static_cast<double>(s.bytes_out));
+    if (c.rule_duration) c.rule_duration->Observe(s.seconds);
+  }
+  if (s.bytes_in) bytes_in_.Increment(static_cast<double>(s.bytes_in));
+  if (s.bytes_out) bytes_out_.Increment(static_cast<double>(s.bytes_out));
+  if (s.decision == "allow") request_duration.Observe(s.seconds);
 }
 
 void metrics::tls_handshake(std::string_view side, bool ok) {
   tls_.Add({{"side", std::string(side)}, {"result", ok ? "ok" : "error"}}).Increment();
+}
+
+void metrics::exec_finished(std::string_view profile, std::string_view result, double seconds,
+                            double end_unix_seconds) {
+  static const Histogram::BucketBoundaries command_buckets{0.01, 0.05, 0.1, 0.5, 1,   5,
+                                                           10,   30,   60,  300, 900, 3600};
+  prometheus::Labels base{{"profile", std::string(profile)}, {"skill", skill_}};
+  auto with_result = base;
+  with_result.emplace("result", std::string(result));
+  BuildCounter()
+      .Name("sluice_exec_commands_total")
+      .Help("sluice exec commands by how they ended: exit_zero, exit_nonzero, refused")
+      .Register(*registry_)
+      .Add(with_result)
+      .Increment();
+  BuildHistogram()
+      .Name("sluice_exec_duration_seconds")
+      .Help("Wall time of sluice exec commands, start of sluice to the command's end")
+      .Register(*registry_)
+      .Add(base, command_buckets)
+      .Observe(seconds);
+  BuildGauge()
+      .Name("sluice_exec_last_end_timestamp_seconds")
+      .Help("Unix time the last sluice exec command of this profile and skill ended")
+      .Register(*registry_)
+      .Add(base)
+      .Set(end_unix_seconds);
 }
 
 std::string metrics::serialize() const {

@@ -1,33 +1,52 @@
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <string>
-#include <mutex>
 #include <string_view>
 #include <unordered_map>
 
 namespace sluice::metrics {
 
+// What one judged request turned into, as the instruments count it.
+struct request_sample {
+  std::string_view profile;
+  std::string_view decision; // allow, deny (policy) or error (allowed, but it failed)
+  std::string_view reason;
+  std::string_view method;
+  std::string_view rule; // the allowlist or denylist entry as written; empty: none matched
+  std::uint64_t bytes_in = 0, bytes_out = 0;
+  double seconds = 0;
+};
+
 // The named instruments of docs/metrics.md on one prometheus-cpp registry. Label values are bounded:
-// reasons and rules come from code and config, methods outside the standard set count as OTHER.
+// reasons and rules come from code and config, methods outside the standard set count as OTHER, the
+// skill is fixed per process.
 class metrics {
 public:
-  metrics();
+  // `skill`: the exec skill whose policy this gateway enforces; empty for serve.
+  explicit metrics(std::string skill = {});
+  ~metrics();
+  metrics(const metrics &) = delete;
+  metrics &operator=(const metrics &) = delete;
 
 private:
   std::shared_ptr<prometheus::Registry> registry_; // first: the instruments below live in it
 
 public:
-
-  // `decision` is "allow", "deny" (policy) or "error" (allowed, but the upstream failed).
-  void request(std::string_view profile, std::string_view decision, std::string_view reason,
-               std::string_view method, std::string_view rule);
-  void bytes(std::uint64_t in, std::uint64_t out);
+  void request(const request_sample &s);
   void tls_handshake(std::string_view side, bool ok);
+  // One `sluice exec` command ended: `result` is exit_zero, exit_nonzero (including 128+N, killed
+  // by signal N) or refused (sluice refused or failed: exit 125 of its own).
+  void exec_finished(std::string_view profile, std::string_view result, double seconds,
+                     double end_unix_seconds);
+
+  const std::string &skill() const { return skill_; }
 
   prometheus::Gauge &connections_active;
   prometheus::Histogram &request_duration;
@@ -42,16 +61,25 @@ public:
   std::string serialize() const;
 
 private:
+  struct series; // the counters one (profile, decision, reason, method, rule) feeds
+  series &series_for(const request_sample &s);
+
+  std::string skill_;
   prometheus::Family<prometheus::Counter> &requests_;
-  prometheus::Family<prometheus::Counter> &rule_matches_;
+  prometheus::Family<prometheus::Counter> &rule_requests_;
+  prometheus::Family<prometheus::Counter> &rule_bytes_;
+  prometheus::Family<prometheus::Histogram> &rule_duration_;
   prometheus::Family<prometheus::Counter> &bytes_;
   prometheus::Family<prometheus::Counter> &tls_;
   prometheus::Counter &bytes_in_;
   prometheus::Counter &bytes_out_;
-  // Counters already created, by their joined label values: prometheus-cpp's Family::Add builds a
+  // Series already created, by their joined label values: prometheus-cpp's Family::Add builds a
   // label map and takes a lock per call, which showed in the keep-alive profile.
   std::mutex cache_mutex_;
-  std::unordered_map<std::string, std::pair<prometheus::Counter *, prometheus::Counter *>> cache_;
+  std::unordered_map<std::string, std::unique_ptr<series>> cache_;
 };
+
+// The `rule` label value of a request that matched no entry.
+inline constexpr std::string_view no_rule = "none";
 
 } // namespace sluice::metrics

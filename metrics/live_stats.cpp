@@ -1,0 +1,79 @@
+#include "metrics/live_stats.hpp"
+
+#include <boost/json.hpp>
+
+namespace sluice::metrics {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string redact_target(std::string_view target, bool redact) {
+  auto q = target.find('?');
+  if (!redact || q == std::string_view::npos) return std::string(target);
+  return std::string(target.substr(0, q)) + "?REDACTED";
+}
+
+void live_stats::record(const event &e) {
+  double now = unix_now();
+  std::string key = e.host.empty() ? std::string("(no host)")
+                                   : std::string(e.host) + ":" + std::to_string(e.port);
+  std::lock_guard lock(mutex_);
+  bool allowed = e.decision == "allow", denied = e.decision == "deny";
+  (allowed ? allowed_ : denied ? denied_ : errors_) += 1;
+  bytes_in_ += e.bytes_in;
+  bytes_out_ += e.bytes_out;
+  auto it = destinations_.find(key);
+  if (it == destinations_.end()) {
+    if (destinations_.size() >= max_destinations) key = "(other)";
+    it = destinations_.try_emplace(std::move(key)).first;
+  }
+  auto &d = it->second;
+  if (!e.rule.empty()) d.rule = e.rule;
+  (allowed ? d.allowed : denied ? d.denied : d.errors) += 1;
+  d.bytes_in += e.bytes_in;
+  d.bytes_out += e.bytes_out;
+  d.last_seen = now;
+  if (!allowed) {
+    denials_.push_front({now, std::string(e.method), std::string(e.host), std::string(e.path),
+                         std::string(e.rule), std::string(e.decision), std::string(e.reason),
+                         e.port, e.status});
+    if (denials_.size() > max_denials) denials_.pop_back();
+  }
+}
+
+boost::json::object live_stats::snapshot() const {
+  namespace js = boost::json;
+  js::object out;
+  std::lock_guard lock(mutex_);
+  out["totals"] = js::object{{"allowed", allowed_}, {"denied", denied_}, {"errors", errors_},
+                             {"bytes_in", bytes_in_}, {"bytes_out", bytes_out_}};
+  js::array dests;
+  for (auto &[key, d] : destinations_) {
+    dests.push_back(js::object{{"destination", key},
+                               {"rule", d.rule},
+                               {"allowed", d.allowed},
+                               {"denied", d.denied},
+                               {"errors", d.errors},
+                               {"bytes_in", d.bytes_in},
+                               {"bytes_out", d.bytes_out},
+                               {"last_seen", d.last_seen}});
+  }
+  out["destinations"] = std::move(dests);
+  js::array denials;
+  for (auto &d : denials_) {
+    denials.push_back(js::object{{"time", d.time},
+                                 {"method", d.method},
+                                 {"host", d.host},
+                                 {"port", d.port},
+                                 {"path", d.path},
+                                 {"rule", d.rule},
+                                 {"decision", d.decision},
+                                 {"reason", d.reason},
+                                 {"status", d.status}});
+  }
+  out["denials"] = std::move(denials);
+  return out;
+}
+
+} // namespace sluice::metrics
