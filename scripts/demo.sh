@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The built-in local demo: a local HTTPS origin (python3, certificate from a demo CA), `sluice serve`
 # in the network-read profile with an ephemeral CA, then allowed and denied requests with curl and
-# the metrics they produced. Everything stays on 127.0.0.1 and is removed at the end.
+# the metrics they produced. Everything stays on 127.0.0.1 and is removed at the end. From a terminal,
+# the demo then keeps serving so that the live page (http://127.0.0.1:9090/) can be opened; press
+# Enter to stop. SLUICE_DEMO_KEEP=0 stops at once, SLUICE_DEMO_KEEP=1 waits even without a terminal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -13,7 +15,13 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ORIGIN=$(port); PROXY=$(port); ADMIN=$(port)
+ORIGIN=$(port); PROXY=$(port)
+# The admin listener (live page, /metrics) on 9090 when that port is free.
+if /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 9090))' 2>/dev/null; then
+  ADMIN=9090
+else
+  ADMIN=$(port)
+fi
 
 # A demo CA and a certificate for docs.demo.test, the origin's name.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=demo origin CA" \
@@ -25,6 +33,7 @@ openssl x509 -req -in "$work/origin.csr" -CA "$work/origin-ca.pem" -CAkey "$work
   -CAcreateserial -days 1 -extfile "$work/ext" -out "$work/origin.pem" 2>/dev/null
 /usr/bin/python3 tests/integration/origin.py "$ORIGIN" "$work/origin.pem" "$work/origin.key" >/dev/null &
 pids+=($!)
+for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$ORIGIN") 2>/dev/null && break; sleep 0.05; done
 
 cat > "$work/sluice.toml" <<TOML
 profile = "network-read"
@@ -66,3 +75,21 @@ cat "$work/access.log"
 echo
 echo "== metrics (http://127.0.0.1:$ADMIN/metrics)"
 curl -s "http://127.0.0.1:$ADMIN/metrics" | grep -E '^sluice_(requests_total|certs_minted_total|tls_handshakes_total|bytes_total)'
+echo
+echo "== live page: http://127.0.0.1:$ADMIN/ (its data: http://127.0.0.1:$ADMIN/api/stats)"
+curl -s "http://127.0.0.1:$ADMIN/api/stats" | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+t = s["totals"]
+print("   allowed %d, denied %d, failed %d" % (t["allowed"], t["denied"], t["errors"]))
+for d in s["denials"]:
+    print("   %-8s %-7s %-32s %s" % (d["decision"], d["method"], "%s:%d" % (d["host"], d["port"]), d["reason"]))'
+keep="${SLUICE_DEMO_KEEP:-}"
+if [ -z "$keep" ]; then [ -t 0 ] && keep=1 || keep=0; fi
+if [ "$keep" = 1 ]; then
+  echo
+  echo "sluice keeps serving: open http://127.0.0.1:$ADMIN/ in a browser, send more requests with"
+  echo "  ${C[*]} https://docs.demo.test:$ORIGIN/guide"
+  echo "and press Enter to stop."
+  read -r _ || true
+fi
