@@ -1,5 +1,7 @@
 // sluice: command-line wiring only. Each subcommand hands its options to the layer that does the work;
 // start-up exceptions become one line on stderr and exit 125.
+#include "adapters/adapter.hpp"
+#include "adapters/hook.hpp"
 #include "certs/ca_files.hpp"
 #include "exec/doctor.hpp"
 #include "exec/runner.hpp"
@@ -103,15 +105,75 @@ int main(int argc, char **argv) {
                        "add this command's metrics to DIR/sluice_exec.prom (node_exporter textfile "
                        "collector)");
 
+  // `hook HOST`: a host's PreToolUse hook. Every way out is 0 (rewrite) or 2 (deny): hosts run the
+  // original command on any other status.
+  std::string hook_host_name;
+  sluice::adapters::hook_options hook;
+  auto *hook_cmd = app.add_subcommand("hook", "PreToolUse hook for claude|codex: host JSON on stdin "
+                                              "-> rewrite through sluice exec, or deny (fails closed)");
+  hook_cmd->add_option("host", hook_host_name, "claude|codex")->required();
+  hook_cmd->add_option("--skill", hook.skill, "skill every rewritten command runs under");
+  hook_cmd->add_option("--policy", hook.policy_file, "trusted policy file (TOML)");
+
+  sluice::adapters::adapter_options adapter;
+  bool adapter_json = false;
+  auto *adapter_cmd = app.add_subcommand("adapter", "route an agent host's shell through sluice exec");
+  adapter_cmd->require_subcommand(1);
+  auto *ad_install = adapter_cmd->add_subcommand("install", "write the host's hook configuration");
+  auto *ad_remove = adapter_cmd->add_subcommand("remove", "restore the host's configuration");
+  auto *ad_status = adapter_cmd->add_subcommand("status", "installed, host version, hook verified");
+  for (auto *c : {ad_install, ad_remove}) {
+    c->add_option("host", adapter.host, "claude")->required();
+  }
+  ad_status->add_option("host", adapter.host, "claude");
+  for (auto *c : {ad_install, ad_remove, ad_status}) {
+    c->add_option("--scope", adapter.scope, "user (default), project or managed");
+    c->add_option("--dir", adapter.dir, "project directory for --scope project");
+  }
+  ad_install->add_option("--skill", adapter.skill, "skill every command runs under");
+  ad_install->add_option("--policy", adapter.policy_file, "trusted policy file (TOML)");
+  ad_status->add_flag("--json", adapter_json, "machine-readable output");
+
   bool doctor_json = false;
   auto *doctor_cmd = app.add_subcommand("doctor", "preflight checks for exec");
   doctor_cmd->add_flag("--json", doctor_json, "machine-readable output");
 
+  bool is_hook = argc > 1 && std::strcmp(argv[1], "hook") == 0;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
+    if (is_hook && e.get_exit_code() != 0) {
+      auto d = sluice::adapters::hook_deny(std::string("bad hook command line (") + e.what() +
+                                           "); reinstall with `sluice adapter install`");
+      std::fputs(d.out.c_str(), stdout);
+      std::fputs(d.err.c_str(), stderr);
+      return 2;
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : 125;
+  }
+
+  auto self_path = [] {
+    char buf[4096];
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) throw std::runtime_error("cannot find this binary's path (/proc/self/exe)");
+    return std::string(buf, static_cast<std::size_t>(n));
+  };
+  if (*hook_cmd) {
+    try {
+      if (hook_host_name != "claude" && hook_host_name != "codex") {
+        throw std::runtime_error("unknown hook host '" + hook_host_name + "'; use claude or codex");
+      }
+      hook.host = hook_host_name == "claude" ? sluice::adapters::hook_host::claude
+                                             : sluice::adapters::hook_host::codex;
+      hook.sluice_path = self_path();
+      return sluice::adapters::hook_main(hook);
+    } catch (const std::exception &e) {
+      auto d = sluice::adapters::hook_deny(e.what());
+      std::fputs(d.out.c_str(), stdout);
+      std::fputs(d.err.c_str(), stderr);
+      return 2;
+    }
   }
 
   try {
@@ -150,6 +212,22 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "sluice: refused: %s\n", e.what());
         return 125;
       }
+    }
+    if (*adapter_cmd) {
+      adapter.sluice_path = self_path();
+      if (*ad_install) {
+        sluice::adapters::adapter_install(adapter);
+        std::printf("installed the sluice adapter for %s (%s scope); check it with `sluice adapter "
+                    "status`\n", adapter.host.c_str(), adapter.scope.c_str());
+        return 0;
+      }
+      if (*ad_remove) {
+        sluice::adapters::adapter_remove(adapter);
+        std::printf("removed the sluice adapter for %s (%s scope)\n", adapter.host.c_str(),
+                    adapter.scope.c_str());
+        return 0;
+      }
+      return sluice::adapters::report_status(sluice::adapters::adapter_status(adapter), adapter_json);
     }
     if (*doctor_cmd) {
       return sluice::exec::report_doctor(sluice::exec::run_doctor(), doctor_json);

@@ -1,0 +1,55 @@
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::adapters {
+
+// The agent hosts whose PreToolUse hook `sluice hook HOST` answers (same contract for both).
+enum class hook_host { claude, codex };
+
+struct hook_options {
+  hook_host host = hook_host::claude;
+  std::string skill;       // --skill: the trusted skill every rewritten command runs under
+  std::string policy_file; // --policy: the trusted policy file (else the usual search)
+  std::string sluice_path; // absolute path of this binary, written into the rewrite
+};
+
+// What the hook prints and how it exits: 0 with an allow + updatedInput rewrite, or 2 with a JSON
+// deny on stdout and the reason on stderr (the host blocks the call either way).
+struct hook_outcome {
+  int exit_code = 2;
+  std::string out, err;
+};
+
+// The deny the host blocks on: JSON on stdout, the reason on stderr, exit 2.
+hook_outcome hook_deny(const std::string &reason);
+
+// Answers one PreToolUse event (the host's JSON from stdin). Never throws: every failure, including
+// an internal one, becomes a deny.
+hook_outcome run_hook(const hook_options &options, std::string_view input);
+
+// `sluice hook HOST`: reads the event from stdin (1 MiB, 10 s), answers within 25 s whatever happens,
+// prints the outcome and returns the exit status.
+int hook_main(const hook_options &options);
+
+// POSIX shell single-quoting: the word comes back as exactly one argument.
+std::string shell_quote(std::string_view word);
+// The word as is when it holds only characters the shell takes literally, else shell_quote'd.
+std::string shell_word(std::string_view word);
+
+// "SLUICE exec --skill S [--policy P]": the start of every rewritten command (and the prefix a host's
+// own sandbox is told to exclude).
+std::string rewrite_prefix(const std::string &sluice_path, const std::string &skill,
+                           const std::string &policy_file);
+
+// A command the agent wrote as `sluice exec OPTIONS -- REST`: the options (split as the shell would)
+// and REST as raw shell text. Empty when the command does not start that way or quotes oddly.
+struct sluice_prefix {
+  std::vector<std::string> options;
+  std::string rest;
+};
+std::optional<sluice_prefix> parse_sluice_prefix(std::string_view command);
+
+} // namespace sluice::adapters

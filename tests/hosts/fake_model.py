@@ -1,0 +1,189 @@
+"""A fake model server for driving agent hosts headlessly: it speaks the Anthropic Messages API
+(SSE), OpenAI Responses (SSE) and OpenAI Chat Completions (SSE) on 127.0.0.1.
+
+The prompt is a JSON object naming one tool call: {"tool": "Bash", "input": {"command": "..."}}.
+A request that offers tools and carries no tool result yet gets that call; a request with a tool
+result gets a final text and ends the turn; anything else (titles, quota checks) gets a short text.
+Every tool result received is appended to RESULTS (JSON lines) so a test sees what the model saw.
+
+usage: fake_model.py PORT RESULTS   (prints "ready" once listening)"""
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+RESULTS = sys.argv[2]
+lock = threading.Lock()
+
+
+def record(entry):
+    with lock, open(RESULTS, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def text_of(content):
+    if isinstance(content, str):
+        return content
+    out = []
+    for block in content or []:
+        if isinstance(block, dict):
+            if block.get("type") in ("text", "input_text", "output_text"):
+                out.append(block.get("text", ""))
+            elif block.get("type") == "tool_result":
+                out.append(text_of(block.get("content")))
+    return "\n".join(out)
+
+
+def find_call(texts):
+    for t in texts:
+        start = t.find("{\"tool\"")
+        if start < 0:
+            continue
+        try:
+            return json.JSONDecoder().raw_decode(t[start:])[0]
+        except ValueError:
+            continue
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def sse(self, events):
+        body = "".join(("event: %s\n" % name if name else "") + "data: %s\n\n" %
+                       (d if isinstance(d, str) else json.dumps(d)) for name, d in events).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        body = json.dumps({"data": [], "object": "list"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        req = json.loads(self.rfile.read(n) or b"{}")
+        path = self.path.split("?")[0]
+        if path.endswith("/messages/count_tokens"):
+            return self.json({"input_tokens": 10})
+        if path.endswith("/messages"):
+            return self.anthropic(req)
+        if path.endswith("/responses"):
+            return self.openai_responses(req)
+        if path.endswith("/chat/completions"):
+            return self.chat(req)
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def json(self, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    # --- Anthropic Messages -------------------------------------------------------------------
+    def anthropic(self, req):
+        msgs = req.get("messages", [])
+        results = [b for m in msgs if m.get("role") == "user" and isinstance(m.get("content"), list)
+                   for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+        call = find_call([text_of(m.get("content")) for m in msgs if m.get("role") == "user"])
+        start = {"type": "message_start", "message": {
+            "id": "msg_fake", "type": "message", "role": "assistant", "model": req.get("model", "fake"),
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1}}}
+        if req.get("tools") and call and not results:
+            block = {"type": "tool_use", "id": "toolu_fake_1", "name": call["tool"], "input": {}}
+            events = [("message_start", start),
+                      ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+                      ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                          "type": "input_json_delta", "partial_json": json.dumps(call["input"])}}),
+                      ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                      ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use",
+                                         "stop_sequence": None}, "usage": {"output_tokens": 5}}),
+                      ("message_stop", {"type": "message_stop"})]
+            return self.sse(events)
+        for r in results:
+            record({"host": "anthropic", "is_error": bool(r.get("is_error")), "content": text_of(r.get("content"))})
+        text = "done" if results else "ok"
+        events = [("message_start", start),
+                  ("content_block_start", {"type": "content_block_start", "index": 0,
+                                           "content_block": {"type": "text", "text": ""}}),
+                  ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                           "delta": {"type": "text_delta", "text": text}}),
+                  ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                  ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn",
+                                     "stop_sequence": None}, "usage": {"output_tokens": 1}}),
+                  ("message_stop", {"type": "message_stop"})]
+        self.sse(events)
+
+    # --- OpenAI Responses ---------------------------------------------------------------------
+    def openai_responses(self, req):
+        items = req.get("input", [])
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+        call = find_call([text_of(i.get("content")) for i in items if isinstance(i, dict) and i.get("role") == "user"])
+        resp = {"id": "resp_fake", "object": "response", "status": "completed", "model": req.get("model", "fake"),
+                "output": [], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                                        "input_tokens_details": {"cached_tokens": 0},
+                                        "output_tokens_details": {"reasoning_tokens": 0}}}
+        events = [("response.created", {"type": "response.created", "response": dict(resp, status="in_progress")})]
+        if req.get("tools") and call and not outputs:
+            item = {"type": "function_call", "id": "fc_fake_1", "call_id": "call_fake_1", "name": call["tool"],
+                    "arguments": json.dumps(call["input"]), "status": "completed"}
+            events += [("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}),
+                       ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item})]
+            resp["output"] = [item]
+        else:
+            for o in outputs:
+                out = o.get("output")
+                record({"host": "responses", "content": out if isinstance(out, str) else json.dumps(out)})
+            msg = {"type": "message", "id": "msg_fake", "role": "assistant", "status": "completed",
+                   "content": [{"type": "output_text", "text": "done" if outputs else "ok", "annotations": []}]}
+            events += [("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+                                                       "item": dict(msg, content=[], status="in_progress")}),
+                       ("response.output_text.delta", {"type": "response.output_text.delta", "output_index": 0,
+                                                       "content_index": 0, "item_id": "msg_fake",
+                                                       "delta": msg["content"][0]["text"]}),
+                       ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": msg})]
+            resp["output"] = [msg]
+        events.append(("response.completed", {"type": "response.completed", "response": resp}))
+        self.sse(events)
+
+    # --- OpenAI Chat Completions --------------------------------------------------------------
+    def chat(self, req):
+        msgs = req.get("messages", [])
+        outputs = [m for m in msgs if m.get("role") == "tool"]
+        call = find_call([text_of(m.get("content")) for m in msgs if m.get("role") == "user"])
+        base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": req.get("model", "fake")}
+        if req.get("tools") and call and not outputs:
+            chunks = [dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "tool_calls": [{
+                "index": 0, "id": "call_fake_1", "type": "function",
+                "function": {"name": call["tool"], "arguments": json.dumps(call["input"])}}]}, "finish_reason": None}]),
+                dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])]
+        else:
+            for o in outputs:
+                record({"host": "chat", "content": text_of(o.get("content"))})
+            chunks = [dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": "done" if outputs else "ok"},
+                                          "finish_reason": None}]),
+                      dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])]
+        chunks.append(dict(base, choices=[], usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}))
+        self.sse([(None, c) for c in chunks] + [(None, "[DONE]")])
+
+
+if __name__ == "__main__":
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    print("ready", flush=True)
+    server.serve_forever()
