@@ -1,0 +1,387 @@
+"""Conformance of the Claude Code adapter: the real host (installed from the npm registry into a
+cache outside the repository, at the version this project follows and at the minimum version whose
+rewrite holds), driven headlessly against a fake model server on 127.0.0.1, with `sluice adapter
+install claude` as its only configuration. Run as root and as 65534."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SLUICE = os.path.abspath(os.environ.get("SLUICE_BIN") or os.path.join(HERE, "../../build/default/sluice"))
+PYTHON = "/usr/bin/python3"
+CACHE = os.environ.get("SLUICE_HOSTS_CACHE", "/var/cache/sluice-test-hosts")
+CURRENT, MINIMUM = "2.1.332", "2.0.10"
+ARGS_CMD = "printf '[%s]' \"a b\" 'c\"d' '$HOME' \"it's\" '*'"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def install_claude(version):
+    """The host from the npm registry, once per version, into the cache. npm leaves the launcher a
+    placeholder when install scripts do not run; the platform package's binary works directly."""
+    prefix = os.path.join(CACHE, "claude-" + version)
+    mods = os.path.join(prefix, "node_modules", "@anthropic-ai")
+    native = os.path.join(mods, "claude-code-linux-x64", "claude")
+    script = os.path.join(mods, "claude-code", "cli.js")
+    if not (os.path.exists(native) or os.path.exists(script)):
+        os.makedirs(prefix, exist_ok=True)
+        p = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix,
+                            "@anthropic-ai/claude-code@" + version], capture_output=True, timeout=600)
+        if p.returncode != 0:
+            raise AssertionError("npm could not install Claude Code %s: %s" % (version, p.stderr.decode()[-2000:]))
+        subprocess.run(["chmod", "-R", "a+rX", CACHE], check=True)
+    path = native if os.path.exists(native) else script
+    bindir = os.path.join(prefix, "sluice-bin")
+    os.makedirs(bindir, exist_ok=True)
+    link = os.path.join(bindir, "claude")
+    if not os.path.islink(link):
+        os.symlink(path, link)
+    subprocess.run(["chmod", "-R", "a+rX", prefix], check=True)
+    return bindir
+
+
+class FakeModel:
+    def __init__(self, directory):
+        self.results = os.path.join(directory, "results.jsonl")
+        self.port = free_port()
+        self.proc = subprocess.Popen([PYTHON, os.path.join(HERE, "fake_model.py"), str(self.port), self.results],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.proc.stdout.readline().strip() == b"ready"
+
+    def take(self):
+        if not os.path.exists(self.results):
+            return []
+        with open(self.results) as f:
+            out = [json.loads(l) for l in f if l.strip()]
+        os.unlink(self.results)
+        return out
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+class HostLoopback:
+    """A service on the host's loopback: a command inside sluice must not reach it."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.hits = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.hits += 1
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 9\r\n\r\nHOSTREPLY")
+            c.close()
+
+
+POLICY = """
+[skills.agent]
+default_profile = "offline"
+escalations = ["network-read"]
+allow_domains = ["origin.test"]
+
+[skills.locked]
+default_profile = "offline"
+"""
+
+
+class ClaudeCase(unittest.TestCase):
+    version = CURRENT
+    user = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bindir = install_claude(cls.version)
+        cls.tmp = tempfile.mkdtemp(prefix="sluice-claude-")
+        os.chmod(cls.tmp, 0o755)
+        cls.model = FakeModel(cls.tmp)
+        cls.policy = os.path.join(cls.tmp, "policy.toml")
+        with open(cls.policy, "w") as f:
+            f.write(POLICY)
+        os.chmod(cls.policy, 0o644)
+        cls.loopback = HostLoopback()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
+        cls.loopback.sock.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="case-", dir=self.tmp)
+        self.home = os.path.join(self.work, "home")
+        self.proj = os.path.join(self.work, "proj")
+        for d in (self.work, self.home, self.proj):
+            os.makedirs(d, exist_ok=True)
+            os.chmod(d, 0o777)
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
+        self.model.take()
+
+    def prefix(self):
+        if self.user is None:
+            return []
+        return ["setpriv", "--reuid=%d" % self.user, "--regid=%d" % self.user, "--clear-groups"]
+
+    def env(self, extra=None):
+        e = {"PATH": self.bindir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8",
+             "ANTHROPIC_BASE_URL": "http://127.0.0.1:%d" % self.model.port, "ANTHROPIC_API_KEY": "x",
+             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+        e.update(extra or {})
+        return e
+
+    def sluice(self, *args, binary=SLUICE, check=True):
+        p = subprocess.run(self.prefix() + [binary] + list(args), capture_output=True, env=self.env(),
+                           cwd=self.proj, timeout=60)
+        if check:
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+        return p
+
+    def install(self, skill="agent", binary=SLUICE):
+        self.sluice("adapter", "install", "claude", "--skill", skill, "--policy", self.policy, binary=binary)
+
+    def claude(self, tool, command, env=None, one_result=True, **extra_input):
+        call = {"tool": tool, "input": dict({"command": command, "description": "conformance"}, **extra_input)}
+        p = subprocess.run(self.prefix() + ["claude", "-p", json.dumps(call), "--output-format", "stream-json",
+                                            "--verbose"], capture_output=True, env=self.env(env), cwd=self.proj,
+                           timeout=180)
+        results = self.model.take()
+        if one_result:
+            self.assertEqual(len(results), 1, "the model saw no tool result: %s %s" % (p.stdout[-3000:], p.stderr[-2000:]))
+        return results[0] if results else None
+
+    def host_netns(self):
+        return os.readlink("/proc/self/ns/net")
+
+    # --- the shell runs inside sluice -----------------------------------------------------------
+    def test_shell_runs_inside_sluice_with_arguments_and_status(self):
+        self.install()
+        r = self.claude("Bash", "readlink /proc/self/ns/net; %s; exit 7" % ARGS_CMD)
+        self.assertIn("net:[", r["content"])
+        inner = [l for l in r["content"].splitlines() if l.startswith("net:[")][0]
+        self.assertNotEqual(inner, self.host_netns())
+        self.assertIn("""[a b][c"d][$HOME][it's][*]""", r["content"])
+        self.assertTrue(r["is_error"])
+        if self.version == CURRENT:
+            self.assertIn("Exit code 7", r["content"])
+
+    def test_default_profile_and_declared_escalation(self):
+        self.install()
+        r = self.claude("Bash", "echo proxy=${HTTPS_PROXY:-none}")
+        self.assertIn("proxy=none", r["content"])  # the skill's default: offline
+        r = self.claude("Bash", "sluice exec --sandbox-profile network-read -- echo proxy=$HTTPS_PROXY")
+        self.assertIn("proxy=http://", r["content"])  # a declared escalation
+        self.install(skill="locked")
+        marker = os.path.join(self.proj, "ran")
+        r = self.claude("Bash", "sluice exec --sandbox-profile network-read -- touch %s" % marker)
+        self.assertTrue(r["is_error"])
+        self.assertIn("refused", r["content"])
+        self.assertFalse(os.path.exists(marker))
+        r = self.claude("Bash", "sluice exec --allow-domain evil.test -- touch %s" % marker)
+        self.assertIn("cannot be chosen by the agent", r["content"])
+        self.assertFalse(os.path.exists(marker))
+
+    def test_workspace_and_home_boundaries(self):
+        self.install()
+        secret_dir = os.path.join(self.home, ".ssh")
+        os.makedirs(secret_dir)
+        with open(os.path.join(secret_dir, "id_ed25519"), "w") as f:
+            f.write("SECRETKEY\n")
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.home], check=True)
+        escape = os.path.join(self.home, "escape.txt")
+        r = self.claude("Bash", "cat %s/.ssh/id_ed25519; echo inside > written.txt; echo x > %s; ls ~" %
+                        (self.home, escape))
+        self.assertNotIn("SECRETKEY", r["content"])
+        with open(os.path.join(self.proj, "written.txt")) as f:
+            self.assertEqual(f.read(), "inside\n")
+        self.assertFalse(os.path.exists(escape))
+
+    def test_network_denied_through_the_host(self):
+        self.install()
+        before = self.loopback.hits
+        r = self.claude("Bash", "curl -sS --max-time 5 http://127.0.0.1:%d/ ; echo rc=$?" % self.loopback.port)
+        self.assertNotIn("HOSTREPLY", r["content"])
+        self.assertNotIn("rc=0", r["content"])
+        self.assertEqual(self.loopback.hits, before)
+        # The same command outside sluice reaches it: the test can fail.
+        out = subprocess.run(["curl", "-sS", "--max-time", "5", "http://127.0.0.1:%d/" % self.loopback.port],
+                             capture_output=True)
+        self.assertEqual(out.stdout, b"HOSTREPLY")
+
+    # --- failing closed -------------------------------------------------------------------------
+    def test_runner_not_ready_refuses(self):
+        self.install()
+        marker = os.path.join(self.proj, "ran")
+        r = self.claude("Bash", "touch %s" % marker, env={"SLUICE_FAULT": "namespaces"})
+        self.assertTrue(r["is_error"])
+        self.assertIn("cannot sandbox", r["content"])
+        self.assertFalse(os.path.exists(marker))
+
+    def test_missing_or_crashing_sluice_refuses(self):
+        copy = os.path.join(self.work, "sluice-copy")
+        shutil.copy(SLUICE, copy)
+        os.chmod(copy, 0o755)
+        self.install(binary=copy)
+        marker = os.path.join(self.proj, "ran")
+        os.unlink(copy)  # sluice is gone
+        r = self.claude("Bash", "touch %s" % marker)
+        self.assertTrue(r["is_error"])
+        self.assertFalse(os.path.exists(marker))
+        with open(copy, "w") as f:  # sluice crashes
+            f.write("#!/bin/sh\nkill -SEGV $$\n")
+        os.chmod(copy, 0o755)
+        r = self.claude("Bash", "touch %s" % marker)
+        self.assertTrue(r["is_error"])
+        self.assertFalse(os.path.exists(marker))
+
+
+class ClaudeCurrentAsRoot(ClaudeCase):
+    def test_monitor_is_routed_too(self):
+        self.install()
+        out = os.path.join(self.proj, "monitor.txt")
+        self.claude("Monitor", "readlink /proc/self/ns/net > %s" % out, one_result=False)  # + its notice
+        deadline = time.time() + 20
+        while time.time() < deadline and not (os.path.exists(out) and os.path.getsize(out)):
+            time.sleep(0.2)
+        with open(out) as f:
+            ns = f.read().strip()
+        self.assertTrue(ns.startswith("net:["), ns)
+        self.assertNotEqual(ns, self.host_netns())
+
+    def test_status_reports_version_and_verified_hook(self):
+        self.install()
+        p = self.sluice("adapter", "status", "claude", "--json")
+        a = json.loads(p.stdout)["adapters"][0]
+        self.assertTrue(a["installed"])
+        self.assertEqual(a["version"], CURRENT)
+        self.assertTrue(a["atLeastMinimum"])
+        self.assertTrue(a["hookVerified"])
+        p = self.sluice("adapter", "status", "claude", "--json", check=False)
+        self.assertEqual(p.returncode, 0)
+        # A runner that cannot sandbox shows as an unverified hook.
+        env = self.env({"SLUICE_FAULT": "namespaces"})
+        p = subprocess.run([SLUICE, "adapter", "status", "claude", "--json"], capture_output=True, env=env,
+                           cwd=self.proj)
+        self.assertEqual(p.returncode, 1)
+        self.assertFalse(json.loads(p.stdout)["adapters"][0]["hookVerified"])
+
+
+class ClaudeCurrentAsNobody(ClaudeCase):
+    user = 65534
+
+
+class ClaudeMinimumAsRoot(ClaudeCase):
+    version = MINIMUM
+
+
+class ClaudeMinimumAsNobody(ClaudeCase):
+    version = MINIMUM
+    user = 65534
+
+
+class AdapterFiles(unittest.TestCase):
+    """install merges, remove restores the exact previous bytes; bad files are never overwritten."""
+
+    def setUp(self):
+        self.home = tempfile.mkdtemp(prefix="sluice-adapter-home-")
+        self.settings = os.path.join(self.home, ".claude", "settings.json")
+
+    def tearDown(self):
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def run_sluice(self, *args):
+        return subprocess.run([SLUICE] + list(args), capture_output=True, env={"HOME": self.home, "PATH": "/usr/bin:/bin"},
+                              cwd=self.home, timeout=60)
+
+    def test_merge_and_exact_restore(self):
+        os.makedirs(os.path.dirname(self.settings))
+        original = ('{"model": "opus",  "hooks": {"PreToolUse": [{"matcher": "Edit", "hooks": '
+                    '[{"type": "command", "command": "my-check"}]}]},\n "env": {"A": "1"}}\n')
+        with open(self.settings, "w") as f:
+            f.write(original)
+        p = self.run_sluice("adapter", "install", "claude", "--skill", "agent")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.settings) as f:
+            s = json.load(f)
+        self.assertEqual(s["model"], "opus")
+        self.assertEqual(s["env"], {"A": "1"})
+        matchers = [e["matcher"] for e in s["hooks"]["PreToolUse"]]
+        self.assertEqual(matchers, ["Edit", "Bash|Monitor"])
+        self.assertIn(SLUICE + " hook claude --skill agent", s["hooks"]["PreToolUse"][1]["hooks"][0]["command"])
+        self.assertEqual(s["sandbox"]["excludedCommands"], [SLUICE + " exec:*"])
+        # Installing twice leaves one entry.
+        self.assertEqual(self.run_sluice("adapter", "install", "claude", "--skill", "agent").returncode, 0)
+        with open(self.settings) as f:
+            self.assertEqual(len(json.load(f)["hooks"]["PreToolUse"]), 2)
+        p = self.run_sluice("adapter", "remove", "claude")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.settings) as f:
+            self.assertEqual(f.read(), original)
+
+    def test_restore_of_an_absent_file_removes_what_was_created(self):
+        self.assertEqual(self.run_sluice("adapter", "install", "claude").returncode, 0)
+        self.assertTrue(os.path.exists(self.settings))
+        self.assertEqual(self.run_sluice("adapter", "remove", "claude").returncode, 0)
+        self.assertFalse(os.path.exists(os.path.join(self.home, ".claude")))
+
+    def test_edits_after_install_are_kept_on_remove(self):
+        self.assertEqual(self.run_sluice("adapter", "install", "claude").returncode, 0)
+        with open(self.settings) as f:
+            s = json.load(f)
+        s["theme"] = "dark"
+        with open(self.settings, "w") as f:
+            json.dump(s, f)
+        p = self.run_sluice("adapter", "remove", "claude")
+        self.assertEqual(p.returncode, 0)
+        self.assertIn(b"changed since", p.stderr)
+        with open(self.settings) as f:
+            self.assertEqual(json.load(f), {"theme": "dark"})
+
+    def test_unreadable_or_hook_disabling_settings_are_refused(self):
+        os.makedirs(os.path.dirname(self.settings))
+        for body, message in (('{"model": ', b"not valid JSON"),
+                              ('{"disableAllHooks": true}', b"disableAllHooks")):
+            with open(self.settings, "w") as f:
+                f.write(body)
+            p = self.run_sluice("adapter", "install", "claude")
+            self.assertEqual(p.returncode, 125)
+            self.assertIn(message, p.stderr)
+            with open(self.settings) as f:
+                self.assertEqual(f.read(), body)
+
+    def test_project_scope(self):
+        proj = os.path.join(self.home, "proj")
+        os.makedirs(proj)
+        p = self.run_sluice("adapter", "install", "claude", "--scope", "project", "--dir", proj)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.path.exists(os.path.join(proj, ".claude", "settings.json")))
+        self.assertFalse(os.path.exists(self.settings))
+        # The backup lives outside the project.
+        self.assertEqual(os.listdir(os.path.join(proj, ".claude")), ["settings.json"])
+        self.assertEqual(self.run_sluice("adapter", "remove", "claude", "--scope", "project", "--dir", proj).returncode, 0)
+        self.assertEqual(os.listdir(proj), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
