@@ -2,6 +2,11 @@
 #include "adapters/hook.hpp"
 
 #include <boost/json.hpp>
+#include <chrono>
+#include <csignal>
+#include <optional>
+#include <poll.h>
+#include <toml++/toml.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +27,7 @@ namespace fs = std::filesystem;
 constexpr std::size_t max_settings_bytes = 4 * 1024 * 1024;
 constexpr const char *claude_minimum = "2.0.10";
 constexpr const char *claude_matcher = "Bash|Monitor";
+constexpr const char *codex_minimum = "0.131.0";
 
 std::string env_or(const char *name, const std::string &fallback) {
   const char *v = std::getenv(name);
@@ -34,10 +40,22 @@ std::string home() {
   return h;
 }
 
-std::string settings_path(const adapter_options &o) {
-  if (o.host != "claude") {
-    throw std::runtime_error("unknown host '" + o.host + "'; this version has adapters for: claude");
+std::string codex_home() { return env_or("CODEX_HOME", home() + "/.codex"); }
+
+void check_host(const adapter_options &o) {
+  if (o.host != "claude" && o.host != "codex") {
+    throw std::runtime_error("unknown host '" + o.host + "'; this version has adapters for claude and codex");
   }
+  if (o.host == "codex" && o.scope != "user") {
+    throw std::runtime_error("the codex adapter installs at --scope user only ($CODEX_HOME or ~/.codex): "
+                             "Codex trusts hooks per user, and a project's hooks would need that trust too");
+  }
+}
+
+// The file the hook entry goes into.
+std::string settings_path(const adapter_options &o) {
+  check_host(o);
+  if (o.host == "codex") return codex_home() + "/hooks.json";
   if (o.scope == "user") return env_or("CLAUDE_CONFIG_DIR", home() + "/.claude") + "/settings.json";
   if (o.scope == "project") {
     std::string dir = o.dir.empty() ? fs::current_path().string() : o.dir;
@@ -188,7 +206,9 @@ bool is_ours(const js::value &entry) {
   for (auto &h : hooks->as_array()) {
     if (!h.is_object()) continue;
     auto *c = h.as_object().if_contains("command");
-    if (c && c->is_string() && std::string_view(c->as_string()).find(" hook claude") != std::string_view::npos &&
+    if (c && c->is_string() &&
+        (std::string_view(c->as_string()).find(" hook claude") != std::string_view::npos ||
+         std::string_view(c->as_string()).find(" hook codex") != std::string_view::npos) &&
         std::string_view(c->as_string()).find("sluice") != std::string_view::npos) {
       return true;
     }
@@ -350,100 +370,367 @@ bool version_at_least(const std::string &version, const std::string &minimum) {
   return true;
 }
 
+namespace {
+
+std::string toml_string(std::string_view v) {
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+bool is_table_header(std::string_view line) {
+  auto i = line.find_first_not_of(" \t");
+  return i != std::string_view::npos && line[i] == '[';
+}
+
+// Sets a top-level `key = value` in TOML text without reformatting the rest: replaces the line that
+// sets it before the first table, or inserts one at the top. Returns the replaced line ("" if none).
+std::string set_top_level(std::string &text, const std::string &key, const std::string &value) {
+  std::string line = key + " = " + value;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto nl = text.find('\n', pos);
+    std::string_view l(text.data() + pos, (nl == std::string::npos ? text.size() : nl) - pos);
+    if (is_table_header(l)) break;
+    auto k = l.find_first_not_of(" \t");
+    if (k != std::string_view::npos && l.substr(k, key.size()) == key) {
+      auto rest = l.substr(k + key.size());
+      auto e = rest.find_first_not_of(" \t");
+      if (e != std::string_view::npos && rest[e] == '=') {
+        std::string old(l);
+        text.replace(pos, l.size(), line);
+        return old;
+      }
+    }
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  text.insert(0, line + "\n");
+  return {};
+}
+
+struct codex_hook {
+  std::string key, hash, trust_status;
+};
+
+// Asks `codex app-server` (JSON-RPC on stdio) for the hooks it sees and returns the key, current
+// hash and trust status of the one whose command is `command`. Bounded to 20 s.
+codex_hook codex_hook_trust(const std::string &codex, const std::string &command) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    if (devnull >= 0) ::dup2(devnull, 2);
+    ::execl(codex.c_str(), "codex", "app-server", static_cast<char *>(nullptr));
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  std::string requests =
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"clientInfo\":"
+      "{\"name\":\"sluice\",\"version\":\"1\"}}}\n"
+      "{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"}\n"
+      "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"hooks/list\",\"params\":{}}\n";
+  [[maybe_unused]] auto w = ::write(in[1], requests.data(), requests.size());
+  std::string buf;
+  codex_hook found;
+  bool answered = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!answered) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{out[0], POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    char chunk[65536];
+    ssize_t n = ::read(out[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<std::size_t>(n));
+    if (buf.size() > max_settings_bytes) break;
+    std::size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      boost::system::error_code ec;
+      auto v = js::parse(line, ec);
+      if (ec || !v.is_object()) continue;
+      auto *id = v.as_object().if_contains("id");
+      if (!id || !id->is_int64() || id->as_int64() != 2) continue;
+      answered = true;
+      auto *result = v.as_object().if_contains("result");
+      auto *data = result && result->is_object() ? result->as_object().if_contains("data") : nullptr;
+      if (!data || !data->is_array()) break;
+      for (auto &entry : data->as_array()) {
+        auto *hooks = entry.is_object() ? entry.as_object().if_contains("hooks") : nullptr;
+        if (!hooks || !hooks->is_array()) continue;
+        for (auto &h : hooks->as_array()) {
+          if (!h.is_object()) continue;
+          auto &ho = h.as_object();
+          auto *c = ho.if_contains("command");
+          auto *key = ho.if_contains("key");
+          auto *hash = ho.if_contains("currentHash");
+          auto *trust = ho.if_contains("trustStatus");
+          if (c && c->is_string() && c->as_string() == command && key && key->is_string() && hash &&
+              hash->is_string()) {
+            found = {std::string(key->as_string()), std::string(hash->as_string()),
+                     trust && trust->is_string() ? std::string(trust->as_string()) : std::string()};
+          }
+        }
+      }
+      break;
+    }
+  }
+  ::close(in[1]);
+  ::close(out[0]);
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (found.key.empty()) {
+    throw std::runtime_error(std::string("`codex app-server` did not list the sluice hook") +
+                             (answered ? "" : " (no answer within 20 s)") +
+                             "; without Codex's trust the hook would be skipped silently, so nothing "
+                             "was installed; check that `codex` runs");
+  }
+  return found;
+}
+
+struct file_change {
+  std::string path;
+  std::optional<std::string> before;
+  std::string after;
+  std::optional<std::string> replaced_line; // config.toml: the sandbox_mode line before ("" if none)
+};
+
+void apply(const std::vector<file_change> &changes) {
+  for (auto &c : changes) {
+    fs::create_directories(fs::path(c.path).parent_path());
+    write_file(c.path, c.after);
+  }
+}
+
+void restore(const std::vector<file_change> &changes) {
+  for (auto &c : changes) {
+    if (c.before) {
+      write_file(c.path, *c.before);
+    } else {
+      ::unlink(c.path.c_str());
+    }
+  }
+}
+
+js::object hook_entry(const adapter_options &o) {
+  return js::object{
+      {"matcher", o.host == "claude" ? claude_matcher : "Bash"},
+      {"hooks", js::array{js::object{{"type", "command"}, {"command", hook_command(o)}, {"timeout", 60}}}}};
+}
+
+void remove_with_state(const adapter_options &o, const std::string &state);
+
+} // namespace
+
 void adapter_install(const adapter_options &o) {
   std::string path = settings_path(o);
   std::string state = state_path(path);
+  if (read_file(state)) remove_with_state(o, state); // a reinstall starts from what was there before
   auto before = read_file(path);
   js::object s = parse_settings(path, before);
   if (auto *d = s.if_contains("disableAllHooks"); d && d->is_bool() && d->as_bool()) {
     throw std::runtime_error(path + " sets \"disableAllHooks\": true, which would switch the sluice "
                              "hook off; remove that setting first");
   }
-  // A reinstall keeps the first backup: remove must restore what was there before sluice.
-  auto previous_state = read_file(state);
-  strip(s, o);
-  pre_tool_use(s, true)->push_back(js::object{
-      {"matcher", claude_matcher},
-      {"hooks", js::array{js::object{{"type", "command"}, {"command", hook_command(o)}, {"timeout", 60}}}}});
-  // Claude's own sandbox cannot nest sluice's namespaces: the rewritten commands run outside it,
-  // with sluice as the boundary.
-  auto &sandbox = s["sandbox"];
-  if (!sandbox.is_object()) {
-    if (!sandbox.is_null()) throw std::runtime_error(path + ": \"sandbox\" is not an object; fix it first");
-    sandbox = js::object{};
-  }
-  auto &excluded = sandbox.as_object()["excludedCommands"];
-  if (excluded.is_null()) excluded = js::array{};
-  if (!excluded.is_array()) {
-    throw std::runtime_error(path + ": \"sandbox.excludedCommands\" is not an array; fix it first");
-  }
-  excluded.as_array().push_back(js::string(excluded_pattern(o)));
-
-  std::string written = to_text(s);
-  fs::path dir = fs::path(path).parent_path();
-  std::vector<std::string> created;
-  for (fs::path p = dir; !p.empty() && !fs::exists(p); p = p.parent_path()) created.push_back(p.string());
-  fs::create_directories(dir);
-  js::object st;
-  if (previous_state) {
-    st = parse_settings(state, previous_state);
+  strip(s, o); // an entry left by hand or by an older install
+  pre_tool_use(s, true)->push_back(hook_entry(o));
+  std::vector<file_change> changes;
+  std::string codex_config, codex;
+  std::optional<std::string> config_before;
+  if (o.host == "claude") {
+    // Claude's own sandbox cannot nest sluice's namespaces: the rewritten commands run outside it,
+    // with sluice as the boundary.
+    auto &sandbox = s["sandbox"];
+    if (!sandbox.is_object()) {
+      if (!sandbox.is_null()) throw std::runtime_error(path + ": \"sandbox\" is not an object; fix it first");
+      sandbox = js::object{};
+    }
+    auto &excluded = sandbox.as_object()["excludedCommands"];
+    if (excluded.is_null()) excluded = js::array{};
+    if (!excluded.is_array()) {
+      throw std::runtime_error(path + ": \"sandbox.excludedCommands\" is not an array; fix it first");
+    }
+    excluded.as_array().push_back(js::string(excluded_pattern(o)));
   } else {
-    st = {{"host", o.host},
-          {"settings", path},
-          {"existed", before.has_value()},
-          {"original", before ? *before : std::string()},
-          {"created_dirs", js::value_from(created)}};
+    codex = find_on_path("codex");
+    if (codex.empty()) {
+      throw std::runtime_error("codex is not on PATH: the adapter needs it to have Codex trust the "
+                               "hook (an untrusted hook is skipped silently); install Codex first");
+    }
+    codex_config = codex_home() + "/config.toml";
+    config_before = read_file(codex_config);
   }
-  st["written"] = written;
+  changes.push_back({path, before, to_text(s), std::nullopt});
+
+  std::vector<std::string> created;
+  for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    created.push_back(p.string());
+  }
+  if (o.host == "codex") {
+    // Codex's own sandbox cannot nest sluice's namespaces either: its shell runs with full access
+    // and the hook is the boundary. The hook must be trusted, by the hash Codex computes for it.
+    std::string text = config_before.value_or("");
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    std::string replaced = set_top_level(text, "sandbox_mode", "\"danger-full-access\"");
+    changes.push_back({codex_config, config_before, text, replaced});
+    apply(changes);
+    codex_hook trust;
+    try {
+      trust = codex_hook_trust(codex, hook_command(o));
+    } catch (...) {
+      restore(changes);
+      throw;
+    }
+    text += "\n# added by sluice adapter install codex: trust for the sluice hook\n[hooks.state." +
+            toml_string(trust.key) + "]\ntrusted_hash = " + toml_string(trust.hash) + "\n";
+    changes.back().after = text;
+    try {
+      auto parsed = toml::parse(text);
+      if (parsed["sandbox_mode"].value_or(std::string()) != "danger-full-access" ||
+          parsed["hooks"]["state"][trust.key]["trusted_hash"].value_or(std::string()) != trust.hash) {
+        throw std::runtime_error("the edited file does not say what was meant");
+      }
+    } catch (const std::exception &e) {
+      restore(changes);
+      throw std::runtime_error(codex_config + ": cannot add sluice's settings safely (" + e.what() +
+                               "); nothing was changed; fix the file or add them by hand");
+    }
+  }
+  js::array files;
+  for (auto &c : changes) {
+    js::object f{{"path", c.path},
+                 {"existed", c.before.has_value()},
+                 {"original", c.before.value_or("")},
+                 {"written", c.after}};
+    if (c.replaced_line) f["sandbox_line_before"] = *c.replaced_line;
+    files.push_back(std::move(f));
+  }
+  js::object st{{"host", o.host}, {"files", std::move(files)}, {"created_dirs", js::value_from(created)}};
   fs::create_directories(fs::path(state).parent_path());
   write_file(state, to_text(st), 0600);
-  write_file(path, written);
+  apply(changes);
 }
 
-void adapter_remove(const adapter_options &o) {
-  std::string path = settings_path(o);
-  std::string state = state_path(path);
-  auto st_text = read_file(state);
-  auto now = read_file(path);
-  if (!st_text) {
-    js::object s = parse_settings(path, now);
-    if (!installed_in(s)) throw std::runtime_error("no sluice adapter is installed in " + path);
-    strip(s, o);
-    write_file(path, to_text(s));
-    return;
-  }
-  js::object st = parse_settings(state, st_text);
-  std::string written = st.contains("written") ? std::string(st["written"].as_string()) : "";
-  bool existed = st.contains("existed") && st["existed"].as_bool();
-  if (now && *now == written) {
-    // Nothing changed since install: put back exactly what was there.
-    if (existed) {
-      write_file(path, std::string(st["original"].as_string()));
-    } else {
-      ::unlink(path.c_str());
-      if (auto *dirs = st.if_contains("created_dirs"); dirs && dirs->is_array()) {
-        for (auto &d : dirs->as_array()) ::rmdir(std::string(d.as_string()).c_str()); // only if empty
+namespace {
+
+// Puts back every file install changed: the exact original when the file is as install left it,
+// otherwise only sluice's additions are taken out.
+void remove_with_state(const adapter_options &o, const std::string &state) {
+  js::object st = parse_settings(state, read_file(state));
+  auto *files = st.if_contains("files");
+  if (!files || !files->is_array()) throw std::runtime_error(state + ": not a sluice adapter state file");
+  for (auto &f : files->as_array()) {
+    auto &fo = f.as_object();
+    std::string path(fo.at("path").as_string());
+    std::string written(fo.at("written").as_string());
+    std::string original(fo.at("original").as_string());
+    bool existed = fo.at("existed").as_bool();
+    auto now = read_file(path);
+    if (!now) continue;
+    if (*now == written) {
+      if (existed) {
+        write_file(path, original);
+      } else {
+        ::unlink(path.c_str());
       }
+      continue;
     }
-  } else if (now) {
-    // Edited since: take out only what sluice added.
-    js::object s = parse_settings(path, now);
-    strip(s, o);
-    write_file(path, to_text(s));
-    std::fprintf(stderr, "sluice: %s changed since the adapter was installed; removed only the "
-                         "sluice hook and exclusion, kept the rest\n", path.c_str());
+    if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
+      js::object s = parse_settings(path, now);
+      strip(s, o);
+      write_file(path, to_text(s));
+    } else {
+      // config.toml edited since (Codex itself records trusted projects there): drop the trust
+      // table sluice appended and put the sandbox_mode line back as it was, if it still says what
+      // sluice wrote.
+      std::string text = *now;
+      auto mark = text.find("\n# added by sluice adapter install codex: trust for the sluice hook\n");
+      if (mark != std::string::npos) {
+        auto end = text.find("trusted_hash = ", mark);
+        end = end == std::string::npos ? std::string::npos : text.find('\n', end);
+        text.erase(mark, end == std::string::npos ? std::string::npos : end - mark + 1);
+      }
+      if (auto *before_line = fo.if_contains("sandbox_line_before"); before_line && before_line->is_string()) {
+        std::string ours = "sandbox_mode = \"danger-full-access\"";
+        std::size_t pos = 0;
+        while (pos < text.size()) {
+          auto nl = text.find('\n', pos);
+          std::string_view l(text.data() + pos, (nl == std::string::npos ? text.size() : nl) - pos);
+          if (is_table_header(l)) break;
+          if (l == ours) {
+            std::string old(before_line->as_string());
+            if (old.empty()) {
+              text.erase(pos, nl == std::string::npos ? std::string::npos : nl - pos + 1);
+            } else {
+              text.replace(pos, l.size(), old);
+            }
+            break;
+          }
+          if (nl == std::string::npos) break;
+          pos = nl + 1;
+        }
+      }
+      write_file(path, text);
+    }
+    std::fprintf(stderr, "sluice: %s changed since the adapter was installed; removed only what "
+                         "sluice added, kept the rest\n", path.c_str());
+  }
+  if (auto *dirs = st.if_contains("created_dirs"); dirs && dirs->is_array()) {
+    for (auto &d : dirs->as_array()) ::rmdir(std::string(d.as_string()).c_str()); // only if empty
   }
   ::unlink(state.c_str());
 }
 
+} // namespace
+
+void adapter_remove(const adapter_options &o) {
+  std::string path = settings_path(o);
+  std::string state = state_path(path);
+  if (read_file(state)) {
+    remove_with_state(o, state);
+    return;
+  }
+  js::object s = parse_settings(path, read_file(path));
+  if (!installed_in(s)) throw std::runtime_error("no sluice adapter is installed in " + path);
+  strip(s, o);
+  write_file(path, to_text(s));
+}
+
+adapter_state status_of(const adapter_options &o);
+
 std::vector<adapter_state> adapter_status(const adapter_options &base) {
   std::vector<adapter_state> out;
-  adapter_options o = base;
-  if (o.host.empty()) o.host = "claude";
+  for (std::string host : {"claude", "codex"}) {
+    if (!base.host.empty() && base.host != host) continue;
+    adapter_options o = base;
+    o.host = host;
+    if (host == "codex" && o.scope != "user") continue;
+    out.push_back(status_of(o));
+  }
+  if (out.empty()) check_host(base);
+  return out;
+}
+
+adapter_state status_of(const adapter_options &o) {
   adapter_state a;
   a.host = o.host;
   a.settings = settings_path(o);
-  a.minimum = claude_minimum;
+  a.minimum = o.host == "claude" ? claude_minimum : codex_minimum;
   js::object s;
   try {
     s = parse_settings(a.settings, read_file(a.settings));
@@ -451,18 +738,36 @@ std::vector<adapter_state> adapter_status(const adapter_options &base) {
     a.warnings.push_back(e.what());
   }
   a.installed = installed_in(s);
-  a.host_binary = find_on_path("claude");
+  a.host_binary = find_on_path(o.host);
   if (!a.host_binary.empty()) {
     auto [rc, text] = run_shell(shell_quote(a.host_binary) + " --version", "");
     if (rc == 0) {
-      a.version = text.substr(0, text.find_first_of(" \n"));
+      // "2.1.332 (Claude Code)", "codex-cli 0.171.0"
+      std::string line = text.substr(0, text.find('\n'));
+      auto digit = line.find_first_of("0123456789");
+      a.version = digit == std::string::npos ? "" : line.substr(digit, line.find(' ', digit) - digit);
       a.at_least_minimum = version_at_least(a.version, a.minimum);
     }
   }
-  if (a.host_binary.empty()) a.warnings.push_back("claude is not on PATH");
+  if (a.host_binary.empty()) a.warnings.push_back(o.host + " is not on PATH");
   if (!a.version.empty() && !a.at_least_minimum) {
-    a.warnings.push_back("Claude Code " + a.version + " ignores a hook's rewrite (updatedInput) and would "
+    a.warnings.push_back(o.host + " " + a.version + " ignores a hook's rewrite (updatedInput) and would "
                          "run the original command; upgrade to " + a.minimum + " or later");
+  }
+  bool trusted = true;
+  if (a.installed && o.host == "codex" && !a.host_binary.empty()) {
+    trusted = false;
+    try {
+      auto h = codex_hook_trust(a.host_binary, installed_command(s));
+      if (h.trust_status != "trusted") {
+        a.warnings.push_back("Codex does not trust the sluice hook (" + h.trust_status +
+                             "): it would be skipped; run `sluice adapter install codex` again");
+      } else {
+        trusted = true;
+      }
+    } catch (const std::exception &e) {
+      a.warnings.push_back(e.what());
+    }
   }
   if (a.installed) {
     std::string cmd = installed_command(s);
@@ -486,8 +791,10 @@ std::vector<adapter_state> adapter_status(const adapter_options &base) {
                            "); every shell call is refused until `sluice doctor` passes");
     }
   }
+  if (!trusted) a.hook_verified = false;
   // Settings that switch the hook off or keep it from deciding.
-  std::vector<std::string> others{env_or("CLAUDE_CONFIG_DIR", env_or("HOME", "/nonexistent") + "/.claude") +
+  std::vector<std::string> others;
+  if (o.host == "claude") others = {env_or("CLAUDE_CONFIG_DIR", env_or("HOME", "/nonexistent") + "/.claude") +
                                       "/settings.json",
                                   fs::current_path().string() + "/.claude/settings.json",
                                   fs::current_path().string() + "/.claude/settings.local.json"};
@@ -514,8 +821,7 @@ std::vector<adapter_state> adapter_status(const adapter_options &base) {
     } catch (const std::exception &) {
     }
   }
-  out.push_back(std::move(a));
-  return out;
+  return a;
 }
 
 int report_status(const std::vector<adapter_state> &states, bool json) {
