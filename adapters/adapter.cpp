@@ -19,6 +19,9 @@
 #include <unistd.h>
 
 namespace sluice::adapters {
+
+extern const std::string_view pi_extension; // deploy/hosts/pi/index.ts, compiled in by CMake
+
 namespace {
 
 namespace js = boost::json;
@@ -28,6 +31,7 @@ constexpr std::size_t max_settings_bytes = 4 * 1024 * 1024;
 constexpr const char *claude_minimum = "2.0.10";
 constexpr const char *claude_matcher = "Bash|Monitor";
 constexpr const char *codex_minimum = "0.131.0";
+constexpr const char *pi_minimum = "0.51.0";
 
 std::string env_or(const char *name, const std::string &fallback) {
   const char *v = std::getenv(name);
@@ -43,8 +47,11 @@ std::string home() {
 std::string codex_home() { return env_or("CODEX_HOME", home() + "/.codex"); }
 
 void check_host(const adapter_options &o) {
-  if (o.host != "claude" && o.host != "codex") {
-    throw std::runtime_error("unknown host '" + o.host + "'; this version has adapters for claude and codex");
+  if (o.host != "claude" && o.host != "codex" && o.host != "pi") {
+    throw std::runtime_error("unknown host '" + o.host + "'; this version has adapters for claude, codex and pi");
+  }
+  if (o.host == "pi" && o.scope != "user" && o.scope != "project") {
+    throw std::runtime_error("the pi adapter installs at --scope user or project");
   }
   if (o.host == "codex" && o.scope != "user") {
     throw std::runtime_error("the codex adapter installs at --scope user only ($CODEX_HOME or ~/.codex): "
@@ -56,6 +63,19 @@ void check_host(const adapter_options &o) {
 std::string settings_path(const adapter_options &o) {
   check_host(o);
   if (o.host == "codex") return codex_home() + "/hooks.json";
+  if (o.host == "pi") {
+    std::string base;
+    if (o.scope == "user") {
+      base = env_or("PI_CODING_AGENT_DIR", home() + "/.pi/agent");
+    } else {
+      std::string dir = o.dir.empty() ? fs::current_path().string() : o.dir;
+      if (!fs::is_directory(dir)) {
+        throw std::runtime_error("--dir " + dir + ": not a directory; give the project's directory");
+      }
+      base = fs::absolute(dir).lexically_normal().string() + "/.pi";
+    }
+    return base + "/extensions/sluice/index.ts";
+  }
   if (o.scope == "user") return env_or("CLAUDE_CONFIG_DIR", home() + "/.claude") + "/settings.json";
   if (o.scope == "project") {
     std::string dir = o.dir.empty() ? fs::current_path().string() : o.dir;
@@ -541,6 +561,28 @@ void adapter_install(const adapter_options &o) {
   std::string path = settings_path(o);
   std::string state = state_path(path);
   if (read_file(state)) remove_with_state(o, state); // a reinstall starts from what was there before
+  if (o.host == "pi") {
+    // The extension is sluice's own file (compiled in from deploy/hosts/pi/index.ts) plus its
+    // settings beside it; the host's configuration is not touched.
+    std::string config_path = fs::path(path).parent_path().string() + "/sluice-adapter.json";
+    js::object cfg{{"sluice", o.sluice_path}, {"skill", o.skill}, {"policy", o.policy_file}};
+    std::vector<file_change> changes{{path, read_file(path), std::string(pi_extension), std::nullopt},
+                                     {config_path, read_file(config_path), to_text(cfg), std::nullopt}};
+    std::vector<std::string> created;
+    for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
+      created.push_back(p.string());
+    }
+    js::array files;
+    for (auto &c : changes) {
+      files.push_back(js::object{{"path", c.path}, {"existed", c.before.has_value()},
+                                 {"original", c.before.value_or("")}, {"written", c.after}, {"owned", true}});
+    }
+    fs::create_directories(fs::path(state).parent_path());
+    write_file(state, to_text(js::object{{"host", o.host}, {"files", std::move(files)},
+                                         {"created_dirs", js::value_from(created)}}), 0600);
+    apply(changes);
+    return;
+  }
   auto before = read_file(path);
   js::object s = parse_settings(path, before);
   if (auto *d = s.if_contains("disableAllHooks"); d && d->is_bool() && d->as_bool()) {
@@ -642,6 +684,11 @@ void remove_with_state(const adapter_options &o, const std::string &state) {
     bool existed = fo.at("existed").as_bool();
     auto now = read_file(path);
     if (!now) continue;
+    bool owned = fo.contains("owned") && fo.at("owned").as_bool();
+    if (owned && !existed) { // sluice's own file: it goes, edited or not
+      ::unlink(path.c_str());
+      continue;
+    }
     if (*now == written) {
       if (existed) {
         write_file(path, original);
@@ -715,7 +762,7 @@ adapter_state status_of(const adapter_options &o);
 
 std::vector<adapter_state> adapter_status(const adapter_options &base) {
   std::vector<adapter_state> out;
-  for (std::string host : {"claude", "codex"}) {
+  for (std::string host : {"claude", "codex", "pi"}) {
     if (!base.host.empty() && base.host != host) continue;
     adapter_options o = base;
     o.host = host;
@@ -730,17 +777,38 @@ adapter_state status_of(const adapter_options &o) {
   adapter_state a;
   a.host = o.host;
   a.settings = settings_path(o);
-  a.minimum = o.host == "claude" ? claude_minimum : codex_minimum;
+  a.minimum = o.host == "claude" ? claude_minimum : o.host == "codex" ? codex_minimum : pi_minimum;
   js::object s;
-  try {
-    s = parse_settings(a.settings, read_file(a.settings));
-  } catch (const std::exception &e) {
-    a.warnings.push_back(e.what());
+  std::string pi_command;
+  if (o.host == "pi") {
+    // Installed: the extension is there; its hook command is what the extension would run.
+    auto ext = read_file(a.settings);
+    a.installed = ext.has_value();
+    if (ext && *ext != pi_extension) {
+      a.warnings.push_back(a.settings + " differs from this sluice's extension; run `sluice adapter install pi` again");
+    }
+    try {
+      std::string cfg_path = fs::path(a.settings).parent_path().string() + "/sluice-adapter.json";
+      if (auto t = read_file(cfg_path)) {
+        auto cfg = parse_settings(cfg_path, t);
+        pi_command = shell_word(std::string(cfg.at("sluice").as_string())) + " hook pi";
+        if (!cfg.at("skill").as_string().empty()) pi_command += " --skill " + shell_word(std::string(cfg.at("skill").as_string()));
+        if (!cfg.at("policy").as_string().empty()) pi_command += " --policy " + shell_word(std::string(cfg.at("policy").as_string()));
+      }
+    } catch (const std::exception &e) {
+      a.warnings.push_back(e.what());
+    }
+  } else {
+    try {
+      s = parse_settings(a.settings, read_file(a.settings));
+    } catch (const std::exception &e) {
+      a.warnings.push_back(e.what());
+    }
+    a.installed = installed_in(s);
   }
-  a.installed = installed_in(s);
   a.host_binary = find_on_path(o.host);
   if (!a.host_binary.empty()) {
-    auto [rc, text] = run_shell(shell_quote(a.host_binary) + " --version", "");
+    auto [rc, text] = run_shell(shell_quote(a.host_binary) + " --version 2>&1", "");
     if (rc == 0) {
       // "2.1.332 (Claude Code)", "codex-cli 0.171.0"
       std::string line = text.substr(0, text.find('\n'));
@@ -770,11 +838,11 @@ adapter_state status_of(const adapter_options &o) {
     }
   }
   if (a.installed) {
-    std::string cmd = installed_command(s);
+    std::string cmd = o.host == "pi" ? pi_command : installed_command(s);
     js::object sample{{"session_id", "sluice-status"},
                       {"cwd", fs::current_path().string()},
                       {"hook_event_name", "PreToolUse"},
-                      {"tool_name", "Bash"},
+                      {"tool_name", o.host == "pi" ? "bash" : "Bash"},
                       {"tool_input", js::object{{"command", "true"}, {"description", "sluice status"}}}};
     auto [rc, text] = run_shell(cmd, js::serialize(sample));
     try {

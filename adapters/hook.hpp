@@ -6,8 +6,9 @@
 
 namespace sluice::adapters {
 
-// The agent hosts whose PreToolUse hook `sluice hook HOST` answers (same contract for both).
-enum class hook_host { claude, codex };
+// The agent hosts whose PreToolUse hook `sluice hook HOST` answers (one contract; Pi's extension
+// speaks it too).
+enum class hook_host { claude, codex, pi };
 
 struct hook_options {
   hook_host host = hook_host::claude;
