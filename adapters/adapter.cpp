@@ -6,6 +6,8 @@
 #include <csignal>
 #include <optional>
 #include <poll.h>
+#include <regex>
+#include <sstream>
 #include <toml++/toml.h>
 #include <cerrno>
 #include <cstdio>
@@ -20,7 +22,8 @@
 
 namespace sluice::adapters {
 
-extern const std::string_view pi_extension; // deploy/hosts/pi/index.ts, compiled in by CMake
+extern const std::string_view pi_extension;           // deploy/hosts/pi/index.ts, compiled in
+extern const std::string_view opencode_plugin_source; // deploy/hosts/opencode/sluice.js
 
 namespace {
 
@@ -32,6 +35,7 @@ constexpr const char *claude_minimum = "2.0.10";
 constexpr const char *claude_matcher = "Bash|Monitor";
 constexpr const char *codex_minimum = "0.131.0";
 constexpr const char *pi_minimum = "0.51.0";
+constexpr const char *opencode_minimum = "1.3.2";
 
 std::string env_or(const char *name, const std::string &fallback) {
   const char *v = std::getenv(name);
@@ -47,11 +51,12 @@ std::string home() {
 std::string codex_home() { return env_or("CODEX_HOME", home() + "/.codex"); }
 
 void check_host(const adapter_options &o) {
-  if (o.host != "claude" && o.host != "codex" && o.host != "pi") {
-    throw std::runtime_error("unknown host '" + o.host + "'; this version has adapters for claude, codex and pi");
+  if (o.host != "claude" && o.host != "codex" && o.host != "pi" && o.host != "opencode") {
+    throw std::runtime_error("unknown host '" + o.host +
+                             "'; this version has adapters for claude, codex, opencode and pi");
   }
-  if (o.host == "pi" && o.scope != "user" && o.scope != "project") {
-    throw std::runtime_error("the pi adapter installs at --scope user or project");
+  if ((o.host == "pi" || o.host == "opencode") && o.scope != "user" && o.scope != "project") {
+    throw std::runtime_error("the " + o.host + " adapter installs at --scope user or project");
   }
   if (o.host == "codex" && o.scope != "user") {
     throw std::runtime_error("the codex adapter installs at --scope user only ($CODEX_HOME or ~/.codex): "
@@ -63,6 +68,16 @@ void check_host(const adapter_options &o) {
 std::string settings_path(const adapter_options &o) {
   check_host(o);
   if (o.host == "codex") return codex_home() + "/hooks.json";
+  if (o.host == "opencode") {
+    if (o.scope == "user") {
+      return env_or("XDG_CONFIG_HOME", home() + "/.config") + "/opencode/opencode.json";
+    }
+    std::string dir = o.dir.empty() ? fs::current_path().string() : o.dir;
+    if (!fs::is_directory(dir)) {
+      throw std::runtime_error("--dir " + dir + ": not a directory; give the project's directory");
+    }
+    return fs::absolute(dir).lexically_normal().string() + "/opencode.json";
+  }
   if (o.host == "pi") {
     std::string base;
     if (o.scope == "user") {
@@ -253,8 +268,28 @@ js::array *pre_tool_use(js::object &s, bool create) {
   return &ptu->as_array();
 }
 
+// OpenCode: where sluice's plugin goes, beside the config file it is listed in.
+std::string opencode_plugin(const std::string &config_path, bool project) {
+  fs::path dir = fs::path(config_path).parent_path();
+  return (project ? dir / ".opencode" / "sluice" : dir / "sluice").string() + "/sluice.js";
+}
+
+bool is_our_plugin(const js::value &v) {
+  if (!v.is_string()) return false;
+  std::string_view p = v.as_string();
+  return p.rfind("file://", 0) == 0 && p.size() > 17 && p.substr(p.size() - 17) == "/sluice/sluice.js";
+}
+
 // Removes what install added (our hook entries and exclusion), dropping containers left empty.
 void strip(js::object &s, const adapter_options &o) {
+  if (auto *plugins = s.if_contains("plugin"); plugins && plugins->is_array()) {
+    js::array kept;
+    for (auto &e : plugins->as_array()) {
+      if (!is_our_plugin(e)) kept.push_back(e);
+    }
+    plugins->as_array() = std::move(kept);
+    if (plugins->as_array().empty()) s.erase("plugin");
+  }
   if (auto *ptu = pre_tool_use(s, false)) {
     js::array kept;
     for (auto &e : *ptu) {
@@ -280,6 +315,11 @@ void strip(js::object &s, const adapter_options &o) {
 }
 
 bool installed_in(const js::object &s) {
+  if (auto *plugins = s.if_contains("plugin"); plugins && plugins->is_array()) {
+    for (auto &e : plugins->as_array()) {
+      if (is_our_plugin(e)) return true;
+    }
+  }
   auto *hooks = s.if_contains("hooks");
   if (!hooks || !hooks->is_object()) return false;
   auto *ptu = hooks->as_object().if_contains("PreToolUse");
@@ -561,21 +601,38 @@ void adapter_install(const adapter_options &o) {
   std::string path = settings_path(o);
   std::string state = state_path(path);
   if (read_file(state)) remove_with_state(o, state); // a reinstall starts from what was there before
-  if (o.host == "pi") {
-    // The extension is sluice's own file (compiled in from deploy/hosts/pi/index.ts) plus its
-    // settings beside it; the host's configuration is not touched.
-    std::string config_path = fs::path(path).parent_path().string() + "/sluice-adapter.json";
+  if (o.host == "pi" || o.host == "opencode") {
+    // The extension or plugin is sluice's own file (compiled in from deploy/hosts/), with its
+    // settings beside it. Pi finds it by its place; OpenCode by an entry in opencode.json.
+    std::string file = o.host == "pi" ? path : opencode_plugin(path, o.scope == "project");
+    std::string config_path = fs::path(file).parent_path().string() + "/sluice-adapter.json";
     js::object cfg{{"sluice", o.sluice_path}, {"skill", o.skill}, {"policy", o.policy_file}};
-    std::vector<file_change> changes{{path, read_file(path), std::string(pi_extension), std::nullopt},
-                                     {config_path, read_file(config_path), to_text(cfg), std::nullopt}};
+    std::vector<file_change> changes{
+        {file, read_file(file), std::string(o.host == "pi" ? pi_extension : opencode_plugin_source), std::nullopt},
+        {config_path, read_file(config_path), to_text(cfg), std::nullopt}};
     std::vector<std::string> created;
-    for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    for (fs::path p = fs::path(file).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
       created.push_back(p.string());
     }
     js::array files;
     for (auto &c : changes) {
       files.push_back(js::object{{"path", c.path}, {"existed", c.before.has_value()},
                                  {"original", c.before.value_or("")}, {"written", c.after}, {"owned", true}});
+    }
+    if (o.host == "opencode") {
+      auto before = read_file(path);
+      js::object s = parse_settings(path, before);
+      strip(s, o);
+      auto &plugins = s["plugin"];
+      if (plugins.is_null()) plugins = js::array{};
+      if (!plugins.is_array()) throw std::runtime_error(path + ": \"plugin\" is not an array; fix it first");
+      plugins.as_array().push_back(js::string("file://" + file));
+      changes.push_back({path, before, to_text(s), std::nullopt});
+      files.push_back(js::object{{"path", path}, {"existed", before.has_value()},
+                                 {"original", before.value_or("")}, {"written", changes.back().after}});
+      for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
+        created.push_back(p.string());
+      }
     }
     fs::create_directories(fs::path(state).parent_path());
     write_file(state, to_text(js::object{{"host", o.host}, {"files", std::move(files)},
@@ -762,7 +819,7 @@ adapter_state status_of(const adapter_options &o);
 
 std::vector<adapter_state> adapter_status(const adapter_options &base) {
   std::vector<adapter_state> out;
-  for (std::string host : {"claude", "codex", "pi"}) {
+  for (std::string host : {"claude", "codex", "opencode", "pi"}) {
     if (!base.host.empty() && base.host != host) continue;
     adapter_options o = base;
     o.host = host;
@@ -777,21 +834,34 @@ adapter_state status_of(const adapter_options &o) {
   adapter_state a;
   a.host = o.host;
   a.settings = settings_path(o);
-  a.minimum = o.host == "claude" ? claude_minimum : o.host == "codex" ? codex_minimum : pi_minimum;
+  a.minimum = o.host == "claude"   ? claude_minimum
+              : o.host == "codex"  ? codex_minimum
+              : o.host == "pi"     ? pi_minimum
+                                   : opencode_minimum;
   js::object s;
   std::string pi_command;
-  if (o.host == "pi") {
-    // Installed: the extension is there; its hook command is what the extension would run.
-    auto ext = read_file(a.settings);
+  if (o.host == "pi" || o.host == "opencode") {
+    // Installed: the extension (and for OpenCode its entry) is there; its hook command is what the
+    // extension would run.
+    std::string file = o.host == "pi" ? a.settings : opencode_plugin(a.settings, o.scope == "project");
+    auto ext = read_file(file);
     a.installed = ext.has_value();
-    if (ext && *ext != pi_extension) {
-      a.warnings.push_back(a.settings + " differs from this sluice's extension; run `sluice adapter install pi` again");
+    if (o.host == "opencode") {
+      try {
+        a.installed = a.installed && installed_in(parse_settings(a.settings, read_file(a.settings)));
+      } catch (const std::exception &e) {
+        a.warnings.push_back(e.what());
+        a.installed = false;
+      }
+    }
+    if (ext && *ext != (o.host == "pi" ? pi_extension : opencode_plugin_source)) {
+      a.warnings.push_back(file + " differs from this sluice's copy; run `sluice adapter install " + o.host + "` again");
     }
     try {
-      std::string cfg_path = fs::path(a.settings).parent_path().string() + "/sluice-adapter.json";
+      std::string cfg_path = fs::path(file).parent_path().string() + "/sluice-adapter.json";
       if (auto t = read_file(cfg_path)) {
         auto cfg = parse_settings(cfg_path, t);
-        pi_command = shell_word(std::string(cfg.at("sluice").as_string())) + " hook pi";
+        pi_command = shell_word(std::string(cfg.at("sluice").as_string())) + " hook " + o.host;
         if (!cfg.at("skill").as_string().empty()) pi_command += " --skill " + shell_word(std::string(cfg.at("skill").as_string()));
         if (!cfg.at("policy").as_string().empty()) pi_command += " --policy " + shell_word(std::string(cfg.at("policy").as_string()));
       }
@@ -810,11 +880,16 @@ adapter_state status_of(const adapter_options &o) {
   if (!a.host_binary.empty()) {
     auto [rc, text] = run_shell(shell_quote(a.host_binary) + " --version 2>&1", "");
     if (rc == 0) {
-      // "2.1.332 (Claude Code)", "codex-cli 0.171.0"
-      std::string line = text.substr(0, text.find('\n'));
-      auto digit = line.find_first_of("0123456789");
-      a.version = digit == std::string::npos ? "" : line.substr(digit, line.find(' ', digit) - digit);
-      a.at_least_minimum = version_at_least(a.version, a.minimum);
+      // "2.1.332 (Claude Code)", "codex-cli 0.171.0", "0.73.1"; warnings may come first.
+      static const std::regex version_word(R"(^v?[0-9]+\.[0-9]+(\.[0-9]+)?$)");
+      std::istringstream words(text);
+      for (std::string w; words >> w;) {
+        if (std::regex_match(w, version_word)) {
+          a.version = w[0] == 'v' ? w.substr(1) : w;
+          break;
+        }
+      }
+      a.at_least_minimum = !a.version.empty() && version_at_least(a.version, a.minimum);
     }
   }
   if (a.host_binary.empty()) a.warnings.push_back(o.host + " is not on PATH");
@@ -838,11 +913,11 @@ adapter_state status_of(const adapter_options &o) {
     }
   }
   if (a.installed) {
-    std::string cmd = o.host == "pi" ? pi_command : installed_command(s);
+    std::string cmd = (o.host == "pi" || o.host == "opencode") ? pi_command : installed_command(s);
     js::object sample{{"session_id", "sluice-status"},
                       {"cwd", fs::current_path().string()},
                       {"hook_event_name", "PreToolUse"},
-                      {"tool_name", o.host == "pi" ? "bash" : "Bash"},
+                      {"tool_name", (o.host == "pi" || o.host == "opencode") ? "bash" : "Bash"},
                       {"tool_input", js::object{{"command", "true"}, {"description", "sluice status"}}}};
     auto [rc, text] = run_shell(cmd, js::serialize(sample));
     try {

@@ -40,7 +40,7 @@ namespace {
 // error and is refused rather than waved through.
 bool shell_tool(hook_host host, std::string_view name) {
   if (host == hook_host::claude) return name == "Bash" || name == "Monitor";
-  if (host == hook_host::pi) return name == "bash";
+  if (host == hook_host::pi || host == hook_host::opencode) return name == "bash";
   return name == "Bash" || name == "exec_command" || name == "shell";
 }
 

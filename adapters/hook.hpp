@@ -8,7 +8,7 @@ namespace sluice::adapters {
 
 // The agent hosts whose PreToolUse hook `sluice hook HOST` answers (one contract; Pi's extension
 // speaks it too).
-enum class hook_host { claude, codex, pi };
+enum class hook_host { claude, codex, pi, opencode };
 
 struct hook_options {
   hook_host host = hook_host::claude;

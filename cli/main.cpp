@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
   sluice::adapters::hook_options hook;
   auto *hook_cmd = app.add_subcommand("hook", "PreToolUse hook for claude|codex: host JSON on stdin "
                                               "-> rewrite through sluice exec, or deny (fails closed)");
-  hook_cmd->add_option("host", hook_host_name, "claude|codex|pi")->required();
+  hook_cmd->add_option("host", hook_host_name, "claude|codex|opencode|pi")->required();
   hook_cmd->add_option("--skill", hook.skill, "skill every rewritten command runs under");
   hook_cmd->add_option("--policy", hook.policy_file, "trusted policy file (TOML)");
 
@@ -123,9 +123,9 @@ int main(int argc, char **argv) {
   auto *ad_remove = adapter_cmd->add_subcommand("remove", "restore the host's configuration");
   auto *ad_status = adapter_cmd->add_subcommand("status", "installed, host version, hook verified");
   for (auto *c : {ad_install, ad_remove}) {
-    c->add_option("host", adapter.host, "claude, codex or pi")->required();
+    c->add_option("host", adapter.host, "claude, codex, opencode or pi")->required();
   }
-  ad_status->add_option("host", adapter.host, "claude, codex or pi (default: all)");
+  ad_status->add_option("host", adapter.host, "claude, codex, opencode or pi (default: all)");
   for (auto *c : {ad_install, ad_remove, ad_status}) {
     c->add_option("--scope", adapter.scope, "user (default), project or managed");
     c->add_option("--dir", adapter.dir, "project directory for --scope project");
@@ -167,8 +167,11 @@ int main(int argc, char **argv) {
         hook.host = sluice::adapters::hook_host::codex;
       } else if (hook_host_name == "pi") {
         hook.host = sluice::adapters::hook_host::pi;
+      } else if (hook_host_name == "opencode") {
+        hook.host = sluice::adapters::hook_host::opencode;
       } else {
-        throw std::runtime_error("unknown hook host '" + hook_host_name + "'; use claude, codex or pi");
+        throw std::runtime_error("unknown hook host '" + hook_host_name +
+                                 "'; use claude, codex, opencode or pi");
       }
       hook.sluice_path = self_path();
       return sluice::adapters::hook_main(hook);

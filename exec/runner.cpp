@@ -361,7 +361,10 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
     result = "refused";
   }
   if (gw) {
-    gw->stop();
+    // The command is gone, but a request it saw answered may not be counted yet (the response is
+    // written before the request is logged): let those finish, briefly, so the summary, the log
+    // and the metrics hold every request.
+    gw->drain(std::chrono::seconds(2));
     gw->join();
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -286,7 +286,7 @@ void gateway::start() {
 
 void gateway::reload(filters::policy_ptr policy) { state_->policy.store(std::move(policy)); }
 
-void gateway::drain() {
+void gateway::drain(std::chrono::milliseconds max_wait) {
   state_->draining.store(true);
   // Close every acceptor on its own worker thread: acceptors are not thread-safe.
   for (auto &set : acceptors_) {
@@ -300,9 +300,12 @@ void gateway::drain() {
       done.get_future().wait();
     }
   }
-  auto deadline = std::chrono::steady_clock::now() + initial_->cfg().timeouts.drain;
+  auto wait = max_wait.count() > 0
+                  ? max_wait
+                  : std::chrono::duration_cast<std::chrono::milliseconds>(initial_->cfg().timeouts.drain);
+  auto deadline = std::chrono::steady_clock::now() + wait;
   while (state_->in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   stop();
 }

@@ -40,8 +40,9 @@ public:
 
   void start();              // starts the worker threads
   void reload(filters::policy_ptr policy);
-  // Stops accepting, lets in-flight requests finish within the drain deadline, stops the workers.
-  void drain();
+  // Stops accepting, lets in-flight requests finish within the drain deadline (or `max_wait`), stops
+  // the workers.
+  void drain(std::chrono::milliseconds max_wait = std::chrono::milliseconds(0));
   void stop();               // stops at once
   void join();
 

@@ -1,13 +1,18 @@
 """A fake model server for driving agent hosts headlessly: it speaks the Anthropic Messages API
 (SSE), OpenAI Responses (SSE) and OpenAI Chat Completions (SSE) on 127.0.0.1.
 
-The prompt is a JSON object naming one tool call: {"tool": "Bash", "input": {"command": "..."}}.
+The prompt names one tool call: "SLUICE-CALL:" followed by the base64 of a JSON object such as
+{"tool": "Bash", "input": {"command": "..."}} (base64, because hosts quote prompts in their own ways
+before they reach the model; a bare JSON object is understood too).
 A request that offers tools and carries no tool result yet gets that call; a request with a tool
 result gets a final text and ends the turn; anything else (titles, quota checks) gets a short text.
 Every tool result received is appended to RESULTS (JSON lines) so a test sees what the model saw.
 
 usage: fake_model.py PORT RESULTS   (prints "ready" once listening)"""
+import base64
 import json
+import os
+import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +41,24 @@ def text_of(content):
 
 def find_call(texts):
     for t in texts:
+        at = t.find("SLUICE-CALL:")
+        if at >= 0:
+            code = re.match(r"[A-Za-z0-9+/=]*", t[at + 12:]).group(0)
+            try:
+                return json.loads(base64.b64decode(code))
+            except ValueError:
+                pass
+    expanded = []
+    for t in texts:
+        expanded.append(t)
+        if t.strip().startswith('"'):  # some hosts send the prompt JSON-quoted
+            try:
+                expanded.append(json.loads(t.strip()))
+            except ValueError:
+                pass
+    for t in expanded:
+        if not isinstance(t, str):
+            continue
         start = t.find("{\"tool\"")
         if start < 0:
             continue
@@ -72,6 +95,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         req = json.loads(self.rfile.read(n) or b"{}")
+        if os.environ.get("FAKE_MODEL_LOG"):
+            with lock, open(os.environ["FAKE_MODEL_LOG"], "a") as f:
+                f.write(json.dumps({"path": self.path, "request": req}) + "\n")
         path = self.path.split("?")[0]
         if path.endswith("/messages/count_tokens"):
             return self.json({"input_tokens": 10})

@@ -2,6 +2,7 @@
 cache outside the repository, at the version this project follows and at the minimum version whose
 rewrite holds), driven headlessly against a fake model server on 127.0.0.1, with `sluice adapter
 install claude` as its only configuration. Run as root and as 65534."""
+import base64
 import json
 import os
 import shutil
@@ -18,6 +19,12 @@ PYTHON = "/usr/bin/python3"
 CACHE = os.environ.get("SLUICE_HOSTS_CACHE", "/var/cache/sluice-test-hosts")
 CURRENT, MINIMUM = "2.1.332", "2.0.10"
 ARGS_CMD = "printf '[%s]' \"a b\" 'c\"d' '$HOME' \"it's\" '*'"
+
+
+def prompt_for(tool, tool_input):
+    """The prompt that makes fake_model.py ask for exactly this tool call."""
+    call = json.dumps({"tool": tool, "input": tool_input})
+    return "SLUICE-CALL:" + base64.b64encode(call.encode()).decode()
 
 
 def free_port():
@@ -161,8 +168,8 @@ class ClaudeCase(unittest.TestCase):
         self.sluice("adapter", "install", "claude", "--skill", skill, "--policy", self.policy, binary=binary)
 
     def claude(self, tool, command, env=None, one_result=True, **extra_input):
-        call = {"tool": tool, "input": dict({"command": command, "description": "conformance"}, **extra_input)}
-        p = subprocess.run(self.prefix() + ["claude", "-p", json.dumps(call), "--output-format", "stream-json",
+        call = prompt_for(tool, dict({"command": command, "description": "conformance"}, **extra_input))
+        p = subprocess.run(self.prefix() + ["claude", "-p", call, "--output-format", "stream-json",
                                             "--verbose"], capture_output=True, env=self.env(env), cwd=self.proj,
                            timeout=180)
         results = self.model.take()

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import unittest
 
-from test_claude import ARGS_CMD, PYTHON, SLUICE, CACHE, FakeModel, free_port
+from test_claude import ARGS_CMD, prompt_for, PYTHON, SLUICE, CACHE, FakeModel, free_port
 
 CURRENT, MINIMUM = "0.171.0", "0.131.0"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -129,8 +129,8 @@ class CodexCase(unittest.TestCase):
         return p
 
     def codex(self, command, env=None):
-        call = {"tool": "exec_command", "input": {"cmd": command}}
-        p = subprocess.run(self.prefix() + ["codex", "exec", "--skip-git-repo-check", "--json", json.dumps(call)],
+        call = prompt_for("exec_command", {"cmd": command})
+        p = subprocess.run(self.prefix() + ["codex", "exec", "--skip-git-repo-check", "--json", call],
                            stdin=subprocess.DEVNULL, capture_output=True, env=self.env(env), cwd=self.proj,
                            timeout=180)
         results = []

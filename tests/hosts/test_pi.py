@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import unittest
 
-from test_claude import ARGS_CMD, CACHE, PYTHON, SLUICE, free_port
+from test_claude import ARGS_CMD, prompt_for, CACHE, PYTHON, SLUICE, free_port
 from test_codex import Netns
 
 CURRENT, MINIMUM = "0.73.1", "0.51.0"
@@ -95,9 +95,9 @@ class PiCase(unittest.TestCase):
         return p
 
     def pi(self, command, env=None):
-        call = {"tool": "bash", "input": {"command": command}}
+        call = prompt_for("bash", {"command": command})
         p = subprocess.run(self.prefix() + ["pi", "-p", "--provider", "fake", "--model", "fake-model", "--mode",
-                                            "json", json.dumps(call)],
+                                            "json", call],
                            stdin=subprocess.DEVNULL, capture_output=True, env=self.env(env), cwd=self.proj, timeout=180)
         results = []
         if os.path.exists(self.results):
