@@ -1,0 +1,88 @@
+"""The packed installation: `cpack -G DEB` from the build directory, `apt-get install ./sluice_*.deb`
+on this machine, then the installed /usr/bin/sluice is used from a directory outside the checkout:
+the doctor, one exec, and the Claude Code conformance suite (copied out of the source tree) with the
+adapter installed by the packaged binary. The package is purged at the end."""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+BUILD = os.environ.get("SLUICE_BUILD_DIR") or os.path.join(ROOT, "build", "default")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, timeout=900, **kw)
+
+
+class DebianPackage(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("installing a package needs root")
+        if os.path.exists("/usr/bin/sluice") and run(["dpkg", "-S", "/usr/bin/sluice"]).returncode != 0:
+            raise AssertionError("/usr/bin/sluice exists and belongs to no package; move it away first")
+        for old in glob.glob(os.path.join(BUILD, "sluice_*.deb")):
+            os.unlink(old)
+        p = run(["cpack", "-G", "DEB"], cwd=BUILD)
+        assert p.returncode == 0, p.stdout.decode()[-3000:] + p.stderr.decode()[-3000:]
+        debs = glob.glob(os.path.join(BUILD, "sluice_*.deb"))
+        assert len(debs) == 1, debs
+        cls.deb = debs[0]
+        cls.outside = tempfile.mkdtemp(prefix="sluice-package-")
+        os.chmod(cls.outside, 0o755)
+        shutil.copy(cls.deb, cls.outside)
+        p = run(["apt-get", "install", "-y", "--no-install-recommends", "./" + os.path.basename(cls.deb)],
+                cwd=cls.outside, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        assert p.returncode == 0, p.stdout.decode()[-3000:] + p.stderr.decode()[-3000:]
+
+    @classmethod
+    def tearDownClass(cls):
+        run(["dpkg", "--purge", "sluice"])
+        shutil.rmtree(cls.outside, ignore_errors=True)
+
+    def test_files_are_where_the_package_says(self):
+        listed = run(["dpkg", "-L", "sluice"]).stdout.decode().split()
+        for path in ("/usr/bin/sluice", "/etc/sluice/sluice.toml", "/etc/sluice/policy.toml.example",
+                     "/lib/systemd/system/sluice.service", "/usr/share/sluice/hosts/pi/index.ts",
+                     "/usr/share/sluice/hosts/opencode/sluice.js", "/usr/share/sluice/grafana/sluice.json",
+                     "/usr/share/sluice/prometheus/alerts.yml", "/usr/share/doc/sluice/adapters.md"):
+            self.assertIn(path, listed)
+            self.assertTrue(os.path.exists(path), path)
+        conffiles = run(["dpkg-query", "-W", "-f=${Conffiles}", "sluice"]).stdout.decode()
+        self.assertIn("/etc/sluice/sluice.toml", conffiles)
+        with open("/lib/systemd/system/sluice.service") as f:
+            self.assertIn("ExecStart=/usr/bin/sluice serve", f.read())
+
+    def test_doctor_and_exec_from_outside_the_checkout(self):
+        p = run(["/usr/bin/sluice", "doctor", "--json"], cwd=self.outside)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertTrue(json.loads(p.stdout)["runnerReady"])
+        work = tempfile.mkdtemp(prefix="work-", dir=self.outside)
+        home = tempfile.mkdtemp(prefix="home-", dir=self.outside)
+        p = run(["/usr/bin/sluice", "exec", "--", "sh", "-c", "readlink /proc/self/ns/net; exit 3"], cwd=work,
+                env={"PATH": "/usr/bin:/bin", "HOME": home})
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertNotEqual(p.stdout.decode().strip(), os.readlink("/proc/self/ns/net"))
+        # The installed serve config is valid as shipped.
+        p = run(["/usr/bin/sluice", "check", "--config", "/etc/sluice/sluice.toml", "GET", "https://api.github.com/"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn(b"ALLOW", p.stdout)
+
+    def test_claude_conformance_against_the_installed_binary(self):
+        suite = tempfile.mkdtemp(prefix="hosts-", dir=self.outside)
+        for name in ("test_claude.py", "fake_model.py"):
+            shutil.copy(os.path.join(ROOT, "tests", "hosts", name), suite)
+        p = run(["/usr/bin/python3", "-m", "unittest", "-v", "test_claude.ClaudeCurrentAsRoot",
+                 "test_claude.ClaudeCurrentAsNobody", "test_claude.AdapterFiles"], cwd=suite,
+                env=dict(os.environ, SLUICE_BIN="/usr/bin/sluice"))
+        self.assertEqual(p.returncode, 0, p.stdout.decode()[-4000:] + p.stderr.decode()[-4000:])
+        self.assertIn("OK", p.stderr.decode())
+
+
+if __name__ == "__main__":
+    unittest.main()
