@@ -1,5 +1,7 @@
 #include "adapters/adapter.hpp"
 #include "adapters/hook.hpp"
+#include "exec/doctor.hpp"
+#include "exec/profile_resolver.hpp"
 
 #include <boost/json.hpp>
 #include <chrono>
@@ -597,9 +599,33 @@ void remove_with_state(const adapter_options &o, const std::string &state);
 
 } // namespace
 
+// Before anything is written: this machine can sandbox (else every call would be refused) and the
+// skill exists in the trusted policy (else every call would be refused with that reason).
+void preflight(const adapter_options &o) {
+  std::string failed;
+  for (auto &c : exec::run_doctor()) {
+    if (!c.ok && c.detail.rfind("skipped", 0) != 0) failed += (failed.empty() ? "" : "; ") + c.name + ": " + c.detail;
+  }
+  if (!failed.empty()) {
+    throw std::runtime_error("sluice cannot sandbox commands on this machine (" + failed +
+                             "); with the adapter installed every shell call would be refused; "
+                             "fix what `sluice doctor` reports first");
+  }
+  exec::exec_request req;
+  req.skill = o.skill;
+  req.policy_file = o.policy_file;
+  req.working_dir = o.dir.empty() ? fs::current_path().string() : o.dir;
+  try {
+    exec::resolve_exec(req);
+  } catch (const exec::refusal &e) {
+    throw std::runtime_error(std::string("the trusted policy refuses the adapter's skill: ") + e.what());
+  }
+}
+
 void adapter_install(const adapter_options &o) {
   std::string path = settings_path(o);
   std::string state = state_path(path);
+  preflight(o);
   if (read_file(state)) remove_with_state(o, state); // a reinstall starts from what was there before
   if (o.host == "pi" || o.host == "opencode") {
     // The extension or plugin is sluice's own file (compiled in from deploy/hosts/), with its

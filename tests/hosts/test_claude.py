@@ -377,6 +377,16 @@ class AdapterFiles(unittest.TestCase):
             with open(self.settings) as f:
                 self.assertEqual(f.read(), body)
 
+    def test_install_refuses_when_it_could_only_refuse(self):
+        p = self.run_sluice("adapter", "install", "claude", "--skill", "no-such-skill")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn(b"unknown skill 'no-such-skill'", p.stderr)
+        p = subprocess.run([SLUICE, "adapter", "install", "claude"], capture_output=True, cwd=self.home,
+                           env={"HOME": self.home, "PATH": "/usr/bin:/bin", "SLUICE_FAULT": "namespaces"})
+        self.assertEqual(p.returncode, 125)
+        self.assertIn(b"cannot sandbox", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.home, ".claude")))
+
     def test_project_scope(self):
         proj = os.path.join(self.home, "proj")
         os.makedirs(proj)
