@@ -327,7 +327,7 @@ class AdapterFiles(unittest.TestCase):
                     '[{"type": "command", "command": "my-check"}]}]},\n "env": {"A": "1"}}\n')
         with open(self.settings, "w") as f:
             f.write(original)
-        p = self.run_sluice("adapter", "install", "claude", "--skill", "agent")
+        p = self.run_sluice("adapter", "install", "claude", "--skill", "default")
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(self.settings) as f:
             s = json.load(f)
@@ -335,10 +335,10 @@ class AdapterFiles(unittest.TestCase):
         self.assertEqual(s["env"], {"A": "1"})
         matchers = [e["matcher"] for e in s["hooks"]["PreToolUse"]]
         self.assertEqual(matchers, ["Edit", "Bash|Monitor"])
-        self.assertIn(SLUICE + " hook claude --skill agent", s["hooks"]["PreToolUse"][1]["hooks"][0]["command"])
+        self.assertIn(SLUICE + " hook claude --skill default", s["hooks"]["PreToolUse"][1]["hooks"][0]["command"])
         self.assertEqual(s["sandbox"]["excludedCommands"], [SLUICE + " exec:*"])
         # Installing twice leaves one entry.
-        self.assertEqual(self.run_sluice("adapter", "install", "claude", "--skill", "agent").returncode, 0)
+        self.assertEqual(self.run_sluice("adapter", "install", "claude", "--skill", "default").returncode, 0)
         with open(self.settings) as f:
             self.assertEqual(len(json.load(f)["hooks"]["PreToolUse"]), 2)
         p = self.run_sluice("adapter", "remove", "claude")
