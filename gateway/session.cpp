@@ -145,6 +145,18 @@ private:
   template <class Stream>
   net::awaitable<void> reply(Stream &s, outcome &o, unsigned status, std::string_view ps_error,
                              std::string body, bool keep_alive, unsigned version = 11) {
+    if (socks_pending_) {
+      // A SOCKS5 CONNECT that will not be established: its reply code, not an HTTP response.
+      socks_pending_ = false;
+      unsigned char code = 0x01; // general failure
+      if (status == 403 || ps_error == "destination_ip_prohibited") code = 0x02; // not allowed by ruleset
+      else if (ps_error == "dns_error" || ps_error == "destination_ip_unroutable") code = 0x04;
+      else if (ps_error == "connection_refused") code = 0x05;
+      else if (ps_error == "connection_timeout") code = 0x04;
+      co_await socks_reply(s, code);
+      o.status = 0;
+      co_return;
+    }
     http::response<http::string_body> res{static_cast<http::status>(status), version};
     res.set(http::field::server, "sluice");
     res.set(http::field::content_type, "text/plain; charset=utf-8");
@@ -262,6 +274,15 @@ private:
       policy_ = state_.policy.load(); // each request is judged by the policy current at its start
       outcome o;
       o.scheme = tunnel ? "https" : "http";
+      if (raw_reason == "socks5") {
+        if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+          if (!tunnel && served == 0) {
+            co_await read_socks5(s, buf);
+            co_return; // run() takes the CONNECT on, if there is one
+          }
+        }
+        raw_reason = "non_http_protocol"; // SOCKS inside a tunnel or after HTTP requests
+      }
       if (raw_reason == "socks_refused" || raw_reason == "non_http_protocol") {
         o.method = "-";
         o.decision = "error";
@@ -270,17 +291,11 @@ private:
           o.host = tunnel->host;
           o.port = tunnel->port;
         }
-        auto version = static_cast<const unsigned char *>(buf.data().data())[0];
         if (raw_reason == "socks_refused") {
-          // SOCKS5: "no acceptable methods"; SOCKS4: "request rejected". The client stops at once.
-          static const unsigned char socks5[] = {0x05, 0xff};
+          // SOCKS4 (no host names, no IPv6): "request rejected"; the client stops at once.
           static const unsigned char socks4[] = {0x00, 0x5b, 0, 0, 0, 0, 0, 0};
           lowest(s).expires_after(cfg().timeouts.io);
-          if (version == 0x05) {
-            co_await net::async_write(s, net::buffer(socks5), use_tuple);
-          } else {
-            co_await net::async_write(s, net::buffer(socks4), use_tuple);
-          }
+          co_await net::async_write(s, net::buffer(socks4), use_tuple);
         }
         finish(o);
         co_return;
@@ -350,7 +365,7 @@ private:
         auto c = static_cast<unsigned char>(static_cast<const char *>(buf.data().data())[0]);
         bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '\r' || c == '\n';
         if (!letter) {
-          raw_reason = c == 0x04 || c == 0x05 ? "socks_refused" : "non_http_protocol";
+          raw_reason = c == 0x05 ? "socks5" : c == 0x04 ? "socks_refused" : "non_http_protocol";
           co_return http::error::bad_method;
         }
       }
@@ -919,6 +934,102 @@ private:
 
   // CONNECT: judged on host and port before anything else happens; then passed through (allowlist)
   // or terminated with a leaf for the CONNECT host (network-read, publish).
+  // "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.
+  net::awaitable<bool> send_established(beast::tcp_stream &s) {
+    if (socks_pending_) {
+      socks_pending_ = false;
+      co_return co_await socks_reply(s, 0x00);
+    }
+    static constexpr std::string_view established = "HTTP/1.1 200 Connection established\r\n\r\n";
+    s.expires_after(cfg().timeouts.io);
+    auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
+    co_return !wec;
+  }
+
+  // VER REP RSV ATYP BND.ADDR BND.PORT, with an unspecified IPv4 bound address (RFC 1928).
+  template <class Stream> net::awaitable<bool> socks_reply(Stream &s, unsigned char code) {
+    const unsigned char r[10] = {0x05, code, 0x00, 0x01, 0, 0, 0, 0, 0, 0};
+    lowest(s).expires_after(cfg().timeouts.io);
+    auto [ec, n] = co_await net::async_write(s, net::buffer(r), use_tuple);
+    co_return !ec;
+  }
+
+  // Reads until `buf` holds `n` bytes (SOCKS negotiation is small and bounded).
+  net::awaitable<bool> read_at_least(beast::tcp_stream &s, beast::flat_buffer &buf, std::size_t n) {
+    while (buf.size() < n) {
+      s.expires_after(cfg().timeouts.header_read);
+      auto [ec, got] = co_await s.async_read_some(buf.prepare(512), use_tuple);
+      if (ec) co_return false;
+      buf.commit(got);
+    }
+    co_return true;
+  }
+
+  // SOCKS5 (RFC 1928) on the proxy port: no authentication, CONNECT only. The requested host and
+  // port become a CONNECT target and take exactly the CONNECT path: same policy, same termination,
+  // same logs. Returns true when a CONNECT was read (connect_ is set for run()).
+  net::awaitable<bool> read_socks5(beast::tcp_stream &s, beast::flat_buffer &buf) {
+    outcome o;
+    o.method = "CONNECT";
+    o.scheme = "https";
+    auto bytes = [&] { return static_cast<const unsigned char *>(buf.data().data()); };
+    auto refuse = [&](std::string_view reason) {
+      o.method = "-";
+      o.decision = "error";
+      o.reason = reason;
+      finish(o);
+    };
+    if (!co_await read_at_least(s, buf, 2)) co_return false;
+    std::size_t nmethods = bytes()[1];
+    if (!co_await read_at_least(s, buf, 2 + nmethods)) co_return false;
+    bool no_auth = false;
+    for (std::size_t i = 0; i < nmethods; ++i) no_auth = no_auth || bytes()[2 + i] == 0x00;
+    buf.consume(2 + nmethods);
+    if (!no_auth) {
+      static const unsigned char none[] = {0x05, 0xff};
+      lowest(s).expires_after(cfg().timeouts.io);
+      co_await net::async_write(s, net::buffer(none), use_tuple);
+      refuse("socks_refused");
+      co_return false;
+    }
+    static const unsigned char ok[] = {0x05, 0x00};
+    s.expires_after(cfg().timeouts.io);
+    if (auto [wec, wn] = co_await net::async_write(s, net::buffer(ok), use_tuple); wec) co_return false;
+    if (!co_await read_at_least(s, buf, 5)) co_return false;
+    unsigned char ver = bytes()[0], cmd = bytes()[1], atyp = bytes()[3];
+    std::size_t addr_len = atyp == 0x01 ? 4 : atyp == 0x04 ? 16 : atyp == 0x03 ? 1u + bytes()[4] : 0;
+    if (ver != 0x05 || addr_len == 0) {
+      co_await socks_reply(s, 0x08); // address type not supported
+      refuse("socks_refused");
+      co_return false;
+    }
+    if (!co_await read_at_least(s, buf, 4 + addr_len + 2)) co_return false;
+    const unsigned char *a = bytes() + 4;
+    std::string host;
+    if (atyp == 0x01) {
+      host = net::ip::address_v4({a[0], a[1], a[2], a[3]}).to_string();
+    } else if (atyp == 0x04) {
+      net::ip::address_v6::bytes_type b;
+      std::copy(a, a + 16, b.begin());
+      host = "[" + net::ip::address_v6(b).to_string() + "]";
+    } else {
+      host.assign(reinterpret_cast<const char *>(a + 1), a[0]);
+    }
+    unsigned port = (unsigned(a[addr_len]) << 8) | a[addr_len + 1];
+    buf.consume(4 + addr_len + 2);
+    if (cmd != 0x01) { // BIND and UDP ASSOCIATE: not a proxy for those
+      co_await socks_reply(s, 0x07);
+      o.host = host;
+      o.port = port;
+      refuse("socks_refused");
+      co_return false;
+    }
+    o.target = host + ":" + std::to_string(port);
+    socks_pending_ = true;
+    connect_ = std::move(o);
+    co_return true;
+  }
+
   net::awaitable<void> handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf, outcome &o) {
     // Held for the tunnel's lifetime: requests inside it move policy_ on to newer policies.
     const filters::policy_ptr held = policy_;
@@ -946,7 +1057,6 @@ private:
       co_return;
     }
     o.rule = d.rule;
-    static constexpr std::string_view established = "HTTP/1.1 200 Connection established\r\n\r\n";
 
     if (!filters::terminates_tls(pol.mode())) {
       error_code ec;
@@ -955,9 +1065,7 @@ private:
         co_await fail(s, o, ec, false);
         co_return;
       }
-      s.expires_after(cfg().timeouts.io);
-      auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
-      if (wec) co_return;
+      if (!co_await send_established(s)) co_return;
       if (buf.size()) { // bytes the client sent before our 200
         conn->tcp.expires_after(cfg().timeouts.io);
         auto [e2, n2] = co_await net::async_write(conn->tcp, buf.data(), use_tuple);
@@ -972,9 +1080,7 @@ private:
       co_return;
     }
 
-    s.expires_after(cfg().timeouts.io);
-    auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
-    if (wec) co_return;
+    if (!co_await send_established(s)) co_return;
     if (buf.size() == 0) {
       s.expires_after(cfg().timeouts.header_read);
       auto [rec, rn] = co_await s.async_read_some(buf.prepare(16 * 1024), use_tuple);
@@ -1039,6 +1145,7 @@ private:
   filters::policy_ptr policy_;
   beast::flat_buffer buffer_;
   std::optional<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
+  bool socks_pending_ = false;     // connect_ came by SOCKS5: its answer is a SOCKS reply
 };
 
 } // namespace

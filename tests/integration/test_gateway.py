@@ -147,6 +147,45 @@ dns = "2s"
         tls.close()
         return data
 
+    # --- SOCKS5 on the proxy port: judged exactly like CONNECT ---------------------------------
+    def socks(self, gw, url, *args):
+        return curl(gw, url, "--proxy", "socks5h://127.0.0.1:%d" % gw.port, *args)
+
+    def test_socks5_connect_is_terminated_and_judged_like_connect(self):
+        p = self.socks(self.gw, self.https_url("/bytes/4096"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(sha256(p.stdout), sha256(payload(4096)))
+        log = self.gw.access_log()
+        self.assertTrue(any(l["method"] == "GET" and l["host"] == "origin.test" and l["path"] == "/bytes/4096"
+                            and l["decision"] == "allow" for l in log))
+        # Read-only inside the SOCKS tunnel too.
+        p = self.socks(self.gw, self.https_url("/upload"), "-X", "POST", "-d", "x=1")
+        self.assertEqual(status_of(p.stderr.decode()), 403)
+        self.assertIn("method_not_allowed", header(p.stderr.decode(), "Proxy-Status"))
+
+    def test_socks5_refusals_are_socks_replies(self):
+        # Not on the allowlist: "connection not allowed by ruleset", at once, logged.
+        t0 = time.monotonic()
+        p = self.socks(self.gw, "https://exfil.example.net/")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertIn(b"(2)", p.stderr)  # REP 0x02: connection not allowed by ruleset
+        self.assertTrue(any(l["host"] == "exfil.example.net" and l["reason"] == "host_not_allowlisted"
+                            for l in self.gw.access_log()))
+        # An address the client resolved itself (socks5, not socks5h): an IP literal, refused.
+        p = curl(self.gw, self.https_url("/"), "--proxy", "socks5://127.0.0.1:%d" % self.gw.port,
+                 "--resolve", "origin.test:%d:127.0.0.1" % self.https)
+        self.assertNotEqual(p.returncode, 0)
+        # Upstream failure: a refused connection maps to its SOCKS code, not an HTTP page.
+        raw = raw_exchange(self.gw.port, b"\x05\x01\x00" + b"\x05\x01\x00\x03" + bytes([11]) + b"origin.test" +
+                           (1).to_bytes(2, "big"), read_timeout=5)
+        self.assertEqual(raw[:2], b"\x05\x00")
+        self.assertEqual(raw[2:4], b"\x05\x02")  # port 1 is not on the allowlist
+        # BIND is not offered.
+        raw = raw_exchange(self.gw.port, b"\x05\x01\x00" + b"\x05\x02\x00\x01" + bytes(4) + bytes(2),
+                           read_timeout=5)
+        self.assertEqual(raw[2:4], b"\x05\x07")
+
     def test_sni_mismatch_refused(self):
         with self.assertRaises(ssl.SSLError):
             self._tls_through("origin.test", "evil.test", "origin.test")
