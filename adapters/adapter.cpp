@@ -2,12 +2,17 @@
 #include "adapters/hook.hpp"
 #include "exec/doctor.hpp"
 #include "exec/profile_resolver.hpp"
+#include "filters/policy_loader.hpp"
 
 #include <boost/json.hpp>
 #include <chrono>
 #include <csignal>
 #include <optional>
 #include <poll.h>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <regex>
 #include <sstream>
 #include <toml++/toml.h>
@@ -597,6 +602,151 @@ js::object hook_entry(const adapter_options &o) {
 
 void remove_with_state(const adapter_options &o, const std::string &state);
 
+// --- Claude Code proxy mode ----------------------------------------------------------------------
+
+// The CA variables Claude passes into its sandbox from the settings' env block: every client the
+// sandbox runs must trust sluice's CA, and Claude sets none of them for a custom proxy.
+const char *const ca_variables[] = {"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE",
+                                    "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT",
+                                    "AWS_CA_BUNDLE", "DENO_CERT"};
+
+// Sets obj[path...] = value, creating objects on the way, and records what was there before so
+// that remove can put it back even after the user edited other parts of the file.
+void set_path(js::object &root, const std::vector<std::string> &path, js::value value, js::array &undo) {
+  js::object *o = &root;
+  for (std::size_t i = 0; i + 1 < path.size(); ++i) {
+    auto &next = (*o)[path[i]];
+    if (next.is_null()) next = js::object{};
+    if (!next.is_object()) {
+      throw std::runtime_error("\"" + path[i] + "\" is not an object; fix the settings file first");
+    }
+    o = &next.as_object();
+  }
+  js::object entry{{"path", js::value_from(path)}, {"set", value}};
+  if (auto *old = o->if_contains(path.back())) entry["before"] = *old;
+  undo.push_back(std::move(entry));
+  (*o)[path.back()] = std::move(value);
+}
+
+void undo_paths(js::object &root, const js::array &undo) {
+  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+    auto &e = it->as_object();
+    auto path = js::value_to<std::vector<std::string>>(e.at("path"));
+    std::vector<js::object *> chain{&root};
+    bool reachable = true;
+    for (std::size_t i = 0; i + 1 < path.size() && reachable; ++i) {
+      auto *next = chain.back()->if_contains(path[i]);
+      reachable = next && next->is_object();
+      if (reachable) chain.push_back(&next->as_object());
+    }
+    if (!reachable) continue;
+    auto &leaf = *chain.back();
+    auto *now = leaf.if_contains(path.back());
+    if (!e.contains("set")) { // a key install removed: back, unless the user set it again
+      if (!now) leaf[path.back()] = e.at("before");
+      continue;
+    }
+    if (!now || *now != e.at("set")) continue; // changed since: the user's value stays
+    if (auto *before = e.if_contains("before")) {
+      *now = *before;
+    } else {
+      leaf.erase(path.back());
+      for (std::size_t i = chain.size() - 1; i > 0 && chain[i]->empty(); --i) chain[i - 1]->erase(path[i - 1]);
+    }
+  }
+}
+
+unsigned loopback_port(const std::string &listen, const std::string &config) {
+  auto colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
+  if (host != "127.0.0.1" && host != "localhost" && host != "[::1]") {
+    throw std::runtime_error(config + ": [listen] proxy is " + listen + "; Claude Code reaches its "
+                             "proxy on localhost only: listen on 127.0.0.1:PORT");
+  }
+  return static_cast<unsigned>(std::stoul(listen.substr(colon + 1)));
+}
+
+std::string system_roots() {
+  for (const char *f : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"}) {
+    if (auto t = read_file(f)) return *t;
+  }
+  return {};
+}
+
+void install_claude_proxy(const adapter_options &o, const std::string &path, const std::string &state) {
+  if (o.serve_config.empty() || o.ca_bundle.empty()) {
+    throw std::runtime_error("--mode proxy needs --config FILE (the `sluice serve` config) and "
+                             "--ca-bundle FILE (what `sluice serve --ca-bundle-out FILE` writes)");
+  }
+  auto cfg = filters::load_config_file(o.serve_config);
+  unsigned port = loopback_port(cfg.proxy_listen, o.serve_config);
+  std::string bundle = fs::absolute(o.ca_bundle).lexically_normal().string();
+  std::vector<file_change> changes;
+  if (!fs::exists(bundle)) {
+    if (cfg.ca_cert.empty()) {
+      throw std::runtime_error(bundle + " does not exist and the serve config has no [tls] ca_cert: start "
+                               "`sluice serve --config " + o.serve_config + " --ca-bundle-out " + bundle +
+                               "` first (its CA is new at every start)");
+    }
+    auto ca = read_file(cfg.ca_cert);
+    if (!ca) throw std::runtime_error("cannot read [tls] ca_cert " + cfg.ca_cert);
+    changes.push_back({bundle, std::nullopt, system_roots() + *ca, std::nullopt});
+  }
+  auto before = read_file(path);
+  js::object s = parse_settings(path, before);
+  js::array undo;
+  for (const char *v : ca_variables) set_path(s, {"env", v}, js::string(bundle), undo);
+  set_path(s, {"sandbox", "enabled"}, true, undo);
+  set_path(s, {"sandbox", "failIfUnavailable"}, true, undo);
+  set_path(s, {"sandbox", "autoAllowBashIfSandboxed"}, true, undo);
+  set_path(s, {"sandbox", "allowUnsandboxedCommands"}, false, undo);
+  // Both proxies: with only the HTTP one, Claude's own SOCKS proxy stays up and obeys its own
+  // allowedDomains, which would let any method through to a listed domain.
+  set_path(s, {"sandbox", "network", "httpProxyPort"}, port, undo);
+  set_path(s, {"sandbox", "network", "socksProxyPort"}, port, undo);
+  if (auto *sb = s.if_contains("sandbox"); sb && sb->is_object()) {
+    if (auto *net = sb->as_object().if_contains("network"); net && net->is_object()) {
+      if (auto *domains = net->as_object().if_contains("allowedDomains")) {
+        // They no longer apply to traffic sent to a custom proxy: sluice's policy decides. Removed,
+        // and put back by remove.
+        undo.push_back(js::object{{"path", js::value_from(std::vector<std::string>{"sandbox", "network",
+                                                                                    "allowedDomains"})},
+                                  {"before", *domains}});
+        net->as_object().erase("allowedDomains");
+      }
+    }
+  }
+  if (!cfg.ca_key.empty()) {
+    // A persistent CA key must stay out of the sandbox's reach.
+    auto &fsys = s["sandbox"].as_object()["filesystem"];
+    if (fsys.is_null()) fsys = js::object{};
+    auto &deny = fsys.as_object()["denyRead"];
+    js::array list = deny.is_array() ? deny.as_array() : js::array{};
+    list.push_back(js::string(fs::absolute(cfg.ca_key).string()));
+    set_path(s, {"sandbox", "filesystem", "denyRead"}, std::move(list), undo);
+  }
+  changes.push_back({path, before, to_text(s), std::nullopt});
+  std::vector<std::string> created;
+  for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    created.push_back(p.string());
+  }
+  js::array files;
+  for (auto &c : changes) {
+    js::object f{{"path", c.path}, {"existed", c.before.has_value()}, {"original", c.before.value_or("")},
+                 {"written", c.after}};
+    if (c.path == path) f["undo"] = undo;
+    else f["owned"] = true;
+    files.push_back(std::move(f));
+  }
+  fs::create_directories(fs::path(state).parent_path());
+  write_file(state, to_text(js::object{{"host", o.host}, {"mode", "proxy"}, {"serve_config", o.serve_config},
+                                       {"files", std::move(files)}, {"created_dirs", js::value_from(created)}}),
+             0600);
+  fs::create_directories(fs::path(path).parent_path());
+  apply(changes);
+}
+
+
 } // namespace
 
 // Before anything is written: this machine can sandbox (else every call would be refused) and the
@@ -625,7 +775,7 @@ void preflight(const adapter_options &o) {
 void adapter_install(const adapter_options &o) {
   std::string path = settings_path(o);
   std::string state = state_path(path);
-  preflight(o);
+  if (o.mode != "proxy") preflight(o); // proxy mode: Claude's sandbox isolates, not sluice exec
   if (read_file(state)) remove_with_state(o, state); // a reinstall starts from what was there before
   if (o.host == "pi" || o.host == "opencode") {
     // The extension or plugin is sluice's own file (compiled in from deploy/hosts/), with its
@@ -666,6 +816,11 @@ void adapter_install(const adapter_options &o) {
     apply(changes);
     return;
   }
+  if (o.host == "claude" && o.mode == "proxy") {
+    install_claude_proxy(o, path, state);
+    return;
+  }
+  if (o.mode != "hook") throw std::runtime_error("--mode " + o.mode + " is for claude only (hook or proxy)");
   auto before = read_file(path);
   js::object s = parse_settings(path, before);
   if (auto *d = s.if_contains("disableAllHooks"); d && d->is_bool() && d->as_bool()) {
@@ -782,7 +937,11 @@ void remove_with_state(const adapter_options &o, const std::string &state) {
     }
     if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
       js::object s = parse_settings(path, now);
-      strip(s, o);
+      if (auto *undo = fo.if_contains("undo"); undo && undo->is_array()) {
+        undo_paths(s, undo->as_array());
+      } else {
+        strip(s, o);
+      }
       write_file(path, to_text(s));
     } else {
       // config.toml edited since (Codex itself records trusted projects there): drop the trust
@@ -839,6 +998,100 @@ void adapter_remove(const adapter_options &o) {
   if (!installed_in(s)) throw std::runtime_error("no sluice adapter is installed in " + path);
   strip(s, o);
   write_file(path, to_text(s));
+}
+
+
+// GET http://127.0.0.1:PORT/PATH with a 2 s deadline; the body, or nullopt.
+std::optional<std::string> local_get(const std::string &listen, const std::string &target) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string host = listen.substr(0, colon);
+  if (host == "localhost") host = "127.0.0.1";
+  if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  auto addr = boost::asio::ip::make_address(host, ec);
+  if (ec) return std::nullopt;
+  int fd = ::socket(addr.is_v6() ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  timeval tv{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  boost::asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(std::stoul(listen.substr(colon + 1))));
+  bool ok = ::connect(fd, ep.data(), static_cast<socklen_t>(ep.size())) == 0;
+  std::string out;
+  if (ok && !target.empty()) {
+    std::string req = "GET " + target + " HTTP/1.0\r\nHost: sluice\r\n\r\n";
+    ok = ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+    char buf[16384];
+    for (ssize_t n; ok && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+      out.append(buf, static_cast<std::size_t>(n));
+      if (out.size() > max_settings_bytes) break;
+    }
+    auto body = out.find("\r\n\r\n");
+    ok = out.rfind("HTTP/1.", 0) == 0 && out.find(" 200 ") == 8 && body != std::string::npos;
+    if (ok) out = out.substr(body + 4);
+  }
+  ::close(fd);
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+// Proxy mode: what keeps it working, checked where it can be.
+void check_proxy_mode(adapter_state &a, const js::object &s, const std::string &state_file) {
+  auto *sb = s.if_contains("sandbox");
+  auto *net = sb && sb->is_object() ? sb->as_object().if_contains("network") : nullptr;
+  if (!net || !net->is_object()) return;
+  auto &n = net->as_object();
+  auto *http_port = n.if_contains("httpProxyPort");
+  if (!http_port || !http_port->is_number()) return;
+  a.mode = "proxy";
+  unsigned port = static_cast<unsigned>(http_port->to_number<double>());
+  auto *socks = n.if_contains("socksProxyPort");
+  if (n.contains("allowedDomains") && !socks) {
+    a.warnings.push_back("sandbox.network.allowedDomains without socksProxyPort: Claude's own SOCKS "
+                         "proxy lets any method through to those domains, past sluice; set "
+                         "socksProxyPort to sluice's port (sluice adapter install claude --mode proxy)");
+  }
+  if (socks && socks->is_number() && static_cast<unsigned>(socks->to_number<double>()) != port) {
+    a.warnings.push_back("socksProxyPort differs from httpProxyPort: SOCKS traffic does not reach sluice");
+  }
+  bool answering = local_get("127.0.0.1:" + std::to_string(port), "").has_value();
+  if (!answering) {
+    a.warnings.push_back("nothing answers on 127.0.0.1:" + std::to_string(port) + ": Claude starts anyway "
+                         "and every command fails with 'Proxy CONNECT aborted'; start sluice serve");
+  }
+  std::string bundle_path;
+  if (auto *env = s.if_contains("env"); env && env->is_object()) {
+    if (auto *b = env->as_object().if_contains("SSL_CERT_FILE"); b && b->is_string()) bundle_path = b->as_string();
+  }
+  auto bundle = bundle_path.empty() ? std::nullopt : read_file(bundle_path);
+  bool current = bundle.has_value();
+  if (bundle_path.empty() || !bundle) {
+    a.warnings.push_back("no CA bundle for the sandbox (env SSL_CERT_FILE " +
+                         (bundle_path.empty() ? std::string("unset") : bundle_path + " missing") +
+                         "): clients inside will refuse sluice's certificates; start serve with --ca-bundle-out");
+  } else if (auto st = read_file(state_file)) {
+    // The CA serve uses now must be in the bundle; an ephemeral CA changes at every start.
+    try {
+      auto sto = parse_settings(state_file, st);
+      if (auto *conf = sto.if_contains("serve_config"); conf && conf->is_string()) {
+        auto cfg = filters::load_config_file(std::string(conf->as_string()));
+        if (!cfg.admin_listen.empty()) {
+          auto pem = local_get(cfg.admin_listen, "/ca.pem");
+          if (pem && bundle->find(*pem) == std::string::npos) {
+            current = false;
+            a.warnings.push_back(bundle_path + " does not hold the CA sluice serves now (stale: an "
+                                 "ephemeral CA is new at every start); restart serve with --ca-bundle-out " +
+                                 bundle_path + " or give it a persistent CA ([tls] ca_cert)");
+          }
+        }
+      }
+    } catch (const std::exception &e) {
+      a.warnings.push_back(e.what());
+    }
+  }
+  a.installed = true;
+  a.hook_verified = answering && current;
 }
 
 adapter_state status_of(const adapter_options &o);
@@ -961,6 +1214,7 @@ adapter_state status_of(const adapter_options &o) {
     }
   }
   if (!trusted) a.hook_verified = false;
+  if (o.host == "claude" && !a.installed) check_proxy_mode(a, s, state_path(a.settings));
   // Settings that switch the hook off or keep it from deciding.
   std::vector<std::string> others;
   if (o.host == "claude") others = {env_or("CLAUDE_CONFIG_DIR", env_or("HOME", "/nonexistent") + "/.claude") +
@@ -999,6 +1253,7 @@ int report_status(const std::vector<adapter_state> &states, bool json) {
   for (auto &a : states) {
     if (a.installed && !(a.hook_verified && a.at_least_minimum)) good = false;
     arr.push_back(js::object{{"host", a.host},
+                             {"mode", a.mode},
                              {"settings", a.settings},
                              {"installed", a.installed},
                              {"hostBinary", a.host_binary},
@@ -1017,7 +1272,11 @@ int report_status(const std::vector<adapter_state> &states, bool json) {
       std::printf("         host %s %s (minimum %s%s)\n",
                   a.host_binary.empty() ? "not found" : a.host_binary.c_str(), a.version.c_str(),
                   a.minimum.c_str(), a.version.empty() ? "" : a.at_least_minimum ? ", ok" : ", TOO OLD");
-      if (a.installed) std::printf("         hook %s\n", a.hook_verified ? "verified" : "NOT VERIFIED");
+      if (a.installed && a.mode == "proxy") {
+        std::printf("         proxy mode: %s\n", a.hook_verified ? "sluice answers, CA bundle current" : "NOT WORKING");
+      } else if (a.installed) {
+        std::printf("         hook %s\n", a.hook_verified ? "verified" : "NOT VERIFIED");
+      }
       for (auto &w : a.warnings) std::printf("         warning: %s\n", w.c_str());
     }
   }

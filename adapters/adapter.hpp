@@ -13,6 +13,11 @@ struct adapter_options {
   std::string skill;        // the skill every rewritten command runs under
   std::string policy_file;  // passed on to the hook (--policy)
   std::string sluice_path;  // absolute path of this binary
+  // claude only: "hook" (every Bash call through sluice exec) or "proxy" (Claude's own sandbox with
+  // `sluice serve` as its HTTP and SOCKS proxy).
+  std::string mode = "hook";
+  std::string serve_config; // proxy mode: the serve config (its proxy port, CA key)
+  std::string ca_bundle;    // proxy mode: system roots plus sluice's CA (serve --ca-bundle-out)
 };
 
 // Throws std::runtime_error with a message naming the file and the fix; writes nothing then.
@@ -27,7 +32,9 @@ struct adapter_state {
   std::string version;      // the host's version, or empty when not found
   std::string minimum;      // the lowest version whose rewrite holds
   bool at_least_minimum = false;
-  bool hook_verified = false; // the installed hook command ran and rewrote a sample call
+  std::string mode = "hook"; // claude: "proxy" when Claude's sandbox uses sluice serve
+  bool hook_verified = false; // hook: the installed hook command ran and rewrote a sample call;
+                              // proxy: sluice answers on the port and the CA bundle is current
   std::vector<std::string> warnings; // guarantees that are missing, each with its fix
 };
 

@@ -50,6 +50,8 @@ int main(int argc, char **argv) {
   auto *serve_cmd = app.add_subcommand("serve", "run the long-lived gateway");
   serve_cmd->add_option("--config", serve.config_file, "TOML config file")->required();
   serve_cmd->add_option("--ca-out", serve.ca_out, "write the ephemeral CA certificate here");
+  serve_cmd->add_option("--ca-bundle-out", serve.ca_bundle_out,
+                        "write the system roots plus sluice's CA here (for clients' CA variables)");
   serve_cmd->add_option("--threads", serve.threads, "worker threads (default: one per core)");
 
   std::string check_config, check_profile, check_method, check_url;
@@ -132,6 +134,12 @@ int main(int argc, char **argv) {
   }
   ad_install->add_option("--skill", adapter.skill, "skill every command runs under");
   ad_install->add_option("--policy", adapter.policy_file, "trusted policy file (TOML)");
+  ad_install->add_option("--mode", adapter.mode,
+                         "claude: hook (default; Bash through sluice exec) or proxy (Claude's sandbox "
+                         "with sluice serve as its proxy)");
+  ad_install->add_option("--config", adapter.serve_config, "proxy mode: the sluice serve config");
+  ad_install->add_option("--ca-bundle", adapter.ca_bundle,
+                         "proxy mode: the bundle serve --ca-bundle-out writes");
   ad_status->add_flag("--json", adapter_json, "machine-readable output");
 
   bool doctor_json = false;

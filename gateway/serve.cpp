@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -41,6 +42,30 @@ int run_serve(const serve_options &options) {
   if (!cfg.admin_listen.empty()) {
     auto aep = g.listen_admin(cfg.admin_listen);
     admin = aep.address().to_string() + ":" + std::to_string(aep.port());
+  }
+  if (!options.ca_bundle_out.empty()) {
+    // Written next to the target and renamed: a client never reads half a bundle.
+    std::string roots;
+    for (const char *f : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"}) {
+      std::ifstream in(f);
+      if (in) {
+        std::stringstream ss;
+        ss << in.rdbuf();
+        roots = ss.str();
+        break;
+      }
+    }
+    if (!roots.empty() && roots.back() != '\n') roots += '\n';
+    std::string tmp = options.ca_bundle_out + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << roots << g.ca().cert_pem();
+      if (!f) throw std::runtime_error("cannot write --ca-bundle-out file '" + tmp + "'");
+    }
+    ::chmod(tmp.c_str(), 0644);
+    if (std::rename(tmp.c_str(), options.ca_bundle_out.c_str()) != 0) {
+      throw std::runtime_error("cannot write --ca-bundle-out file '" + options.ca_bundle_out + "'");
+    }
   }
   if (!options.ca_out.empty()) {
     std::ofstream f(options.ca_out, std::ios::trunc);

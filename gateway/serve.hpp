@@ -7,6 +7,9 @@ namespace sluice::gateway {
 struct serve_options {
   std::string config_file;
   std::string ca_out; // where to write an ephemeral CA's certificate, if set
+  // Where to write the system roots plus sluice's CA: one file for clients that replace their
+  // trust store with a bundle (SSL_CERT_FILE, NODE_EXTRA_CA_CERTS...), rewritten at every start.
+  std::string ca_bundle_out;
   unsigned threads = 0;
 };
 

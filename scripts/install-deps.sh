@@ -11,7 +11,7 @@ build_pkgs=(
 )
 test_pkgs=(
   curl openssl python3 iproute2 git util-linux procps wget
-  prometheus prometheus-node-exporter chromium nodejs
+  prometheus prometheus-node-exporter chromium nodejs bubblewrap socat
 )
 
 missing=()

@@ -307,6 +307,155 @@ class ClaudeMinimumAsNobody(ClaudeCase):
     user = 65534
 
 
+class ClaudeProxyMode(ClaudeCase):
+    """The second way to wire sluice into Claude Code: Claude's own sandbox (bubblewrap) with
+    `sluice serve` as its HTTP and SOCKS proxy, configured by `sluice adapter install claude --mode
+    proxy`. An HTTPS origin on loopback stands for the internet; both profiles."""
+    profile = "network-read"
+    # The hook-mode checks of ClaudeCase do not apply here.
+    test_shell_runs_inside_sluice_with_arguments_and_status = None
+    test_default_profile_and_declared_escalation = None
+    test_workspace_and_home_boundaries = None
+    test_network_denied_through_the_host = None
+    test_runner_not_ready_refuses = None
+    test_missing_or_crashing_sluice_refuses = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for tool in ("/usr/bin/bwrap", "/usr/bin/socat"):
+            if not os.path.exists(tool):
+                raise AssertionError("%s is missing: Claude Code's sandbox needs bubblewrap and socat "
+                                     "(scripts/install-deps.sh installs them)" % tool)
+        d = cls.tmp
+        run = lambda *c: subprocess.run(list(c), check=True, capture_output=True)
+        run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", d + "/origin-ca.key", "-out", d + "/origin-ca.pem", "-days", "2", "-subj", "/CN=origin CA")
+        run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", d + "/origin.key", "-out", d + "/origin.csr", "-subj", "/CN=origin.test")
+        with open(d + "/ext", "w") as f:
+            f.write("subjectAltName=DNS:origin.test\n")
+        run("openssl", "x509", "-req", "-in", d + "/origin.csr", "-CA", d + "/origin-ca.pem", "-CAkey",
+            d + "/origin-ca.key", "-CAcreateserial", "-days", "2", "-extfile", d + "/ext", "-out", d + "/origin.pem")
+        cls.origin_port = free_port()
+        cls.origin = subprocess.Popen([PYTHON, os.path.join(HERE, "..", "integration", "origin.py"),
+                                       str(cls.origin_port), d + "/origin.pem", d + "/origin.key"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert cls.origin.stdout.readline().strip() == b"ready"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.origin.kill()
+        cls.origin.wait()
+        cls.origin.stdout.close()
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        self.proxy_port, self.admin_port = free_port(), free_port()
+        self.log = os.path.join(self.work, "access.log")
+        self.config = os.path.join(self.work, "serve.toml")
+        self.bundle = os.path.join(self.work, "bundle.pem")
+        with open(self.config, "w") as f:
+            f.write('profile = "%s"\n[listen]\nproxy = "127.0.0.1:%d"\nadmin = "127.0.0.1:%d"\n'
+                    '[policy]\nallow = ["origin.test:%d"]\n[tls]\nupstream_ca_bundle = "%s"\n'
+                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"origin.test" = "127.0.0.1"\n'
+                    '[log]\naccess_log = "%s"\n' % (self.profile, self.proxy_port, self.admin_port,
+                                                     self.origin_port, self.tmp + "/origin-ca.pem", self.log))
+        self.serve = subprocess.Popen([SLUICE, "serve", "--config", self.config, "--ca-bundle-out", self.bundle],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while not os.path.exists(self.bundle) and time.time() < deadline:
+            time.sleep(0.05)
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
+
+    def tearDown(self):
+        self.serve.kill()
+        self.serve.wait()
+        super().tearDown()
+
+    def install_proxy(self):
+        self.sluice("adapter", "install", "claude", "--mode", "proxy", "--config", self.config,
+                    "--ca-bundle", self.bundle)
+
+    def log_lines(self):
+        with open(self.log) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def url(self, path):
+        return "https://origin.test:%d%s" % (self.origin_port, path)
+
+    def test_sandboxed_commands_go_through_sluice(self):
+        self.install_proxy()
+        r = self.claude("Bash", "curl -sS -m 10 %s" % self.url("/hello"))
+        self.assertIn("hello from origin /hello", r["content"])  # TLS terminated by sluice, trusted
+        r = self.claude("Bash", "curl -sS -m 10 -X DELETE %s" % self.url("/thing"))
+        r2 = self.claude("Bash", "curl -sS -m 10 --proxy socks5h://localhost:1080 -X DELETE %s" % self.url("/other"))
+        r3 = self.claude("Bash", "curl -sS -m 10 https://exfil.example.net/")
+        log = self.log_lines()
+        self.assertTrue(any(l["method"] == "GET" and l["path"] == "/hello" and l["decision"] == "allow" for l in log))
+        self.assertTrue(any(l["host"] == "exfil.example.net" and l["decision"] == "deny" for l in log))
+        deletes = {l["path"]: l for l in log if l["method"] == "DELETE"}
+        self.assertEqual(set(deletes), {"/thing", "/other"})  # the SOCKS route reaches sluice too
+        expected = "deny" if self.profile == "network-read" else "allow"
+        for l in deletes.values():
+            self.assertEqual(l["decision"], expected, l)
+        if self.profile == "network-read":
+            self.assertIn("method_not_allowed", r["content"])
+            self.assertIn("method_not_allowed", r2["content"])
+
+    def test_status_sees_a_stale_bundle_and_a_stopped_proxy(self):
+        self.install_proxy()
+        st = json.loads(self.sluice("adapter", "status", "claude", "--json").stdout)["adapters"][0]
+        self.assertEqual(st["mode"], "proxy")
+        self.assertTrue(st["hookVerified"], st)
+        # A restart without --ca-bundle-out: a new ephemeral CA the bundle does not hold.
+        self.serve.kill()
+        self.serve.wait()
+        self.serve = subprocess.Popen([SLUICE, "serve", "--config", self.config], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        st = json.loads(self.sluice("adapter", "status", "claude", "--json", check=False).stdout)["adapters"][0]
+        self.assertFalse(st["hookVerified"])
+        self.assertTrue(any("stale" in w for w in st["warnings"]), st["warnings"])
+        self.serve.kill()
+        self.serve.wait()
+        st = json.loads(self.sluice("adapter", "status", "claude", "--json", check=False).stdout)["adapters"][0]
+        self.assertTrue(any("nothing answers" in w for w in st["warnings"]), st["warnings"])
+
+    def test_remove_restores_the_settings(self):
+        settings = os.path.join(self.home, ".claude", "settings.json")
+        os.makedirs(os.path.dirname(settings))
+        original = '{"model": "opus", "sandbox": {"network": {"allowedDomains": ["origin.test"]}}}\n'
+        with open(settings, "w") as f:
+            f.write(original)
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.home], check=True)
+        self.install_proxy()
+        with open(settings) as f:
+            s = json.load(f)
+        self.assertNotIn("allowedDomains", s["sandbox"]["network"])
+        self.assertEqual(s["sandbox"]["network"]["socksProxyPort"], self.proxy_port)
+        self.assertFalse(s["sandbox"]["allowUnsandboxedCommands"])
+        self.assertEqual(s["env"]["CURL_CA_BUNDLE"], self.bundle)
+        self.sluice("adapter", "remove", "claude")
+        with open(settings) as f:
+            self.assertEqual(f.read(), original)
+
+
+class ClaudeProxyModePublish(ClaudeProxyMode):
+    profile = "publish"
+
+    # The same checks; only the DELETEs are allowed.
+    test_status_sees_a_stale_bundle_and_a_stopped_proxy = None
+    test_remove_restores_the_settings = None
+
+
+class ClaudeProxyModeAsNobody(ClaudeProxyMode):
+    user = 65534
+
+
 class AdapterFiles(unittest.TestCase):
     """install merges, remove restores the exact previous bytes; bad files are never overwritten."""
 
