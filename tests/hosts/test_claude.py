@@ -536,6 +536,15 @@ class AdapterFiles(unittest.TestCase):
         self.assertIn(b"cannot sandbox", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.home, ".claude")))
 
+    def test_host_packages_pack(self):
+        # The OpenCode plugin and the Pi extension are npm packages of their own.
+        for d in ("opencode", "pi"):
+            p = subprocess.run(["npm", "pack", "--dry-run", "--json"], capture_output=True, timeout=120,
+                               cwd=os.path.join(HERE, "..", "..", "deploy", "hosts", d))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            files = [f["path"] for f in json.loads(p.stdout)[0]["files"]]
+            self.assertIn({"opencode": "sluice.js", "pi": "index.ts"}[d], files)
+
     def test_project_scope(self):
         proj = os.path.join(self.home, "proj")
         os.makedirs(proj)

@@ -77,8 +77,12 @@ class DebianPackage(unittest.TestCase):
         suite = tempfile.mkdtemp(prefix="hosts-", dir=self.outside)
         for name in ("test_claude.py", "fake_model.py"):
             shutil.copy(os.path.join(ROOT, "tests", "hosts", name), suite)
+        files = ["test_claude.AdapterFiles." + t for t in (
+            "test_merge_and_exact_restore", "test_restore_of_an_absent_file_removes_what_was_created",
+            "test_edits_after_install_are_kept_on_remove", "test_unreadable_or_hook_disabling_settings_are_refused",
+            "test_install_refuses_when_it_could_only_refuse", "test_project_scope")]
         p = run(["/usr/bin/python3", "-m", "unittest", "-v", "test_claude.ClaudeCurrentAsRoot",
-                 "test_claude.ClaudeCurrentAsNobody", "test_claude.AdapterFiles"], cwd=suite,
+                 "test_claude.ClaudeCurrentAsNobody"] + files, cwd=suite,
                 env=dict(os.environ, SLUICE_BIN="/usr/bin/sluice"))
         self.assertEqual(p.returncode, 0, p.stdout.decode()[-4000:] + p.stderr.decode()[-4000:])
         self.assertIn("OK", p.stderr.decode())
