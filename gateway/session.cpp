@@ -954,10 +954,10 @@ private:
     co_return !ec;
   }
 
-  // Reads until `buf` holds `n` bytes (SOCKS negotiation is small and bounded).
+  // Reads until `buf` holds `n` bytes (SOCKS negotiation is small and bounded), under the deadline
+  // the caller set for the whole step: a client dribbling bytes does not extend it.
   net::awaitable<bool> read_at_least(beast::tcp_stream &s, beast::flat_buffer &buf, std::size_t n) {
     while (buf.size() < n) {
-      s.expires_after(cfg().timeouts.header_read);
       auto [ec, got] = co_await s.async_read_some(buf.prepare(512), use_tuple);
       if (ec) co_return false;
       buf.commit(got);
@@ -979,6 +979,7 @@ private:
       o.reason = reason;
       finish(o);
     };
+    s.expires_after(cfg().timeouts.header_read); // the greeting, all of it
     if (!co_await read_at_least(s, buf, 2)) co_return false;
     std::size_t nmethods = bytes()[1];
     if (!co_await read_at_least(s, buf, 2 + nmethods)) co_return false;
@@ -995,6 +996,7 @@ private:
     static const unsigned char ok[] = {0x05, 0x00};
     s.expires_after(cfg().timeouts.io);
     if (auto [wec, wn] = co_await net::async_write(s, net::buffer(ok), use_tuple); wec) co_return false;
+    s.expires_after(cfg().timeouts.header_read); // the request, all of it
     if (!co_await read_at_least(s, buf, 5)) co_return false;
     unsigned char ver = bytes()[0], cmd = bytes()[1], atyp = bytes()[3];
     std::size_t addr_len = atyp == 0x01 ? 4 : atyp == 0x04 ? 16 : atyp == 0x03 ? 1u + bytes()[4] : 0;

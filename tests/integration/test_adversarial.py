@@ -292,6 +292,27 @@ max_header_bytes = 16384
         s.close()
         self.still_serving()
 
+    def test_slow_socks_greeting_cut_at_deadline(self):
+        # A SOCKS5 greeting dribbled byte by byte: the deadline covers the whole greeting.
+        s = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        t0 = time.time()
+        s.sendall(b"\x05\xff")  # 255 methods announced, sent one per 100 ms
+        for _ in range(40):
+            try:
+                s.sendall(b"\x01")
+            except OSError:
+                break
+            time.sleep(0.1)
+        s.settimeout(5)
+        try:
+            data = s.recv(100)
+        except OSError:
+            data = b""
+        self.assertEqual(data, b"")
+        self.assertLess(time.time() - t0, 4.5)  # header_read is 1 s
+        s.close()
+        self.still_serving()
+
     def test_slow_body_cut(self):
         s = socket.create_connection(("127.0.0.1", self.pub.port), timeout=10)
         s.sendall(f"POST http://origin.test:{self.http}/echo HTTP/1.1\r\nHost: origin.test:{self.http}\r\nContent-Length: 100\r\n\r\nab".encode())
