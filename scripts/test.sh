@@ -15,5 +15,5 @@ if [ "${1:-}" != "--no-asan" ]; then
   # package is built from the default build only (an ASan binary is not something to install).
 fi
 if [ "${1:-}" != "--no-asan" ]; then
-  bash scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-30}"
+  bash scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-20}"
 fi

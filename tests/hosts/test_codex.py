@@ -102,6 +102,8 @@ class CodexCase(unittest.TestCase):
         with open(os.path.join(self.codex_home, "config.toml"), "w") as f:
             f.write('model_provider = "fake"\nmodel = "fake-model"\n\n[model_providers.fake]\nname = "fake"\n'
                     'base_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\nenv_key = "FAKE_KEY"\n'
+                    # No telemetry: its export waits 5 s for the network at every exit.
+                    '\n[analytics]\nenabled = false\n\n[otel]\nmetrics_exporter = "none"\n'
                     % self.model_port)
         if self.user is not None:
             subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
