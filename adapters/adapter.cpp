@@ -486,6 +486,7 @@ struct codex_hook {
 // Asks `codex app-server` (JSON-RPC on stdio) for the hooks it sees and returns the key, current
 // hash and trust status of the one whose command is `command`. Bounded to 20 s.
 codex_hook codex_hook_trust(const std::string &codex, const std::string &command) {
+  std::signal(SIGPIPE, SIG_IGN); // codex may exit before it has read the requests
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
