@@ -303,7 +303,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   int landlock = sb.sealed();
   int exec_errno = 0;
   int status;
-  std::string_view result; // for the textfile: exit_zero, exit_nonzero, signaled, refused
+  std::string_view result; // for the textfile: exit_zero, exit_nonzero or refused
   if (!sb.start(exec_errno)) {
     status = exec_errno == ENOENT ? 127 : exec_errno == EPERM ? 125 : 126;
     result = exec_errno == EPERM ? "refused" : "exit_nonzero";

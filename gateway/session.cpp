@@ -932,8 +932,6 @@ private:
     }
   }
 
-  // CONNECT: judged on host and port before anything else happens; then passed through (allowlist)
-  // or terminated with a leaf for the CONNECT host (network-read, publish).
   // "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.
   net::awaitable<bool> send_established(beast::tcp_stream &s) {
     if (socks_pending_) {
@@ -1032,6 +1030,8 @@ private:
     co_return true;
   }
 
+  // CONNECT (HTTP or SOCKS5): judged on host and port before anything else happens; then passed
+  // through (allowlist) or terminated with a leaf for the CONNECT host (network-read, publish).
   net::awaitable<void> handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf, outcome &o) {
     // Held for the tunnel's lifetime: requests inside it move policy_ on to newer policies.
     const filters::policy_ptr held = policy_;
