@@ -8,29 +8,27 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import unittest
 
-from test_claude import ARGS_CMD, prompt_for, PYTHON, SLUICE, CACHE, FakeModel, free_port
+from netns_host import NetnsHostCase, npm_install
+from test_claude import ARGS_CMD, CACHE, SLUICE, prompt_for
 
 CURRENT, MINIMUM = "0.171.0", "0.131.0"
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def install_codex(version):
     prefix = os.path.join(CACHE, "codex-" + version)
     vendor = os.path.join(prefix, "node_modules", "@openai", "codex-linux-x64", "vendor", "x86_64-unknown-linux-musl")
+
     def find():
         for cand in (os.path.join(vendor, "bin", "codex"), os.path.join(vendor, "codex", "codex")):
             if os.path.exists(cand):
                 return cand
         return None
     if not find():
-        os.makedirs(prefix, exist_ok=True)
-        p = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix, "@openai/codex@" + version],
-                           capture_output=True, timeout=600)
-        if p.returncode != 0 or not find():
-            raise AssertionError("npm could not install Codex %s: %s" % (version, p.stderr.decode()[-2000:]))
+        npm_install(prefix, "@openai/codex@" + version)
+        if not find():
+            raise AssertionError("npm installed Codex %s without its Linux binary" % version)
     bindir = os.path.join(prefix, "sluice-bin")
     os.makedirs(bindir, exist_ok=True)
     link = os.path.join(bindir, "codex")
@@ -40,106 +38,30 @@ def install_codex(version):
     return bindir
 
 
-class Netns:
-    """A network namespace with only loopback, for the host and everything it talks to."""
-
-    def __init__(self):
-        self.name = "sluice-codex-%d" % os.getpid()
-        subprocess.run(["ip", "netns", "add", self.name], check=True)
-        subprocess.run(["ip", "netns", "exec", self.name, "ip", "link", "set", "lo", "up"], check=True)
-
-    def prefix(self):
-        return ["ip", "netns", "exec", self.name]
-
-    def close(self):
-        subprocess.run(["ip", "netns", "delete", self.name])
-
-
-class CodexCase(unittest.TestCase):
+class CodexCurrentAsRoot(NetnsHostCase):
+    host = "codex"
     version = CURRENT
-    user = None
 
     @classmethod
-    def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("the Codex suite creates a network namespace and needs root")
-        cls.bindir = install_codex(cls.version)
-        cls.ns = Netns()
-        # Codex's helpers break with a CODEX_HOME under /tmp: everything lives under /var/tmp.
-        cls.tmp = tempfile.mkdtemp(prefix="sluice-codex-", dir="/var/tmp")
-        os.chmod(cls.tmp, 0o755)
-        cls.model_port = free_port()
-        cls.results = os.path.join(cls.tmp, "results.jsonl")
-        cls.model = subprocess.Popen(cls.ns.prefix() + [PYTHON, os.path.join(HERE, "fake_model.py"),
-                                                        str(cls.model_port), cls.results],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        assert cls.model.stdout.readline().strip() == b"ready"
-        os.chmod(cls.tmp, 0o777)
-        cls.service_port = free_port()
-        cls.service = subprocess.Popen(cls.ns.prefix() + [PYTHON, "-c",
-            "import socket\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-            "s.bind(('127.0.0.1', %d)); s.listen(8); print('ready', flush=True)\n"
-            "while True:\n c,_=s.accept(); c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Length: 9\\r\\n\\r\\nHOSTREPLY'); c.close()"
-            % cls.service_port], stdout=subprocess.PIPE)
-        assert cls.service.stdout.readline().strip() == b"ready"
+    def install(cls, version):
+        return install_codex(version)
 
-    @classmethod
-    def tearDownClass(cls):
-        for p in (cls.model, cls.service):
-            p.kill()
-            p.wait()
-            p.stdout.close()
-        cls.ns.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def setUp(self):
-        self.work = tempfile.mkdtemp(prefix="case-", dir=self.tmp)
-        self.home = os.path.join(self.work, "home")
+    def configure(self):
         self.codex_home = os.path.join(self.home, ".codex")
-        self.proj = os.path.join(self.work, "proj")
-        for d in (self.home, self.codex_home, self.proj):
-            os.makedirs(d)
+        os.makedirs(self.codex_home)
         with open(os.path.join(self.codex_home, "config.toml"), "w") as f:
             f.write('model_provider = "fake"\nmodel = "fake-model"\n\n[model_providers.fake]\nname = "fake"\n'
                     'base_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\nenv_key = "FAKE_KEY"\n'
                     # No telemetry: its export waits 5 s for the network at every exit.
                     '\n[analytics]\nenabled = false\n\n[otel]\nmetrics_exporter = "none"\n'
                     % self.model_port)
-        if self.user is not None:
-            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
-        os.chmod(self.work, 0o777)
-        if os.path.exists(self.results):
-            os.unlink(self.results)
 
-    def prefix(self):
-        p = self.ns.prefix()
-        if self.user is not None:
-            p += ["setpriv", "--reuid=%d" % self.user, "--regid=%d" % self.user, "--clear-groups"]
-        return p
-
-    def env(self, extra=None):
-        e = {"PATH": self.bindir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8",
-             "CODEX_HOME": self.codex_home, "FAKE_KEY": "x", "TMPDIR": "/var/tmp"}
-        e.update(extra or {})
-        return e
-
-    def sluice(self, *args, binary=SLUICE, check=True):
-        p = subprocess.run(self.prefix() + [binary] + list(args), capture_output=True, env=self.env(),
-                           cwd=self.proj, timeout=120)
-        if check:
-            self.assertEqual(p.returncode, 0, p.stderr.decode())
-        return p
+    def host_env(self):
+        return {"CODEX_HOME": self.codex_home, "FAKE_KEY": "x"}
 
     def codex(self, command, env=None):
-        call = prompt_for("exec_command", {"cmd": command})
-        p = subprocess.run(self.prefix() + ["codex", "exec", "--skip-git-repo-check", "--json", call],
-                           stdin=subprocess.DEVNULL, capture_output=True, env=self.env(env), cwd=self.proj,
-                           timeout=180)
-        results = []
-        if os.path.exists(self.results):
-            with open(self.results) as f:
-                results = [json.loads(l) for l in f if l.strip()]
-            os.unlink(self.results)
+        results, p = self.run_host(["codex", "exec", "--skip-git-repo-check", "--json",
+                                    prompt_for("exec_command", {"cmd": command})], env)
         events = [json.loads(l) for l in p.stdout.decode().splitlines() if l.startswith("{")]
         return results, events, p
 
@@ -150,9 +72,7 @@ class CodexCase(unittest.TestCase):
         out = results[0]["content"]
         self.assertIn("exited with code 7", out)
         self.assertIn("""[a b][c"d][$HOME][it's][*]""", out)
-        inner = [l for l in out.splitlines() if l.startswith("net:[")][0]
-        host = subprocess.run(self.ns.prefix() + ["readlink", "/proc/self/ns/net"], capture_output=True).stdout.decode().strip()
-        self.assertNotEqual(inner, host)
+        self.assert_inside_sluice(out)
         commands = [e["item"]["command"] for e in events if e.get("type") == "item.completed"
                     and e.get("item", {}).get("type") == "command_execution"]
         self.assertTrue(commands and SLUICE + " exec --skill default -- " in commands[0], commands)
@@ -168,11 +88,7 @@ class CodexCase(unittest.TestCase):
             self.assertEqual(f.read(), "inside\n")
         self.assertFalse(os.path.exists(escape))
         self.assertNotIn("model_provider", out)  # the host's own configuration stays out of reach
-        self.assertNotIn("HOSTREPLY", out)
-        self.assertNotIn("curl=0", out)
-        outside = subprocess.run(self.ns.prefix() + ["curl", "-sS", "--max-time", "5",
-                                                     "http://127.0.0.1:%d/" % self.service_port], capture_output=True)
-        self.assertEqual(outside.stdout, b"HOSTREPLY")
+        self.assert_service_out_of_reach(out)
 
     def test_escalation_is_the_policys_decision(self):
         self.sluice("adapter", "install", "codex", "--skill", "default")
@@ -217,19 +133,15 @@ class CodexCase(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.codex_home, "hooks.json")))
 
 
-class CodexCurrentAsRoot(CodexCase):
-    pass
-
-
-class CodexCurrentAsNobody(CodexCase):
+class CodexCurrentAsNobody(CodexCurrentAsRoot):
     user = 65534
 
 
-class CodexMinimumAsRoot(CodexCase):
+class CodexMinimumAsRoot(CodexCurrentAsRoot):
     version = MINIMUM
 
 
-class CodexMinimumAsNobody(CodexCase):
+class CodexMinimumAsNobody(CodexCurrentAsRoot):
     version = MINIMUM
     user = 65534
 

@@ -9,24 +9,14 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import unittest
 
-from test_claude import ARGS_CMD, prompt_for, CACHE, PYTHON, SLUICE, free_port
-from test_codex import Netns
+from netns_host import NetnsHostCase, npm_install
+from test_claude import ARGS_CMD, CACHE, SLUICE, prompt_for
 
 CURRENT, MINIMUM = "1.18.33", "1.3.2"
-HERE = os.path.dirname(os.path.abspath(__file__))
 QUIET = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
          "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
-
-
-def npm_install(prefix, package):
-    os.makedirs(prefix, exist_ok=True)
-    p = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix, package],
-                       capture_output=True, timeout=600)
-    if p.returncode != 0:
-        raise AssertionError("npm could not install %s: %s" % (package, p.stderr.decode()[-2000:]))
 
 
 def install_opencode(version):
@@ -43,90 +33,43 @@ def install_opencode(version):
     if not os.path.islink(link):
         os.symlink(binary, link)
     subprocess.run(["chmod", "-R", "a+rX", prefix, deps], check=True)
-    return bindir, deps
+    return bindir
 
 
-class OpenCodeCase(unittest.TestCase):
+class OpenCodeCurrentAsRoot(NetnsHostCase):
+    host = "opencode"
     version = CURRENT
-    user = None
 
     @classmethod
-    def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("the OpenCode suite creates a network namespace and needs root")
-        cls.bindir, cls.deps = install_opencode(cls.version)
-        cls.ns = Netns()
-        cls.tmp = tempfile.mkdtemp(prefix="sluice-opencode-", dir="/var/tmp")
-        os.chmod(cls.tmp, 0o777)
-        cls.model_port = free_port()
-        cls.results = os.path.join(cls.tmp, "results.jsonl")
-        cls.model = subprocess.Popen(cls.ns.prefix() + [PYTHON, os.path.join(HERE, "fake_model.py"),
-                                                        str(cls.model_port), cls.results],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        assert cls.model.stdout.readline().strip() == b"ready"
+    def install(cls, version):
+        return install_opencode(version)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.model.kill()
-        cls.model.wait()
-        cls.model.stdout.close()
-        cls.ns.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def setUp(self):
-        self.work = tempfile.mkdtemp(prefix="case-", dir=self.tmp)
-        self.home = os.path.join(self.work, "home")
+    def configure(self):
         self.config = os.path.join(self.home, ".config", "opencode")
-        self.proj = os.path.join(self.work, "proj")
-        os.makedirs(self.proj)
-        shutil.copytree(self.deps, self.config, symlinks=True)
+        # What OpenCode installs for any plugin on its first (online) start, put there beforehand.
+        shutil.copytree(os.path.join(CACHE, "opencode-plugin-" + self.version), self.config, symlinks=True)
         with open(os.path.join(self.proj, "opencode.json"), "w") as f:
             json.dump({"provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "fake",
                                              "options": {"baseURL": "http://127.0.0.1:%d/v1" % self.model_port,
                                                          "apiKey": "x"},
                                              "models": {"fake-model": {"name": "fake", "tool_call": True}}}},
                        "model": "fake/fake-model"}, f)
-        if self.user is not None:
-            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
-        os.chmod(self.work, 0o777)
-        if os.path.exists(self.results):
-            os.unlink(self.results)
 
-    def prefix(self):
-        p = self.ns.prefix()
-        if self.user is not None:
-            p += ["setpriv", "--reuid=%d" % self.user, "--regid=%d" % self.user, "--clear-groups"]
-        return p
-
-    def env(self, extra=None):
-        e = dict({"PATH": self.bindir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8"},
-                 **QUIET)
-        e.update(extra or {})
-        return e
-
-    def sluice(self, *args, binary=SLUICE):
-        p = subprocess.run(self.prefix() + [binary] + list(args), capture_output=True, env=self.env(),
-                           cwd=self.proj, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr.decode())
-        return p
+    def host_env(self):
+        return QUIET
 
     def opencode(self, command, env=None, agent=None):
-        call = prompt_for("bash", {"command": command, "description": "conformance"})
-        cmd = ["opencode", "run", "--format", "json"] + (["--agent", agent] if agent else []) + [call]
-        p = subprocess.run(self.prefix() + cmd, stdin=subprocess.DEVNULL, capture_output=True, env=self.env(env),
-                           cwd=self.proj, timeout=240)
-        results = []
-        if os.path.exists(self.results):
-            with open(self.results) as f:
-                results = [json.loads(l) for l in f if l.strip()]
-            os.unlink(self.results)
+        argv = ["opencode", "run", "--format", "json"] + (["--agent", agent] if agent else []) + \
+               [prompt_for("bash", {"command": command, "description": "conformance"})]
+        results, p = self.run_host(argv, env)
         exits = []
         for line in p.stdout.decode().splitlines():
             try:
                 ev = json.loads(line)
             except ValueError:
                 continue
-            meta = ev.get("part", {}).get("state", {}).get("metadata", {}) if isinstance(ev.get("part"), dict) else {}
+            part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
+            meta = part.get("state", {}).get("metadata", {}) if isinstance(part.get("state"), dict) else {}
             if isinstance(meta, dict) and "exit" in meta:
                 exits.append(meta["exit"])
         self.assertEqual(len(results), 1, p.stdout.decode()[-3000:] + p.stderr.decode()[-2000:])
@@ -137,24 +80,22 @@ class OpenCodeCase(unittest.TestCase):
         out, exits = self.opencode("readlink /proc/self/ns/net; %s; exit 7" % ARGS_CMD)
         self.assertIn("""[a b][c"d][$HOME][it's][*]""", out)
         self.assertEqual(exits, [7])
-        inner = [l for l in out.splitlines() if l.startswith("net:[")][0]
-        host = subprocess.run(self.ns.prefix() + ["readlink", "/proc/self/ns/net"], capture_output=True).stdout.decode().strip()
-        self.assertNotEqual(inner, host)
+        self.assert_inside_sluice(out)
 
     def test_every_agent_is_routed(self):
         # A permission rule for one agent would leave the others with a plain shell; the plugin
         # sees every bash call whichever agent makes it.
         self.sluice("adapter", "install", "opencode", "--skill", "default")
         out, _ = self.opencode("readlink /proc/self/ns/net", agent="plan")
-        host = subprocess.run(self.ns.prefix() + ["readlink", "/proc/self/ns/net"], capture_output=True).stdout.decode().strip()
-        self.assertIn("net:[", out)
-        self.assertNotIn(host, out)
+        self.assert_inside_sluice(out)
 
     def test_boundaries_and_escalation(self):
         self.sluice("adapter", "install", "opencode", "--skill", "default")
         escape = os.path.join(self.home, "escape.txt")
-        out, _ = self.opencode("echo inside > written.txt; echo x > %s; ls %s; echo proxy=${HTTPS_PROXY:-none}"
-                               % (escape, self.config))
+        out, _ = self.opencode("echo inside > written.txt; echo x > %s; ls %s; echo proxy=${HTTPS_PROXY:-none}; "
+                               "curl -sS --max-time 5 http://127.0.0.1:%d/; echo curl=$?"
+                               % (escape, self.config, self.service_port))
+        self.assert_service_out_of_reach(out)
         with open(os.path.join(self.proj, "written.txt")) as f:
             self.assertEqual(f.read(), "inside\n")
         self.assertFalse(os.path.exists(escape))
@@ -192,19 +133,15 @@ class OpenCodeCase(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.config, "sluice")))
 
 
-class OpenCodeCurrentAsRoot(OpenCodeCase):
-    pass
-
-
-class OpenCodeCurrentAsNobody(OpenCodeCase):
+class OpenCodeCurrentAsNobody(OpenCodeCurrentAsRoot):
     user = 65534
 
 
-class OpenCodeMinimumAsRoot(OpenCodeCase):
+class OpenCodeMinimumAsRoot(OpenCodeCurrentAsRoot):
     version = MINIMUM
 
 
-class OpenCodeMinimumAsNobody(OpenCodeCase):
+class OpenCodeMinimumAsNobody(OpenCodeCurrentAsRoot):
     version = MINIMUM
     user = 65534
 
