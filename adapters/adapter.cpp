@@ -1,5 +1,6 @@
 #include "adapters/adapter.hpp"
 #include "adapters/hook.hpp"
+#include "certs/ca_files.hpp"
 #include "exec/doctor.hpp"
 #include "exec/profile_resolver.hpp"
 #include "filters/policy_loader.hpp"
@@ -71,6 +72,15 @@ void check_host(const adapter_options &o) {
   }
 }
 
+// --dir (default: the working directory), absolute; it must exist.
+std::string project_dir(const adapter_options &o) {
+  std::string dir = o.dir.empty() ? fs::current_path().string() : o.dir;
+  if (!fs::is_directory(dir)) {
+    throw std::runtime_error("--dir " + dir + ": not a directory; give the project's directory");
+  }
+  return fs::absolute(dir).lexically_normal().string();
+}
+
 // The file the hook entry goes into.
 std::string settings_path(const adapter_options &o) {
   check_host(o);
@@ -79,33 +89,19 @@ std::string settings_path(const adapter_options &o) {
     if (o.scope == "user") {
       return env_or("XDG_CONFIG_HOME", home() + "/.config") + "/opencode/opencode.json";
     }
-    std::string dir = o.dir.empty() ? fs::current_path().string() : o.dir;
-    if (!fs::is_directory(dir)) {
-      throw std::runtime_error("--dir " + dir + ": not a directory; give the project's directory");
-    }
-    return fs::absolute(dir).lexically_normal().string() + "/opencode.json";
+    return project_dir(o) + "/opencode.json";
   }
   if (o.host == "pi") {
     std::string base;
     if (o.scope == "user") {
       base = env_or("PI_CODING_AGENT_DIR", home() + "/.pi/agent");
     } else {
-      std::string dir = o.dir.empty() ? fs::current_path().string() : o.dir;
-      if (!fs::is_directory(dir)) {
-        throw std::runtime_error("--dir " + dir + ": not a directory; give the project's directory");
-      }
-      base = fs::absolute(dir).lexically_normal().string() + "/.pi";
+      base = project_dir(o) + "/.pi";
     }
     return base + "/extensions/sluice/index.ts";
   }
   if (o.scope == "user") return env_or("CLAUDE_CONFIG_DIR", home() + "/.claude") + "/settings.json";
-  if (o.scope == "project") {
-    std::string dir = o.dir.empty() ? fs::current_path().string() : o.dir;
-    if (!fs::is_directory(dir)) {
-      throw std::runtime_error("--dir " + dir + ": not a directory; give the project's directory");
-    }
-    return fs::absolute(dir).lexically_normal().string() + "/.claude/settings.json";
-  }
+  if (o.scope == "project") return project_dir(o) + "/.claude/settings.json";
   if (o.scope == "managed") return "/etc/claude-code/managed-settings.json";
   throw std::runtime_error("unknown --scope '" + o.scope + "'; use user, project or managed");
 }
@@ -229,9 +225,7 @@ js::object parse_settings(const std::string &path, const std::optional<std::stri
 }
 
 std::string hook_command(const adapter_options &o) {
-  std::string cmd = shell_word(o.sluice_path) + " hook " + o.host;
-  if (!o.skill.empty()) cmd += " --skill " + shell_word(o.skill);
-  if (!o.policy_file.empty()) cmd += " --policy " + shell_word(o.policy_file);
+  std::string cmd = sluice_command(o.sluice_path, "hook " + o.host, o.skill, o.policy_file);
   // Hosts run the original command when a hook exits with anything but 0 or 2 (a missing binary,
   // a crash): turn every failure into 2, which blocks.
   return cmd + " || { echo 'sluice: the hook failed; the command was blocked, not run' >&2; exit 2; }";
@@ -575,8 +569,37 @@ struct file_change {
   std::string path;
   std::optional<std::string> before;
   std::string after;
-  std::optional<std::string> replaced_line; // config.toml: the sandbox_mode line before ("" if none)
+  std::optional<std::string> replaced_line = {}; // config.toml: the sandbox_mode line before ("" if none)
+  bool owned = false;                            // sluice's own file: remove deletes it, edited or not
+  std::optional<js::array> undo = {};            // proxy mode: the settings keys set, with what they held
 };
+
+// The directories that writing `path` creates, outermost last, for remove to take away again.
+void note_missing_dirs(const std::string &path, std::vector<std::string> &created) {
+  for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    created.push_back(p.string());
+  }
+}
+
+// What remove needs: each file before and after install, and the directories install creates.
+void save_state(const std::string &state, js::object header, const std::vector<file_change> &changes,
+                const std::vector<std::string> &created) {
+  js::array files;
+  for (auto &c : changes) {
+    js::object f{{"path", c.path},
+                 {"existed", c.before.has_value()},
+                 {"original", c.before.value_or("")},
+                 {"written", c.after}};
+    if (c.owned) f["owned"] = true;
+    if (c.replaced_line) f["sandbox_line_before"] = *c.replaced_line;
+    if (c.undo) f["undo"] = *c.undo;
+    files.push_back(std::move(f));
+  }
+  header["files"] = std::move(files);
+  header["created_dirs"] = js::value_from(created);
+  fs::create_directories(fs::path(state).parent_path());
+  write_file(state, to_text(header), 0600);
+}
 
 void apply(const std::vector<file_change> &changes) {
   for (auto &c : changes) {
@@ -667,13 +690,6 @@ unsigned loopback_port(const std::string &listen, const std::string &config) {
   return static_cast<unsigned>(std::stoul(listen.substr(colon + 1)));
 }
 
-std::string system_roots() {
-  for (const char *f : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"}) {
-    if (auto t = read_file(f)) return *t;
-  }
-  return {};
-}
-
 void install_claude_proxy(const adapter_options &o, const std::string &path, const std::string &state) {
   if (o.serve_config.empty() || o.ca_bundle.empty()) {
     throw std::runtime_error("--mode proxy needs --config FILE (the `sluice serve` config) and "
@@ -691,7 +707,8 @@ void install_claude_proxy(const adapter_options &o, const std::string &path, con
     }
     auto ca = read_file(cfg.ca_cert);
     if (!ca) throw std::runtime_error("cannot read [tls] ca_cert " + cfg.ca_cert);
-    changes.push_back({bundle, std::nullopt, system_roots() + *ca, std::nullopt});
+    changes.push_back({bundle, std::nullopt, certs::system_trust_bundle() + *ca});
+    changes.back().owned = true;
   }
   auto before = read_file(path);
   js::object s = parse_settings(path, before);
@@ -726,24 +743,11 @@ void install_claude_proxy(const adapter_options &o, const std::string &path, con
     list.push_back(js::string(fs::absolute(cfg.ca_key).string()));
     set_path(s, {"sandbox", "filesystem", "denyRead"}, std::move(list), undo);
   }
-  changes.push_back({path, before, to_text(s), std::nullopt});
+  changes.push_back({path, before, to_text(s)});
+  changes.back().undo = std::move(undo);
   std::vector<std::string> created;
-  for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
-    created.push_back(p.string());
-  }
-  js::array files;
-  for (auto &c : changes) {
-    js::object f{{"path", c.path}, {"existed", c.before.has_value()}, {"original", c.before.value_or("")},
-                 {"written", c.after}};
-    if (c.path == path) f["undo"] = undo;
-    else f["owned"] = true;
-    files.push_back(std::move(f));
-  }
-  fs::create_directories(fs::path(state).parent_path());
-  write_file(state, to_text(js::object{{"host", o.host}, {"mode", "proxy"}, {"serve_config", o.serve_config},
-                                       {"files", std::move(files)}, {"created_dirs", js::value_from(created)}}),
-             0600);
-  fs::create_directories(fs::path(path).parent_path());
+  note_missing_dirs(path, created);
+  save_state(state, {{"host", o.host}, {"mode", "proxy"}, {"serve_config", o.serve_config}}, changes, created);
   apply(changes);
 }
 
@@ -753,11 +757,7 @@ void install_claude_proxy(const adapter_options &o, const std::string &path, con
 // Before anything is written: this machine can sandbox (else every call would be refused) and the
 // skill exists in the trusted policy (else every call would be refused with that reason).
 void preflight(const adapter_options &o) {
-  std::string failed;
-  for (auto &c : exec::run_doctor()) {
-    if (!c.ok && c.detail.rfind("skipped", 0) != 0) failed += (failed.empty() ? "" : "; ") + c.name + ": " + c.detail;
-  }
-  if (!failed.empty()) {
+  if (std::string failed = exec::doctor_failures(exec::run_doctor()); !failed.empty()) {
     throw std::runtime_error("sluice cannot sandbox commands on this machine (" + failed +
                              "); with the adapter installed every shell call would be refused; "
                              "fix what `sluice doctor` reports first");
@@ -785,17 +785,11 @@ void adapter_install(const adapter_options &o) {
     std::string config_path = fs::path(file).parent_path().string() + "/sluice-adapter.json";
     js::object cfg{{"sluice", o.sluice_path}, {"skill", o.skill}, {"policy", o.policy_file}};
     std::vector<file_change> changes{
-        {file, read_file(file), std::string(o.host == "pi" ? pi_extension : opencode_plugin_source), std::nullopt},
-        {config_path, read_file(config_path), to_text(cfg), std::nullopt}};
+        {file, read_file(file), std::string(o.host == "pi" ? pi_extension : opencode_plugin_source)},
+        {config_path, read_file(config_path), to_text(cfg)}};
+    for (auto &c : changes) c.owned = true;
     std::vector<std::string> created;
-    for (fs::path p = fs::path(file).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
-      created.push_back(p.string());
-    }
-    js::array files;
-    for (auto &c : changes) {
-      files.push_back(js::object{{"path", c.path}, {"existed", c.before.has_value()},
-                                 {"original", c.before.value_or("")}, {"written", c.after}, {"owned", true}});
-    }
+    note_missing_dirs(file, created);
     if (o.host == "opencode") {
       auto before = read_file(path);
       js::object s = parse_settings(path, before);
@@ -804,16 +798,10 @@ void adapter_install(const adapter_options &o) {
       if (plugins.is_null()) plugins = js::array{};
       if (!plugins.is_array()) throw std::runtime_error(path + ": \"plugin\" is not an array; fix it first");
       plugins.as_array().push_back(js::string("file://" + file));
-      changes.push_back({path, before, to_text(s), std::nullopt});
-      files.push_back(js::object{{"path", path}, {"existed", before.has_value()},
-                                 {"original", before.value_or("")}, {"written", changes.back().after}});
-      for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
-        created.push_back(p.string());
-      }
+      changes.push_back({path, before, to_text(s)});
+      note_missing_dirs(path, created);
     }
-    fs::create_directories(fs::path(state).parent_path());
-    write_file(state, to_text(js::object{{"host", o.host}, {"files", std::move(files)},
-                                         {"created_dirs", js::value_from(created)}}), 0600);
+    save_state(state, {{"host", o.host}}, changes, created);
     apply(changes);
     return;
   }
@@ -856,12 +844,10 @@ void adapter_install(const adapter_options &o) {
     codex_config = codex_home() + "/config.toml";
     config_before = read_file(codex_config);
   }
-  changes.push_back({path, before, to_text(s), std::nullopt});
+  changes.push_back({path, before, to_text(s)});
 
   std::vector<std::string> created;
-  for (fs::path p = fs::path(path).parent_path(); !p.empty() && !fs::exists(p); p = p.parent_path()) {
-    created.push_back(p.string());
-  }
+  note_missing_dirs(path, created);
   if (o.host == "codex") {
     // Codex's own sandbox cannot nest sluice's namespaces either: its shell runs with full access
     // and the hook is the boundary. The hook must be trusted, by the hash Codex computes for it.
@@ -892,18 +878,7 @@ void adapter_install(const adapter_options &o) {
                                "); nothing was changed; fix the file or add them by hand");
     }
   }
-  js::array files;
-  for (auto &c : changes) {
-    js::object f{{"path", c.path},
-                 {"existed", c.before.has_value()},
-                 {"original", c.before.value_or("")},
-                 {"written", c.after}};
-    if (c.replaced_line) f["sandbox_line_before"] = *c.replaced_line;
-    files.push_back(std::move(f));
-  }
-  js::object st{{"host", o.host}, {"files", std::move(files)}, {"created_dirs", js::value_from(created)}};
-  fs::create_directories(fs::path(state).parent_path());
-  write_file(state, to_text(st), 0600);
+  save_state(state, {{"host", o.host}}, changes, created);
   apply(changes);
 }
 
@@ -1141,9 +1116,9 @@ adapter_state status_of(const adapter_options &o) {
       std::string cfg_path = fs::path(file).parent_path().string() + "/sluice-adapter.json";
       if (auto t = read_file(cfg_path)) {
         auto cfg = parse_settings(cfg_path, t);
-        pi_command = shell_word(std::string(cfg.at("sluice").as_string())) + " hook " + o.host;
-        if (!cfg.at("skill").as_string().empty()) pi_command += " --skill " + shell_word(std::string(cfg.at("skill").as_string()));
-        if (!cfg.at("policy").as_string().empty()) pi_command += " --policy " + shell_word(std::string(cfg.at("policy").as_string()));
+        pi_command = sluice_command(std::string(cfg.at("sluice").as_string()), "hook " + o.host,
+                                    std::string(cfg.at("skill").as_string()),
+                                    std::string(cfg.at("policy").as_string()));
       }
     } catch (const std::exception &e) {
       a.warnings.push_back(e.what());

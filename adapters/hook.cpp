@@ -173,9 +173,9 @@ std::optional<sluice_prefix> parse_sluice_prefix(std::string_view command) {
   return p;
 }
 
-std::string rewrite_prefix(const std::string &sluice_path, const std::string &skill,
-                           const std::string &policy_file) {
-  std::string out = shell_word(sluice_path) + " exec";
+std::string sluice_command(const std::string &sluice_path, const std::string &subcommand,
+                           const std::string &skill, const std::string &policy_file) {
+  std::string out = shell_word(sluice_path) + " " + subcommand;
   if (!skill.empty()) out += " --skill " + shell_word(skill);
   if (!policy_file.empty()) out += " --policy " + shell_word(policy_file);
   return out;
@@ -217,13 +217,7 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
     std::string cwd = str(o, "cwd");
 
     // The runner must be able to sandbox before anything is promised to the host.
-    std::string failed;
-    for (auto &c : exec::run_doctor()) {
-      if (!c.ok && c.detail.rfind("skipped", 0) != 0) {
-        failed += (failed.empty() ? "" : "; ") + c.name + ": " + c.detail;
-      }
-    }
-    if (!failed.empty()) {
+    if (std::string failed = exec::doctor_failures(exec::run_doctor()); !failed.empty()) {
       throw deny_error("sluice cannot sandbox commands on this machine (" + failed +
                        "); nothing was run; see `sluice doctor`");
     }
@@ -260,7 +254,7 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
       throw deny_error(std::string("refused: ") + e.what());
     }
 
-    std::string rewritten = rewrite_prefix(opt.sluice_path, opt.skill, opt.policy_file);
+    std::string rewritten = sluice_command(opt.sluice_path, "exec", opt.skill, opt.policy_file);
     for (auto &c : chosen) rewritten += " " + shell_word(c);
     rewritten += " -- " + find_shell() + " -c " + shell_quote(inner);
 

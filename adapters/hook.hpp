@@ -40,10 +40,11 @@ std::string shell_quote(std::string_view word);
 // The word as is when it holds only characters the shell takes literally, else shell_quote'd.
 std::string shell_word(std::string_view word);
 
-// "SLUICE exec --skill S [--policy P]": the start of every rewritten command (and the prefix a host's
-// own sandbox is told to exclude).
-std::string rewrite_prefix(const std::string &sluice_path, const std::string &skill,
-                           const std::string &policy_file);
+// "SLUICE SUBCOMMAND [--skill S] [--policy P]", each word quoted as needed: the start of every
+// rewritten command (SUBCOMMAND "exec", also the prefix a host's own sandbox is told to exclude)
+// and the hook command hosts run ("hook HOST").
+std::string sluice_command(const std::string &sluice_path, const std::string &subcommand,
+                           const std::string &skill, const std::string &policy_file);
 
 // A command the agent wrote as `sluice exec OPTIONS -- REST`: the options (split as the shell would)
 // and REST as raw shell text. Empty when the command does not start that way or quotes oddly.

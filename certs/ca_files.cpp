@@ -69,4 +69,17 @@ std::string describe_ca(const std::string &cert_file) {
   return std::string(data, static_cast<std::size_t>(len));
 }
 
+std::string system_trust_bundle() {
+  for (const char *f : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"}) {
+    std::ifstream in(f);
+    if (!in) continue;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string roots = ss.str();
+    if (!roots.empty() && roots.back() != '\n') roots += '\n';
+    return roots;
+  }
+  return {};
+}
+
 } // namespace sluice::certs

@@ -126,6 +126,16 @@ std::vector<doctor_check> run_doctor() {
   return out;
 }
 
+std::string doctor_failures(const std::vector<doctor_check> &checks) {
+  std::string failed;
+  for (auto &c : checks) {
+    if (!c.ok && c.detail.rfind("skipped", 0) != 0) {
+      failed += (failed.empty() ? "" : "; ") + c.name + ": " + c.detail;
+    }
+  }
+  return failed;
+}
+
 int report_doctor(const std::vector<doctor_check> &checks, bool json) {
   bool ready = true;
   for (auto &c : checks) ready = ready && c.ok;

@@ -14,6 +14,10 @@ struct doctor_check {
 // listener fd hand-off, mounts, CA generation, the private directory. Each check does the real thing.
 std::vector<doctor_check> run_doctor();
 
+// The failed checks as one line ("name: detail; ..."), leaving out those skipped because an earlier
+// one failed; empty when the runner is ready.
+std::string doctor_failures(const std::vector<doctor_check> &checks);
+
 // Prints the checks as text or JSON ({"runnerReady": bool, "checks": [...]}); returns 0 when ready.
 int report_doctor(const std::vector<doctor_check> &checks, bool json);
 

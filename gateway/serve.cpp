@@ -1,4 +1,5 @@
 #include "gateway/serve.hpp"
+#include "certs/ca_files.hpp"
 #include "filters/policy_loader.hpp"
 #include "filters/request_hygiene.hpp"
 #include "gateway/gateway.hpp"
@@ -45,17 +46,7 @@ int run_serve(const serve_options &options) {
   }
   if (!options.ca_bundle_out.empty()) {
     // Written next to the target and renamed: a client never reads half a bundle.
-    std::string roots;
-    for (const char *f : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"}) {
-      std::ifstream in(f);
-      if (in) {
-        std::stringstream ss;
-        ss << in.rdbuf();
-        roots = ss.str();
-        break;
-      }
-    }
-    if (!roots.empty() && roots.back() != '\n') roots += '\n';
+    std::string roots = certs::system_trust_bundle();
     std::string tmp = options.ca_bundle_out + ".tmp";
     {
       std::ofstream f(tmp, std::ios::trunc);

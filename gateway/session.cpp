@@ -130,9 +130,9 @@ private:
     auto profile = filters::to_string(cfg().mode);
     state_.metrics.request(
         {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed});
-    state_.log.write({profile, o.method, o.scheme, o.host, o.port, o.target, o.rule, o.reason,
-                      o.decision, o.status, o.bytes_in, o.bytes_out, elapsed});
     std::string path = metrics::redact_target(o.target, state_.log.redact_query());
+    state_.log.write({profile, o.method, o.scheme, o.host, o.port, path, o.rule, o.reason,
+                      o.decision, o.status, o.bytes_in, o.bytes_out, elapsed});
     state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                          o.bytes_in, o.bytes_out});
     if (state_.keep_summary) {

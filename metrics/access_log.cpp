@@ -1,5 +1,4 @@
 #include "metrics/access_log.hpp"
-#include "metrics/live_stats.hpp"
 
 #include <boost/json.hpp>
 #include <chrono>
@@ -41,7 +40,6 @@ void access_log::write(const access_record &r) {
   char ts[64];
   std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  std::string path = redact_target(r.target, redact_query_);
   boost::json::object o;
   o["time"] = ts;
   o["command_id"] = command_id_;
@@ -51,7 +49,7 @@ void access_log::write(const access_record &r) {
   o["scheme"] = r.scheme;
   o["host"] = r.host;
   o["port"] = r.port;
-  o["path"] = path;
+  o["path"] = r.target;
   o["rule"] = r.rule;
   o["decision"] = r.decision;
   o["reason"] = r.reason;

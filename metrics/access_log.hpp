@@ -12,7 +12,7 @@ struct access_record {
   std::string_view profile;
   std::string_view method, scheme, host;
   unsigned port = 0;
-  std::string_view target; // path and query as received; the query is redacted unless configured
+  std::string_view target; // path and query, already passed through redact_target (live_stats.hpp)
   std::string_view rule, reason;
   std::string_view decision; // allow, deny, error
   unsigned status = 0;
@@ -33,6 +33,8 @@ public:
   access_log &operator=(const access_log &) = delete;
 
   bool enabled() const { return file_ != nullptr; }
+  // Whether the query of a logged target is replaced ([log] redact_query): the caller redacts once
+  // (redact_target) for the log and the live page both.
   bool redact_query() const { return redact_query_; }
   void write(const access_record &r);
 
