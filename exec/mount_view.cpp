@@ -365,9 +365,48 @@ std::string replace_system_trust(const std::vector<std::pair<std::string, std::s
   return {};
 }
 
+// Capture's DNS responder listens on the sandbox's 127.0.0.1:53; the view's resolver configuration
+// names it (and nothing else: no search domains, no host resolver). A resolv.conf that is a symlink
+// into a directory the view does not have (systemd-resolved's /run/systemd/resolve/...) gets its
+// target created in the view's own root. With no resolv.conf at all, glibc, Go and c-ares ask
+// 127.0.0.1 anyway.
+std::string point_resolver_at_stub() {
+  const std::string stub = std::string(sandbox_files_dir) + "/resolv.conf";
+  const std::string text = "# sluice: names resolve to the gateway's capture addresses\nnameserver 127.0.0.1\n";
+  int fd = ::open(stub.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    if (fd >= 0) ::close(fd);
+    return err("cannot write", stub);
+  }
+  ::close(fd);
+  const char *conf = "/etc/resolv.conf";
+  struct stat st {};
+  if (::lstat(conf, &st) != 0) return {};
+  std::string target = conf;
+  if (S_ISLNK(st.st_mode)) {
+    char link[PATH_MAX];
+    ssize_t n = ::readlink(conf, link, sizeof link - 1);
+    if (n <= 0) return {};
+    target.assign(link, static_cast<std::size_t>(n));
+    if (target[0] != '/') target = "/etc/" + target;
+    if (::stat(target.c_str(), &st) != 0) {
+      // Made in the view's root (a tmpfs, not yet read-only; the view has no /run), never on the
+      // host: a target anywhere else is left as it is.
+      if (target.rfind("/run/", 0) != 0 || !make_file(target)) return {};
+    }
+  }
+  if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  if (::mount(stub.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      !set_attr(target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false)) {
+    return err("cannot point the resolver at the capture responder:", target);
+  }
+  return {};
+}
+
 } // namespace
 
-std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files, bool replace_trust) {
+std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files, bool replace_trust,
+                      bool dns_stub) {
   for (auto &[name, data] : files) {
     if (name == "ca.hash") continue; // a name for replace_system_trust, not a file
     std::string path = std::string(sandbox_files_dir) + "/" + name;
@@ -380,6 +419,9 @@ std::string seal_view(const std::vector<std::pair<std::string, std::string>> &fi
   }
   if (replace_trust) {
     if (auto e = replace_system_trust(files); !e.empty()) return e;
+  }
+  if (dns_stub) {
+    if (auto e = point_resolver_at_stub(); !e.empty()) return e;
   }
   if (!set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
     return err("cannot make read-only", "the view's root");

@@ -23,6 +23,7 @@ struct view_spec {
   bool hide_unreadable_etc = false; // mask /etc entries others may not read (a root caller)
   bool bind_sys = true;             // a read-only /sys
   bool replace_trust = false;       // the system CA bundles become the per-command CA (seal_view)
+  bool dns_stub = false;            // /etc/resolv.conf names the capture responder on 127.0.0.1
 };
 
 // Runs in the sandbox's init, in its own user and mount namespaces: builds a new root on a tmpfs
@@ -40,8 +41,9 @@ std::string build_view(const view_spec &spec,
 // /etc/ssl/cert.pem, /etc/pki/tls/...) show the per-command CA `ca.pem` instead; the file `ca.hash`
 // names its hashed link (`xxxxxxxx.0`). After build_view, before the command starts. Returns an
 // empty string, or what failed.
+// With `dns_stub`, /etc/resolv.conf (or the file its symlink names) says `nameserver 127.0.0.1`.
 std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files,
-                      bool replace_trust = false);
+                      bool replace_trust = false, bool dns_stub = false);
 
 // The Landlock rules that mirror the view built from `spec`.
 landlock_rules view_landlock_rules(const view_spec &spec);

@@ -34,6 +34,20 @@ extern char **environ;
 namespace sluice::exec {
 namespace {
 
+// The ports transparent capture listens on: 80, 443 and every port an allow entry names, but the
+// proxy's own port and DNS's (taken inside the sandbox), at most max_capture_ports.
+std::vector<unsigned> capture_ports(const filters::policy &p, unsigned proxy_port) {
+  std::vector<unsigned> ports = {80, 443};
+  for (const auto &pat : p.allow_matcher().patterns()) {
+    if (pat.port != 0) ports.push_back(pat.port);
+  }
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  std::erase_if(ports, [&](unsigned port) { return port == proxy_port || port == 53; });
+  if (ports.size() > max_capture_ports) ports.resize(max_capture_ports);
+  return ports;
+}
+
 std::string resolved_or(const std::string &p) {
   auto r = resolved(p);
   return r.empty() ? p : r;
@@ -195,6 +209,11 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   std::vector<std::string> dropped;
   so.network = network;
   so.port = spec.proxy_port ? spec.proxy_port : 3128;
+  auto policy = std::make_shared<const filters::policy>(resolved.gateway);
+  if (network) {
+    so.capture_ports = capture_ports(*policy, so.port);
+    so.view.dns_stub = true;
+  }
   so.argv = opt.argv;
   so.env = child_environment(environ, spec, &dropped);
   so.fault = fault;
@@ -225,13 +244,12 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
     std::unique_ptr<gateway::gateway> gw;
     std::exception_ptr late_error; // after the command started: the sandbox is killed
     std::promise<std::vector<std::pair<std::string, std::string>>> files;
-    std::promise<int> listener;
+    std::promise<std::pair<int, sandbox::capture_sockets>> sockets; // listener -1: the sandbox failed
   };
   auto bs = std::make_shared<build_state>();
   auto files_future = bs->files.get_future();
   std::thread builder;
   if (network) {
-    auto policy = std::make_shared<const filters::policy>(resolved.gateway);
     gateway::gateway_options go;
     go.threads = 1;
     go.command_id = command_id;
@@ -259,11 +277,12 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
         bs->files.set_exception(std::current_exception());
         return;
       }
-      int fd = bs->listener.get_future().get();
+      auto [fd, capture] = bs->sockets.get_future().get();
       if (fd < 0) return; // the sandbox failed: nothing to serve
       try {
         auto gw = std::make_unique<gateway::gateway>(policy, go);
         gw->adopt_listener(fd);
+        if (capture.dns_udp >= 0) gw->adopt_capture(capture.listeners, capture.dns_udp, capture.dns_tcp);
         std::lock_guard lock(bs->m);
         if (bs->abandoned) return; // the command is over
         gw->start();
@@ -297,7 +316,10 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   } catch (...) {
     ready_error = std::current_exception();
   }
-  if (network) bs->listener.set_value(ready_error ? -1 : sb.listener());
+  if (network) {
+    bs->sockets.set_value(ready_error ? std::pair<int, sandbox::capture_sockets>{-1, {}}
+                                      : std::pair{sb.listener(), sb.take_capture()});
+  }
   if (ready_error) std::rethrow_exception(ready_error);
   if (network) sb.send_files(files_future.get()); // a CA failure is thrown here
   int landlock = sb.sealed();

@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -48,31 +50,36 @@ bool write_file(const std::string &path, const std::string &data) {
   return ok;
 }
 
-// Sends a one-byte code, an optional text and an optional descriptor on the control socket.
-bool send_msg(int sock, char code, const std::string &text = {}, int fd = -1) {
+// The most descriptors one message carries: the proxy listener, two DNS sockets and two listeners
+// (IPv4, IPv6) per captured port (SCM_MAX_FD is 253).
+constexpr std::size_t max_fds = 3 + 2 * max_capture_ports;
+
+// Sends a one-byte code, an optional text and descriptors on the control socket.
+bool send_msg(int sock, char code, const std::string &text = {}, const std::vector<int> &fds = {}) {
   std::string payload(1, code);
   payload += text;
   iovec iov{payload.data(), payload.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
-  if (fd >= 0) {
-    std::memset(ctrl, 0, sizeof ctrl);
-    msg.msg_control = ctrl;
-    msg.msg_controllen = sizeof ctrl;
+  std::vector<char> ctrl(CMSG_SPACE(sizeof(int) * max_fds));
+  if (!fds.empty()) {
+    if (fds.size() > max_fds) return false;
+    ctrl.resize(CMSG_SPACE(sizeof(int) * fds.size()));
+    msg.msg_control = ctrl.data();
+    msg.msg_controllen = ctrl.size();
     cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
   }
   return ::sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(payload.size());
 }
 
-// Receives one message; `fd` gets a passed descriptor, if any. Waits at most `timeout_ms`.
-bool recv_msg(int sock, std::string &out, int &fd, int timeout_ms) {
-  fd = -1;
+// Receives one message and the descriptors passed with it. Waits at most `timeout_ms`.
+bool recv_msg(int sock, std::string &out, std::vector<int> &fds, int timeout_ms) {
+  fds.clear();
   pollfd p{sock, POLLIN, 0};
   if (::poll(&p, 1, timeout_ms) <= 0) return false;
   std::vector<char> buf(max_message);
@@ -80,18 +87,32 @@ bool recv_msg(int sock, std::string &out, int &fd, int timeout_ms) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
-  msg.msg_control = ctrl;
-  msg.msg_controllen = sizeof ctrl;
+  std::vector<char> ctrl(CMSG_SPACE(sizeof(int) * max_fds));
+  msg.msg_control = ctrl.data();
+  msg.msg_controllen = ctrl.size();
   ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
   if (n <= 0) return false;
   for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+      std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      const unsigned char *data = CMSG_DATA(c);
+      for (std::size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
+        fds.push_back(fd);
+      }
     }
   }
   out.assign(buf.data(), static_cast<std::size_t>(n));
   return true;
+}
+
+// No descriptor is expected: any that came anyway is closed.
+bool recv_msg(int sock, std::string &out, int timeout_ms) {
+  std::vector<int> fds;
+  bool ok = recv_msg(sock, out, fds, timeout_ms);
+  for (int fd : fds) ::close(fd);
+  return ok;
 }
 
 // Drops every capability for good: bounding set, ambient set, securebits so that a uid-0 exec
@@ -159,6 +180,147 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
   return true;
 }
 
+// Sends one request to the kernel's routing netlink and waits for its acknowledgement.
+std::string netlink_request(nlmsghdr *req) {
+  int nl = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (nl < 0) return std::string("netlink socket: ") + std::strerror(errno);
+  req->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+  req->nlmsg_seq = 1;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  std::string err;
+  if (::sendto(nl, req, req->nlmsg_len, 0, reinterpret_cast<sockaddr *>(&kernel), sizeof kernel) < 0) {
+    err = std::string("netlink send: ") + std::strerror(errno);
+  } else {
+    alignas(nlmsghdr) char answer[512];
+    pollfd p{nl, POLLIN, 0};
+    ssize_t n = ::poll(&p, 1, 5000) == 1 ? ::recv(nl, answer, sizeof answer, 0) : -1;
+    auto *h = reinterpret_cast<nlmsghdr *>(answer);
+    if (n < static_cast<ssize_t>(NLMSG_LENGTH(sizeof(nlmsgerr))) || h->nlmsg_type != NLMSG_ERROR) {
+      err = "no answer from netlink";
+    } else if (int e = reinterpret_cast<nlmsgerr *>(NLMSG_DATA(h))->error; e != 0) {
+      err = std::strerror(-e);
+    }
+  }
+  ::close(nl);
+  return err;
+}
+
+// Appends an attribute to a netlink request whose buffer has room for it.
+void add_attr(nlmsghdr *h, unsigned short type, const void *data, std::size_t len) {
+  auto *attr = reinterpret_cast<rtattr *>(reinterpret_cast<char *>(h) + NLMSG_ALIGN(h->nlmsg_len));
+  attr->rta_type = type;
+  attr->rta_len = static_cast<unsigned short>(RTA_LENGTH(len));
+  std::memcpy(RTA_DATA(attr), data, len);
+  h->nlmsg_len = NLMSG_ALIGN(h->nlmsg_len) + RTA_ALIGN(attr->rta_len);
+}
+
+// Adds `local 0.0.0.0/0 dev lo` (or `::/0`) to the local routing table: every address of that
+// family becomes an address of this namespace, so a connection to any of them reaches a listener
+// bound to the wildcard address, and the accepted socket's local address is the one dialled.
+std::string add_local_route(int family) {
+  struct {
+    nlmsghdr nh;
+    rtmsg rt;
+    alignas(NLMSG_ALIGNTO) char attrs[64];
+  } req{};
+  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
+  req.nh.nlmsg_type = RTM_NEWROUTE;
+  req.nh.nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+  req.rt.rtm_family = static_cast<unsigned char>(family);
+  req.rt.rtm_table = RT_TABLE_LOCAL;
+  req.rt.rtm_protocol = RTPROT_BOOT;
+  req.rt.rtm_scope = RT_SCOPE_HOST;
+  req.rt.rtm_type = RTN_LOCAL;
+  int lo = static_cast<int>(::if_nametoindex("lo"));
+  add_attr(&req.nh, RTA_OIF, &lo, sizeof lo);
+  return netlink_request(&req.nh);
+}
+
+// The address on lo that getaddrinfo's AI_ADDRCONFIG looks for: glibc returns IPv4 answers only
+// when some interface has an IPv4 address other than 127.0.0.1, and Node, Java and others ask with
+// that flag. The last address of the synthetic pool, which the DNS responder never hands out.
+std::string add_config_address() {
+  struct {
+    nlmsghdr nh;
+    ifaddrmsg ifa;
+    alignas(NLMSG_ALIGNTO) char attrs[64];
+  } req{};
+  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(ifaddrmsg));
+  req.nh.nlmsg_type = RTM_NEWADDR;
+  req.nh.nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+  req.ifa.ifa_family = AF_INET;
+  req.ifa.ifa_prefixlen = 32;
+  req.ifa.ifa_scope = RT_SCOPE_HOST;
+  req.ifa.ifa_index = ::if_nametoindex("lo");
+  in_addr a{htonl((198u << 24) | (19u << 16) | 0xffffu)}; // 198.19.255.255
+  add_attr(&req.nh, IFA_LOCAL, &a, sizeof a);
+  add_attr(&req.nh, IFA_ADDRESS, &a, sizeof a);
+  return netlink_request(&req.nh);
+}
+
+// A TCP listener on the wildcard address of `family` and `port`, or -1 with `err` set.
+int listen_any(int family, unsigned port, std::string &err) {
+  int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_storage ss{};
+  socklen_t len;
+  if (family == AF_INET6) {
+    auto *a = reinterpret_cast<sockaddr_in6 *>(&ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(static_cast<uint16_t>(port));
+    a->sin6_addr = in6addr_any;
+    len = sizeof *a;
+    if (fd >= 0) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  } else {
+    auto *a = reinterpret_cast<sockaddr_in *>(&ss);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(static_cast<uint16_t>(port));
+    a->sin_addr.s_addr = htonl(INADDR_ANY);
+    len = sizeof *a;
+  }
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&ss), len) != 0 || ::listen(fd, 1024) != 0) {
+    err = "cannot listen on port " + std::to_string(port) + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Transparent capture's network: every address local, DNS on 127.0.0.1:53 (UDP and TCP), a listener
+// per port and family. IPv6 is best effort: a kernel without it leaves IPv6 unreachable, as before.
+std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &out) {
+  if (auto e = add_local_route(AF_INET); !e.empty()) return "cannot make every IPv4 address local: " + e;
+  if (auto e = add_config_address(); !e.empty()) return "cannot add an IPv4 address to lo: " + e;
+  bool v6 = add_local_route(AF_INET6).empty();
+  int udp = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in dns{};
+  dns.sin_family = AF_INET;
+  dns.sin_port = htons(53);
+  dns.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (udp < 0 || ::bind(udp, reinterpret_cast<sockaddr *>(&dns), sizeof dns) != 0) {
+    return std::string("cannot bind the DNS responder to 127.0.0.1:53/udp: ") + std::strerror(errno);
+  }
+  out.push_back(udp);
+  int tcp = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (tcp < 0 || ::bind(tcp, reinterpret_cast<sockaddr *>(&dns), sizeof dns) != 0 || ::listen(tcp, 64) != 0) {
+    return std::string("cannot bind the DNS responder to 127.0.0.1:53/tcp: ") + std::strerror(errno);
+  }
+  out.push_back(tcp);
+  for (unsigned port : ports) {
+    std::string err;
+    int fd = listen_any(AF_INET, port, err);
+    if (fd < 0) return err;
+    out.push_back(fd);
+    if (v6) {
+      fd = listen_any(AF_INET6, port, err);
+      if (fd >= 0) out.push_back(fd);
+    }
+  }
+  return {};
+}
+
 // PID 1 of the sandbox. Sets up the network and the filesystem view, hands the listener over,
 // takes sluice's files, seals the view, applies Landlock and seccomp, waits for the go, runs the
 // command in a session of its own, forwards signals, reaps orphans, and exits with the command's
@@ -182,8 +344,7 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
   ::setsid();
 
   std::string msg;
-  int ignored_fd = -1;
-  if (!recv_msg(control, msg, ignored_fd, 10'000) || msg != "G") _exit(125); // sluice is gone
+  if (!recv_msg(control, msg, 10'000) || msg != "G") _exit(125); // sluice is gone
   // The id maps are written; from now on nothing in the sandbox may ptrace init, which holds
   // every capability of the sandbox's user namespace.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -217,14 +378,19 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
     }
   }
 
+  std::vector<int> captured; // DNS UDP, DNS TCP, then one listener per captured port and family
+  if (o.network && !o.capture_ports.empty()) {
+    if (o.fault == "capture") fail("capture", "fault injected (SLUICE_FAULT=capture)");
+    if (auto e = make_capture(o.capture_ports, captured); !e.empty()) fail("capture", e);
+  }
+
   // The filesystem view: built, not inherited.
   if (o.fault == "mounts") fail("mounts", "fault injected (SLUICE_FAULT=mounts)");
   std::function<std::vector<std::string>()> masks;
   if (o.await_masks) {
     masks = [&]() -> std::vector<std::string> {
       std::string m;
-      int unused = -1;
-      if (!recv_msg(control, m, unused, -1) || m.empty() || m[0] != 'W') _exit(125);
+      if (!recv_msg(control, m, -1) || m.empty() || m[0] != 'W') _exit(125);
       std::vector<std::string> out;
       std::size_t start = 1;
       while (start < m.size()) {
@@ -239,8 +405,13 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
   if (auto e = build_view(o.view, masks); !e.empty()) fail("mounts", e);
 
   if (o.fault == "fd_handoff") fail("fd_handoff", "fault injected (SLUICE_FAULT=fd_handoff)");
-  if (!send_msg(control, 'R', {}, listener)) _exit(125);
-  if (listener >= 0) ::close(listener);
+  // The descriptors travel in one message: the proxy listener, then (with capture) the DNS
+  // responder's UDP and TCP sockets and the captured ports' listeners; the text says how many.
+  std::vector<int> handed;
+  if (listener >= 0) handed.push_back(listener);
+  handed.insert(handed.end(), captured.begin(), captured.end());
+  if (!send_msg(control, 'R', std::to_string(captured.size()), handed)) _exit(125);
+  for (int fd : handed) ::close(fd);
 
   // While sluice builds the gateway: the Landlock ruleset and the seccomp program, enforced below.
   auto rules = view_landlock_rules(o.view);
@@ -251,11 +422,11 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
   auto program = build_seccomp(serr);
 
   // sluice's files, then the seal: read-only root, Landlock, seccomp.
-  if (!recv_msg(control, msg, ignored_fd, -1) || msg.empty() || msg[0] != 'F') _exit(125);
+  if (!recv_msg(control, msg, -1) || msg.empty() || msg[0] != 'F') _exit(125);
   std::vector<std::pair<std::string, std::string>> files;
   if (!decode_files(std::string_view(msg).substr(1), files)) fail("private_dir", "bad file list");
   if (o.fault == "private_dir") fail("private_dir", "fault injected (SLUICE_FAULT=private_dir)");
-  if (auto e = seal_view(files, o.view.replace_trust); !e.empty()) fail("private_dir", e);
+  if (auto e = seal_view(files, o.view.replace_trust, o.view.dns_stub); !e.empty()) fail("private_dir", e);
   files.clear();
   if (::chdir(o.cwd.c_str()) != 0) {
     fail("mounts", "cannot enter the working directory " + o.cwd + " in the view: " + std::strerror(errno));
@@ -274,7 +445,7 @@ bool decode_files(std::string_view in, std::vector<std::pair<std::string, std::s
   if (!serr.empty() || !load_seccomp(program, serr)) fail("seccomp", serr);
   if (!send_msg(control, 'K', std::to_string(abi))) _exit(125);
 
-  if (!recv_msg(control, msg, ignored_fd, -1) || msg != "S") {
+  if (!recv_msg(control, msg, -1) || msg != "S") {
     _exit(125); // sluice gave up before the start: nothing runs
   }
 
@@ -445,11 +616,38 @@ void check_reply(const std::string &msg, char want) {
 
 void sandbox::ready() {
   std::string msg;
-  int fd = -1;
-  if (!recv_msg(control_, msg, fd, 10'000)) throw setup_error("fd_handoff", "no answer from the sandbox init");
-  check_reply(msg, 'R');
-  if (network_ && fd < 0) throw setup_error("fd_handoff", "the listener was not handed over");
-  listener_ = fd;
+  std::vector<int> fds;
+  if (!recv_msg(control_, msg, fds, 10'000)) throw setup_error("fd_handoff", "no answer from the sandbox init");
+  auto close_all = [&] {
+    for (int fd : fds) ::close(fd);
+  };
+  try {
+    check_reply(msg, 'R');
+  } catch (...) {
+    close_all();
+    throw;
+  }
+  std::size_t captured = std::strtoul(msg.c_str() + 1, nullptr, 10);
+  if (network_ && fds.size() != 1 + captured) {
+    close_all();
+    throw setup_error("fd_handoff", "the listener was not handed over");
+  }
+  if (!network_) {
+    close_all();
+    return;
+  }
+  listener_ = fds[0];
+  if (captured >= 2) {
+    capture_.dns_udp = fds[1];
+    capture_.dns_tcp = fds[2];
+    capture_.listeners.assign(fds.begin() + 3, fds.end());
+  }
+}
+
+sandbox::capture_sockets sandbox::take_capture() {
+  capture_sockets out = std::move(capture_);
+  capture_ = {};
+  return out;
 }
 
 void sandbox::send_files(const std::vector<std::pair<std::string, std::string>> &files) {
@@ -469,9 +667,7 @@ void sandbox::send_masks(const std::vector<std::string> &paths) {
 
 int sandbox::sealed() {
   std::string msg;
-  int fd = -1;
-  if (!recv_msg(control_, msg, fd, 10'000)) throw setup_error("seccomp", "no answer from the sandbox init");
-  if (fd >= 0) ::close(fd);
+  if (!recv_msg(control_, msg, 10'000)) throw setup_error("seccomp", "no answer from the sandbox init");
   check_reply(msg, 'K');
   return std::atoi(msg.c_str() + 1);
 }
@@ -489,6 +685,9 @@ sandbox::~sandbox() {
   }
   if (control_ >= 0) ::close(control_);
   if (exec_pipe_ >= 0) ::close(exec_pipe_);
+  for (int fd : capture_.listeners) ::close(fd);
+  if (capture_.dns_udp >= 0) ::close(capture_.dns_udp);
+  if (capture_.dns_tcp >= 0) ::close(capture_.dns_tcp);
 }
 
 bool sandbox::start(int &errno_out) {

@@ -15,9 +15,17 @@ struct setup_error : std::runtime_error {
   std::string step;
 };
 
+// At most this many ports are captured (80, 443 and the ports the allowlist names); the rest reach
+// the gateway through the proxy variables only.
+inline constexpr std::size_t max_capture_ports = 100;
+
 struct sandbox_options {
   bool network = true;             // false: `offline`, no listener at all
   unsigned port = 3128;            // the listener's port on the sandbox's 127.0.0.1
+  // Transparent capture (docs/policy.md): every address of the namespace is made local, and these
+  // TCP ports get a listener on any address (IPv4 and IPv6); a DNS responder's sockets listen on
+  // 127.0.0.1:53 (UDP and TCP). Empty: no capture, only the proxy listener.
+  std::vector<unsigned> capture_ports;
   std::vector<std::string> argv;   // the command, untouched
   std::vector<std::string> env;    // its environment
   view_spec view;                  // its filesystem
@@ -58,6 +66,14 @@ public:
 
   int listener() const { return listener_; } // -1 offline; the caller takes ownership
 
+  // Capture's sockets, made inside the namespace (empty without capture); the caller takes
+  // ownership of those it takes, the sandbox closes the rest.
+  struct capture_sockets {
+    int dns_udp = -1, dns_tcp = -1;
+    std::vector<int> listeners;
+  };
+  capture_sockets take_capture();
+
   // Lets init run the command. Returns false with `errno_out` set when it could not be executed
   // (ENOENT: not found, EPERM: the last set-up step in the command's process failed, else not
   // executable).
@@ -78,6 +94,7 @@ private:
   int control_ = -1;   // SOCK_SEQPACKET to init; EOF tells init that sluice is gone
   int exec_pipe_ = -1; // read end: errno of a failed execve, EOF on success
   int listener_ = -1;
+  capture_sockets capture_;
   bool reaped_ = false;
   bool network_ = true;
 };

@@ -145,11 +145,11 @@ gateway::~gateway() {
   join();
 }
 
-void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor) {
+void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor, bool captured) {
   auto &w = *workers_[index];
   net::co_spawn(
       w.ioc,
-      [this, &acceptor, &w]() -> net::awaitable<void> {
+      [this, &acceptor, &w, captured]() -> net::awaitable<void> {
         net::steady_timer pause(w.ioc);
         auto last_log = std::chrono::steady_clock::time_point{};
         for (;;) {
@@ -176,7 +176,9 @@ void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor) {
           if (state_->connections.load() >= initial_->cfg().limits.max_connections) {
             continue; // over the connection limit: the socket closes as it goes out of scope
           }
-          net::co_spawn(w.ioc, run_session(std::move(socket), w, *state_),
+          net::co_spawn(w.ioc,
+                        captured ? run_captured_session(std::move(socket), w, *state_)
+                                 : run_session(std::move(socket), w, *state_),
                         [](std::exception_ptr e) {
                           if (!e) return;
                           try {
@@ -207,21 +209,32 @@ tcp::endpoint gateway::listen(const std::string &address) {
   return bound;
 }
 
-void gateway::adopt_listener(int fd) {
+void gateway::adopt_listener(int fd) { add_listener(fd, false); }
+
+void gateway::adopt_capture(const std::vector<int> &listeners, int dns_udp, int dns_tcp) {
+  names_ = std::make_unique<synthetic_names>();
+  state_->names = names_.get();
+  for (int fd : listeners) add_listener(fd, true);
+  dns_ = std::make_unique<dns_responder>(workers_[0]->ioc, dns_udp, dns_tcp, *names_,
+                                         initial_->cfg().timeouts.io);
+}
+
+void gateway::add_listener(int fd, bool captured) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   if (getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) {
     throw std::runtime_error("listener descriptor is not a socket");
   }
   auto proto = ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
-  std::vector<std::unique_ptr<tcp::acceptor>> set;
+  listener_set set;
+  set.captured = captured;
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     int d = i == 0 ? fd : ::dup(fd);
     auto a = std::make_unique<tcp::acceptor>(workers_[i]->ioc);
     a->assign(proto, d);
-    set.push_back(std::move(a));
+    set.acceptors.push_back(std::move(a));
   }
-  acceptors_.push_back(std::move(set));
+  listeners_.push_back(std::move(set));
 }
 
 tcp::endpoint gateway::listen_admin(const std::string &address) {
@@ -260,9 +273,10 @@ std::string gateway::stats_json() const {
 }
 
 void gateway::start() {
-  for (auto &set : acceptors_) {
-    for (std::size_t i = 0; i < set.size(); ++i) spawn_accept(i, *set[i]);
+  for (auto &set : listeners_) {
+    for (std::size_t i = 0; i < set.acceptors.size(); ++i) spawn_accept(i, *set.acceptors[i], set.captured);
   }
+  if (dns_) dns_->start();
   if (admin_) {
     admin_handlers h{[this] { return metrics_->serialize(); },
                      [this] { return !state_->draining.load(); },
@@ -289,12 +303,13 @@ void gateway::reload(filters::policy_ptr policy) { state_->policy.store(std::mov
 void gateway::drain(std::chrono::milliseconds max_wait) {
   state_->draining.store(true);
   // Close every acceptor on its own worker thread: acceptors are not thread-safe.
-  for (auto &set : acceptors_) {
-    for (std::size_t i = 0; i < set.size(); ++i) {
+  for (auto &set : listeners_) {
+    for (std::size_t i = 0; i < set.acceptors.size(); ++i) {
       std::promise<void> done;
       net::post(workers_[i]->ioc, [&] {
         boost::system::error_code ignored;
-        set[i]->close(ignored);
+        set.acceptors[i]->close(ignored);
+        if (i == 0 && dns_) dns_->close();
         done.set_value();
       });
       done.get_future().wait();

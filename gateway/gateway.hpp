@@ -2,6 +2,7 @@
 #include "certs/certificate_authority.hpp"
 #include "certs/leaf_cache.hpp"
 #include "filters/policy.hpp"
+#include "gateway/capture.hpp"
 #include "gateway/gateway_state.hpp"
 #include "gateway/net.hpp"
 #include "gateway/request_summary.hpp"
@@ -36,6 +37,10 @@ public:
   tcp::endpoint listen(const std::string &address);
   // Serves on a listening socket made elsewhere (exec: inside the sandbox's network namespace).
   void adopt_listener(int fd);
+  // exec's transparent capture: listeners on every port the policy can allow, bound to any address
+  // of the sandbox's namespace (whose every address is local), and its DNS responder's sockets.
+  // Connections there are judged by the name the responder handed their address out for.
+  void adopt_capture(const std::vector<int> &listeners, int dns_udp, int dns_tcp);
   tcp::endpoint listen_admin(const std::string &address);
 
   void start();              // starts the worker threads
@@ -58,7 +63,14 @@ public:
   std::string stats_json() const;
 
 private:
-  void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor);
+  void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor, bool captured);
+  struct listener_set {
+    // One acceptor per worker, all on the same listening socket (dup'ed descriptors): the kernel
+    // hands each connection to one of them.
+    std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+    bool captured = false;
+  };
+  void add_listener(int fd, bool captured);
 
   filters::policy_ptr initial_;
   gateway_options options_;
@@ -74,9 +86,9 @@ private:
   request_summary summary_;
   std::unique_ptr<gateway_state> state_;
   std::vector<std::unique_ptr<worker>> workers_;
-  // One acceptor per worker per listener, all on the same listening socket (dup'ed descriptors):
-  // the kernel hands each connection to one of them.
-  std::vector<std::vector<std::unique_ptr<tcp::acceptor>>> acceptors_;
+  std::vector<listener_set> listeners_;
+  std::unique_ptr<synthetic_names> names_;
+  std::unique_ptr<dns_responder> dns_;
   std::unique_ptr<tcp::acceptor> admin_;
   std::vector<std::thread> threads_;
   std::vector<net::executor_work_guard<net::io_context::executor_type>> guards_;

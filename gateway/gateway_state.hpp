@@ -16,6 +16,8 @@
 
 namespace sluice::gateway {
 
+class synthetic_names;
+
 // What every session of every worker shares: the current policy (swapped atomically on reload), the
 // instruments, the certificate machinery and the drain state.
 struct gateway_state {
@@ -32,6 +34,8 @@ struct gateway_state {
   request_summary &summary;
   bool keep_summary = false; // exec reports per-host decisions at exit; serve does not need them
   std::vector<net::ip::address> own_addresses;
+  // exec with transparent capture: the names the sandbox's DNS responder handed out (else null).
+  synthetic_names *names = nullptr;
   std::atomic<int> in_flight{0};
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> draining{false};

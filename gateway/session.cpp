@@ -1,6 +1,7 @@
 #include "gateway/session.hpp"
 #include "filters/git_upload_pack.hpp"
 #include "filters/request_hygiene.hpp"
+#include "gateway/capture.hpp"
 #include "gateway/error.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -8,6 +9,9 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/url/parse.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <fstream>
 #include <openssl/ssl.h>
 
@@ -23,6 +27,7 @@ constexpr std::size_t chunk_size = 64 * 1024;
 struct tunnel_target {
   std::string host; // normalized
   unsigned port = 0;
+  std::string_view scheme = "https"; // "http": a captured plain connection
 };
 
 // What one request turned into, for the access log, the metrics and the exec summary.
@@ -132,7 +137,8 @@ private:
         {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed});
     std::string path = metrics::redact_target(o.target, state_.log.redact_query());
     state_.log.write({profile, o.method, o.scheme, o.host, o.port, path, o.rule, o.reason,
-                      o.decision, o.status, o.bytes_in, o.bytes_out, elapsed});
+                      o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
+                      captured_ ? "capture" : "proxy"});
     state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                          o.bytes_in, o.bytes_out});
     if (state_.keep_summary) {
@@ -145,6 +151,12 @@ private:
   template <class Stream>
   net::awaitable<void> reply(Stream &s, outcome &o, unsigned status, std::string_view ps_error,
                              std::string body, bool keep_alive, unsigned version = 11) {
+    if (silent_) {
+      // A captured TLS connection not (yet) terminated: the client expects a TLS server, and an
+      // HTTP answer would be garbage to it. It gets the close; the log and summary say why.
+      o.status = 0;
+      co_return;
+    }
     if (socks_pending_) {
       // A SOCKS5 CONNECT that will not be established: its reply code, not an HTTP response.
       socks_pending_ = false;
@@ -273,7 +285,7 @@ private:
       }
       policy_ = state_.policy.load(); // each request is judged by the policy current at its start
       outcome o;
-      o.scheme = tunnel ? "https" : "http";
+      o.scheme = tunnel ? tunnel->scheme : "http";
       if (raw_reason == "socks5") {
         if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
           if (!tunnel && served == 0) {
@@ -445,7 +457,7 @@ private:
                (url->has_query() ? "?" + std::string(url->encoded_query()) : "");
       if (tunnel) {
         auto h = filters::parse_host(raw_host);
-        if (!h.host || h.host->name != tunnel->host || port != tunnel->port || scheme != "https") {
+        if (!h.host || h.host->name != tunnel->host || port != tunnel->port || scheme != tunnel->scheme) {
           o.host = raw_host;
           o.target = target;
           co_await deny(s, o, "host_mismatch", {}, false, version);
@@ -934,6 +946,7 @@ private:
 
   // "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.
   net::awaitable<bool> send_established(beast::tcp_stream &s) {
+    if (captured_) co_return true; // the client thinks it is connected to the origin already
     if (socks_pending_) {
       socks_pending_ = false;
       co_return co_await socks_reply(s, 0x00);
@@ -1106,6 +1119,7 @@ private:
     auto [hec, used] =
         co_await tls.async_handshake(tls_stream::role::server, buf.data(), use_tuple);
     SSL_set_app_data(ssl, nullptr);
+    silent_ = false; // from here on, the client reads HTTP answers inside TLS
     state_.metrics.tls_handshake("client", !hec);
     if (hec) {
       if (check.mismatch) {
@@ -1133,6 +1147,77 @@ private:
   }
 
 public:
+  // A captured connection (exec's transparent capture): the address the client dialled names the
+  // host (the DNS responder's table, else the literal) and the port; its first byte says whether it
+  // speaks TLS (judged as a CONNECT to that authority, without the "200"), HTTP (origin-form
+  // requests that must name that host) or something else (refused, logged).
+  net::awaitable<void> run_captured() {
+    captured_ = true;
+    error_code ec;
+    auto local = client_.socket().local_endpoint(ec);
+    if (ec) co_return;
+    auto addr = local.address();
+    if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+      addr = net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6());
+    }
+    std::string host;
+    if (state_.names) {
+      if (auto name = state_.names->name_for(addr)) host = *name;
+    }
+    if (host.empty()) host = addr.to_string(); // never handed out: judged as the literal it is
+    unsigned port = local.port();
+    std::string authority = (addr.is_v6() && host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                            ":" + std::to_string(port);
+    outcome o;
+    o.host = host;
+    o.port = port;
+    o.scheme = "https";
+    // HTTP and TLS clients speak first; waiting for them is bounded like a request head.
+    client_.expires_after(cfg().timeouts.header_read);
+    auto [rec, rn] = co_await client_.async_read_some(buffer_.prepare(16 * 1024), use_tuple);
+    if (rec && rec != beast::error::timeout) co_return; // closed without a word
+    buffer_.commit(rn);
+    unsigned char first = rn ? static_cast<const unsigned char *>(buffer_.data().data())[0] : 0;
+    // HTTP: a method token and a space. (A token alone is not enough: an SSH client's banner
+    // "SSH-2.0-..." starts with letters too.) Methods are short; more bytes are read if needed.
+    bool http = false;
+    while (!rec && first != 0x16) {
+      std::string_view have(static_cast<const char *>(buffer_.data().data()), buffer_.size());
+      auto end = std::find_if_not(have.begin(), have.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr("!#$%&'*+-.^_`|~", c));
+      });
+      if (end != have.end() || have.size() >= 32) {
+        http = end != have.begin() && end != have.end() && *end == ' ' && end - have.begin() <= 31;
+        break;
+      }
+      auto [mec, mn] = co_await client_.async_read_some(buffer_.prepare(16 * 1024), use_tuple);
+      if (mec && mec != beast::error::timeout) co_return;
+      rec = mec;
+      buffer_.commit(mn);
+    }
+    if (first == 0x16) {
+      o.method = "CONNECT";
+      o.target = authority;
+      silent_ = true;
+      ++state_.in_flight;
+      co_await handle_connect(client_, buffer_, o);
+      --state_.in_flight;
+    } else if (http) {
+      tunnel_target t{host, port, "http"};
+      co_await serve_requests(client_, buffer_, &t);
+    } else {
+      // Not HTTP, not TLS (SSH, SMTP, a database, or a client waiting for a server greeting):
+      // sluice cannot judge it.
+      o.method = "-";
+      o.scheme = "tcp";
+      o.decision = "error";
+      o.reason = "non_http_protocol";
+      finish(o);
+    }
+    error_code ignored;
+    client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
   // Set on the SSL object during a terminating handshake, read by the SNI callback.
   struct sni_check {
     std::string host;
@@ -1148,6 +1233,8 @@ private:
   beast::flat_buffer buffer_;
   std::optional<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
   bool socks_pending_ = false;     // connect_ came by SOCKS5: its answer is a SOCKS reply
+  bool captured_ = false;          // a captured connection (run_captured)
+  bool silent_ = false;            // captured TLS before the handshake: denials close, write nothing
 };
 
 } // namespace
@@ -1168,17 +1255,31 @@ int check_sni(SSL *ssl, int *alert, void *) {
   return SSL_TLSEXT_ERR_OK;
 }
 
-net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state) {
+namespace {
+net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &state, bool captured) {
   ++state.connections;
   state.metrics.connections_active.Increment();
   {
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     session s(std::move(socket), w, state);
-    co_await s.run();
+    if (captured) {
+      co_await s.run_captured();
+    } else {
+      co_await s.run();
+    }
   }
   state.metrics.connections_active.Decrement();
   --state.connections;
+}
+} // namespace
+
+net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state) {
+  return run_counted(std::move(socket), w, state, false);
+}
+
+net::awaitable<void> run_captured_session(tcp::socket socket, worker &w, gateway_state &state) {
+  return run_counted(std::move(socket), w, state, true);
 }
 
 } // namespace sluice::gateway

@@ -7,6 +7,12 @@ namespace sluice::gateway {
 // passed through, by profile) and the requests inside them.
 net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state);
 
+// Serves one captured connection (exec's transparent capture): the client thinks it talks to the
+// origin itself. The address it dialled names the host (through the DNS responder's table, else as
+// an IP literal) and its port the port; TLS is judged and terminated as inside a CONNECT to that
+// authority, plain HTTP as origin-form requests for it; anything else is refused and logged.
+net::awaitable<void> run_captured_session(tcp::socket socket, worker &w, gateway_state &state);
+
 } // namespace sluice::gateway
 
 #include <openssl/ssl.h>

@@ -18,6 +18,7 @@ struct access_record {
   unsigned status = 0;
   std::uint64_t bytes_in = 0, bytes_out = 0;
   double duration_seconds = 0;
+  std::string_view entry = "proxy"; // how the connection came: "proxy" (proxy port) or "capture"
 };
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never

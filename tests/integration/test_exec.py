@@ -298,9 +298,15 @@ class ExecAsRoot(ExecCase):
             self.assertEqual(self.probe(profile, "udp", "198.18.0.2", "9001").returncode, 1, profile)
 
     def test_dns_blocked(self):
+        """No DNS server outside is reachable; names resolve only to sluice's capture addresses
+        (198.19.0.0/16), never to what DNS outside says (198.18.0.2), and offline resolves nothing."""
         self.assertEqual(self.outside("dns", "198.18.0.2").returncode, 0)
         self.assertEqual(self.probe("network-read", "dns", "198.18.0.2").returncode, 1)
-        self.assertEqual(self.probe("network-read", "resolve", "origin.test").returncode, 1)
+        p = self.sx("--sandbox-profile", "network-read", "--", "getent", "ahostsv4", "origin.test")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith(b"198.19."), p.stdout)
+        self.assertNotIn(b"198.18.0.2", p.stdout)
+        self.assertEqual(self.probe("offline", "resolve", "origin.test").returncode, 1)
 
     def test_host_loopback_service_blocked(self):
         self.assertEqual(self.outside("tcp", "127.0.0.1", str(M["loop_port"])).returncode, 0)

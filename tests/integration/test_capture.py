@@ -1,0 +1,147 @@
+"""Transparent capture: clients that ignore the proxy variables (Node's https.get and fetch, curl
+--noproxy '*', raw sockets, wget --no-proxy) still reach sluice inside `sluice exec`, and are judged
+by the same policy as proxied requests, with the same logs and summary. Real clients, the test host
+at 198.18.0.2 (HTTPS on 8443, plain HTTP on 8080), as root and as 65534."""
+import json
+import os
+import shutil
+import unittest
+
+import test_exec as base
+from harness import HERE, PYTHON
+
+M = base.M
+
+
+def setUpModule():
+    base.setUpModule()
+    env = dict(os.environ, ORIGIN_HOST="198.18.0.2", ORIGIN_ROOT=M["tmp"])
+    p = M["host"].start(PYTHON, os.path.join(HERE, "origin.py"), "8080", env=env)
+    assert p.stdout.readline().strip() == b"ready"
+
+
+tearDownModule = base.tearDownModule
+
+NO_PROXY_VARS = "unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy; "
+
+
+class CaptureAsRoot(base.ExecCase):
+
+    def run_captured(self, script, *extra):
+        summary = os.path.join(self.work, "summary.json")
+        log = os.path.join(self.work, "access.log")
+        p = self.sx("--sandbox-profile", "network-read", *extra, "--json-summary", summary,
+                    "--access-log", log, "--", "sh", "-c", NO_PROXY_VARS + script)
+        s = json.load(open(summary)) if os.path.exists(summary) else {}
+        lines = [json.loads(x) for x in open(log)] if os.path.exists(log) else []
+        return p, s, lines
+
+    def decisions(self, summary):
+        return sorted((r["host"], r["port"], r["decision"], r["reason"]) for r in summary.get("requests", []))
+
+    def test_curl_ignoring_proxy_is_judged_like_a_proxied_request(self):
+        p, s, log = self.run_captured(
+            "curl --noproxy '*' -sS https://origin.test:8443/hello; "
+            "curl --noproxy '*' -s -o /dev/null -w '%{http_code}\\n' https://other.test:8443/; exit 0")
+        self.assertEqual(p.stdout.decode(), "hello from origin /hello\n000\n", p.stderr.decode())
+        self.assertEqual(self.decisions(s), [("origin.test", 8443, "allow", "allowed"),
+                                             ("other.test", 8443, "deny", "host_not_allowlisted")])
+        self.assertIn("--allow-domain other.test:8443", p.stderr.decode())
+        captured = [(x["host"], x["decision"]) for x in log if x["entry"] == "capture"]
+        self.assertIn(("origin.test", "allow"), captured)
+        self.assertIn(("other.test", "deny"), captured)
+
+    def test_node_https_get_and_fetch_without_proxy_support(self):
+        if not shutil.which("node"):
+            self.skipTest("no node on this machine")
+        js = ("const https=require('https');"
+              "https.get('https://origin.test:8443/node-get',r=>{let b='';r.on('data',d=>b+=d);"
+              "r.on('end',async()=>{process.stdout.write(b);"
+              "const f=await fetch('https://origin.test:8443/node-fetch');process.stdout.write(await f.text());"
+              "try{await fetch('https://unlisted.test/');console.log('LEAK')}catch(e){console.log('refused')}})})"
+              ".on('error',e=>{console.log('error',e.message);process.exit(3)})")
+        p, s, _ = self.run_captured(f"node -e \"{js}\"")
+        self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
+        self.assertEqual(p.stdout.decode(),
+                         "hello from origin /node-get\nhello from origin /node-fetch\nrefused\n")
+        self.assertIn(("unlisted.test", 443, "deny", "host_not_allowlisted"), self.decisions(s))
+
+    def test_wget_with_no_proxy_and_no_ca_variable(self):
+        if not shutil.which("wget"):
+            self.skipTest("no wget on this machine")
+        p, s, _ = self.run_captured("unset SSL_CERT_FILE; wget --no-proxy -qO- https://origin.test:8443/wget")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout, b"hello from origin /wget\n")
+
+    def test_plain_http_captured_and_writes_refused(self):
+        p, s, log = self.run_captured(
+            "curl --noproxy '*' -sS http://origin.test:8080/plain; "
+            "curl --noproxy '*' -sS -X POST -d x=1 http://origin.test:8080/echo; "
+            "curl --noproxy '*' -s -o /dev/null -w '%{http_code}\\n' -X POST -d x=1 https://origin.test:8443/echo",
+            "--allow-domain", "origin.test:8080")
+        out = p.stdout.decode()
+        self.assertTrue(out.startswith("hello from origin /plain\nsluice: denied POST http://origin.test:8080/echo: "
+                                       "method_not_allowed"), out)
+        self.assertTrue(out.endswith("403\n"), out)
+        got = self.decisions(s)
+        self.assertIn(("origin.test", 8080, "allow", "allowed"), got)
+        self.assertIn(("origin.test", 8080, "deny", "method_not_allowed"), got)
+        self.assertIn(("origin.test", 8443, "deny", "method_not_allowed"), got)
+        self.assertTrue(all(x["entry"] == "capture" for x in log), log)
+
+    def test_literal_addresses_are_judged_as_literals(self):
+        """An address the DNS responder never handed out is judged as the IP literal it is: the
+        test host's real address is not allowlisted, so nothing reaches it."""
+        p, s, _ = self.run_captured("curl --noproxy '*' -sk -o /dev/null -w '%{http_code}\\n' "
+                                    "https://198.18.0.2:8443/; curl --noproxy '*' -s -o /dev/null -w "
+                                    "'%{http_code}\\n' http://198.18.0.2:8080/ --max-time 10; exit 0",
+                                    "--allow-domain", "origin.test:8080")
+        self.assertEqual(p.stdout.decode(), "000\n403\n", p.stderr.decode())
+        got = self.decisions(s)
+        self.assertIn(("198.18.0.2", 8443, "deny", "host_not_allowlisted"), got)
+        self.assertIn(("198.18.0.2", 8080, "deny", "host_not_allowlisted"), got)
+
+    def test_non_http_protocol_refused_and_logged(self):
+        script = (f"{PYTHON} -c \"import socket; s=socket.create_connection(('origin.test', 8443), timeout=20); "
+                  "s.sendall(b'SSH-2.0-OpenSSH_9.2\\r\\n'); print(repr(s.recv(100)))\"")
+        p, s, log = self.run_captured(script)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout, b"b''\n")  # closed, nothing relayed
+        refused = [x for x in log if x["reason"] == "non_http_protocol"]
+        self.assertEqual([(x["host"], x["port"], x["entry"]) for x in refused], [("origin.test", 8443, "capture")])
+
+    def test_dns_over_udp_and_tcp_answers_from_the_pool(self):
+        script = (f"{PYTHON} -c \"import socket,struct\n"
+                  "q=bytes.fromhex('abcd01000001000000000000')+b'\\x06origin\\x04test\\x00\\x00\\x01\\x00\\x01'\n"
+                  "u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); u.settimeout(5); u.sendto(q,('127.0.0.1',53)); a=u.recv(512)\n"
+                  "t=socket.create_connection(('127.0.0.1',53),timeout=5); t.sendall(struct.pack('>H',len(q))+q)\n"
+                  "n=struct.unpack('>H',t.recv(2))[0]; b=t.recv(n)\n"
+                  "print(a==b, socket.inet_ntoa(a[-4:]), socket.gethostbyname('origin.test'))\"")
+        p, s, _ = self.run_captured(script)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        same, udp_addr, resolved = p.stdout.decode().split()
+        self.assertEqual(same, "True")
+        self.assertTrue(udp_addr.startswith("198.19."), udp_addr)
+        self.assertEqual(udp_addr, resolved)
+
+    def test_other_ports_and_udp_refused_at_once(self):
+        """Ports the policy cannot allow have no listener: connections are refused at once, and UDP
+        other than DNS gets nowhere (QUIC clients fall back to TCP)."""
+        script = (f"{PYTHON} -c \"import socket\n"
+                  "try:\n socket.create_connection(('origin.test', 9000), timeout=5); print('connected')\n"
+                  "except OSError as e: print(type(e).__name__)\n"
+                  "u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); u.settimeout(2); u.connect(('198.18.0.2',9001))\n"
+                  "u.send(b'ping')\n"
+                  "try: print(u.recv(10))\n"
+                  "except OSError as e: print(type(e).__name__)\"")
+        p, s, _ = self.run_captured(script)
+        self.assertEqual(p.stdout.decode().split(), ["ConnectionRefusedError", "ConnectionRefusedError"],
+                         p.stderr.decode())
+
+
+class CaptureAsNobody(CaptureAsRoot):
+    user = 65534
+
+
+if __name__ == "__main__":
+    unittest.main()
