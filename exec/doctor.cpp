@@ -65,7 +65,7 @@ std::vector<doctor_check> run_doctor() {
   }
   std::map<std::string, std::string> errs;
   int abi = -1;
-  const char *steps[] = {"loopback", "fd_handoff", "mounts", "private_dir", "landlock", "seccomp", "setsid"};
+  const char *steps[] = {"loopback", "capture", "fd_handoff", "mounts", "private_dir", "landlock", "seccomp", "setsid"};
   if (userns.empty() && netns.empty()) {
     try {
       sandbox_options o;
@@ -73,11 +73,17 @@ std::vector<doctor_check> run_doctor() {
       o.fault = fault;
       o.argv = {"true"};
       o.cwd = "/";
+      o.capture_ports = {80, 443};
       o.require_landlock = require_landlock;
       sandbox sb(o);
       sb.ready();
       if (sb.listener() < 0) errs["fd_handoff"] = "no listener received";
       ::close(sb.listener());
+      auto capture = sb.take_capture();
+      if (capture.dns_udp < 0 || capture.listeners.empty()) errs["capture"] = "the capture sockets were not handed over";
+      for (int fd : capture.listeners) ::close(fd);
+      if (capture.dns_udp >= 0) ::close(capture.dns_udp);
+      if (capture.dns_tcp >= 0) ::close(capture.dns_tcp);
       abi = sb.provision({{"probe", "x"}});
       int e = 0;
       if (!sb.start(e)) errs["setsid"] = std::string("the command's process failed its last set-up: ") + std::strerror(e);
@@ -94,6 +100,9 @@ std::vector<doctor_check> run_doctor() {
     for (auto step : steps) errs[step] = "skipped: namespaces unavailable";
   }
   add("loopback", errs["loopback"], "lo comes up inside the network namespace");
+  add("capture", errs["capture"], "every address of the namespace is local, listeners on the ports the "
+                                  "policy can allow and a DNS responder on 127.0.0.1:53 catch clients "
+                                  "that ignore the proxy variables");
   add("fd_handoff", errs["fd_handoff"], "the listener made inside reaches the gateway by SCM_RIGHTS");
   add("mounts", errs["mounts"], "a filesystem view built with pivot_root: system paths read-only, "
                                 "private /tmp, /dev and /proc (/proc/sys read-only), no host sockets");

@@ -442,11 +442,11 @@ class ExecAsRoot(ExecCase):
     # --- fail closed -----------------------------------------------------------------------
     def test_fail_closed_at_every_setup_step(self):
         marker = os.path.join(self.work, "ran")
-        for step in ("policy", "namespaces", "loopback", "fd_handoff", "mounts", "ca", "private_dir",
+        for step in ("policy", "namespaces", "loopback", "capture", "fd_handoff", "mounts", "ca", "private_dir",
                      "landlock", "seccomp", "setsid"):
             for profile in ("network-read", "offline"):
-                if profile == "offline" and step == "ca":
-                    continue  # offline makes no CA
+                if profile == "offline" and step in ("ca", "capture"):
+                    continue  # offline makes no CA and has no network to capture
                 p = self.sx("--sandbox-profile", profile, "--", "touch", marker, env={"SLUICE_FAULT": step})
                 self.assertEqual(p.returncode, 125, (step, profile, p.stderr))
                 self.assertFalse(os.path.exists(marker), (step, profile))
@@ -472,7 +472,7 @@ class ExecAsRoot(ExecCase):
         d = json.loads(p.stdout)
         self.assertTrue(d["runnerReady"])
         self.assertEqual({c["name"] for c in d["checks"]},
-                         {"user_namespaces", "network_namespaces", "loopback", "fd_handoff", "mounts", "ca",
+                         {"user_namespaces", "network_namespaces", "loopback", "capture", "fd_handoff", "mounts", "ca",
                           "private_dir", "landlock", "seccomp", "setsid"})
         p = subprocess.run(self.prefix() + [SLUICE, "doctor", "--json"], capture_output=True,
                            env=self.env({"SLUICE_FAULT": "loopback"}))
