@@ -119,15 +119,9 @@ std::vector<std::string> child_environment(char **envp, const environment_spec &
       out.push_back(std::string(name) + "=" + spec.ca_file);
     }
   }
-  std::string java = "JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=" +
-                     std::to_string(spec.proxy_port) +
-                     " -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=" +
-                     std::to_string(spec.proxy_port) + " -Dhttp.nonProxyHosts=";
-  if (filters::terminates_tls(spec.mode) && !spec.java_truststore.empty()) {
-    java += " -Djavax.net.ssl.trustStore=" + spec.java_truststore +
-            " -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=sluice";
-  }
-  out.push_back(java);
+  // Nothing for the JVM: its connections are captured (it honours no proxy variable without
+  // JAVA_TOOL_OPTIONS, whose mere presence makes every `java` print a line on stderr), and its
+  // system trust store (/etc/ssl/certs/java/cacerts) is the per-command CA in the view.
   return out;
 }
 

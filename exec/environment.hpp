@@ -28,7 +28,7 @@ struct environment_spec {
   filters::profile mode = filters::profile::offline;
   unsigned proxy_port = 0;            // inside the sandbox, on 127.0.0.1
   std::string ca_file;                // per-command CA certificate (PEM), as the command sees it
-  std::string java_truststore;        // PKCS12 trust store with the CA, for JAVA_TOOL_OPTIONS
+  std::string java_truststore;        // PKCS12 trust store with the CA (the view's JVM cacerts)
   std::vector<std::string> grants;    // credential names kept (--allow-env, granted by the skill)
   std::vector<std::string> keep;      // other names kept (--keep-env, the skill's keep_env)
   std::vector<std::string> placeholders; // "VAR=sluice-credential-NAME": set last, over the parent's

@@ -362,6 +362,14 @@ std::string replace_system_trust(const std::vector<std::pair<std::string, std::s
     }
     if (!set_attr(dir, ro, false)) return err("cannot make read-only", dir);
   }
+  // The JVM's system trust store where Fedora and RHEL keep it (Debian's is /etc/ssl/certs/java).
+  const std::string store = std::string(sandbox_files_dir) + "/truststore.p12";
+  for (auto cacerts : {"/etc/pki/ca-trust/extracted/java/cacerts", "/etc/pki/java/cacerts"}) {
+    if (::stat(cacerts, &st) != 0 || !S_ISREG(st.st_mode) || ::access(store.c_str(), R_OK) != 0) continue;
+    if (::mount(store.c_str(), cacerts, nullptr, MS_BIND, nullptr) != 0 || !set_attr(cacerts, ro, false)) {
+      return err("cannot replace the JVM trust store", cacerts);
+    }
+  }
   return {};
 }
 
