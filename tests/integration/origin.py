@@ -6,6 +6,7 @@ GET /status/CODE    an empty response with that status (204, 304, ...)
 GET /headers        the request head as received, as the body
 GET|POST /git/...   Git smart HTTP: `git http-backend` (CGI) on the repositories in ORIGIN_ROOT
 GET|POST /private-git/...   the same, only with an Authorization header listed in ORIGIN_AUTH
+GET /files/PATH     a file under ORIGIN_ROOT (a directory: its index.html)
 GET /private/PATH   like /files/PATH, only with an Authorization header listed in ORIGIN_AUTH
                     ("|"-separated values); 401 with WWW-Authenticate otherwise
 POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked request)
@@ -44,9 +45,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.rfile.readline()
         return self.rfile.read(int(self.headers.get("Content-Length", 0)))
 
-    def _send(self, code, body, chunked=False, head=False):
+    def _send(self, code, body, chunked=False, head=False, content_type=None):
         self.send_response(code)
         self.send_header("X-Origin", "test")
+        if content_type:
+            self.send_header("Content-Type", content_type)
         if chunked:
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
@@ -122,10 +125,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # Static files (a git repository for dumb HTTP), confined to ORIGIN_ROOT.
             root = os.path.realpath(os.environ["ORIGIN_ROOT"])
             path = os.path.realpath(os.path.join(root, *parts[1:]))
+            if os.path.isdir(path):
+                path = os.path.join(path, "index.html")  # a PEP 503 index page, say
             if not path.startswith(root + os.sep) or not os.path.isfile(path):
                 return self._send(404, b"not found\n", head=head)
             with open(path, "rb") as f:
-                return self._send(200, f.read(), head=head)
+                return self._send(200, f.read(), head=head,
+                                  content_type="text/html" if path.endswith(".html") else None)
         if parts[0] == "status":
             return self._send(int(parts[1]), b"")
         if parts[0] == "headers":
