@@ -1,0 +1,371 @@
+// The upstream stage: dialling the origin (pinned or resolved addresses, each judged; TLS verified),
+// sending the request and relaying both bodies in pieces as they arrive, pooling the connection.
+#include "gateway/error.hpp"
+#include "gateway/session_impl.hpp"
+
+namespace sluice::gateway::detail {
+namespace {
+
+// Fields a proxy must not forward (RFC 9110 section 7.6.1) plus the proxy's own credentials.
+bool hop_by_hop(std::string_view name) {
+  if (name.size() >= 6 && beast::iequals(name.substr(0, 6), "proxy-")) {
+    return true; // Proxy-Authorization, Proxy-Connection and any other proxy-addressed field
+  }
+  for (auto h : {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+                 "content-length"}) {
+    if (beast::iequals(name, h)) return true;
+  }
+  return false;
+}
+
+// Copies end-to-end fields, leaving out hop-by-hop ones and any the Connection header names.
+template <class Fields> void copy_fields(const Fields &from, http::fields &to) {
+  std::vector<std::string> named;
+  for (auto &f : from) {
+    if (f.name() == http::field::connection) {
+      for (auto token : http::token_list(f.value())) named.emplace_back(token);
+    }
+  }
+  for (auto &f : from) {
+    auto name = f.name_string();
+    if (hop_by_hop(name)) continue;
+    bool listed = false;
+    for (auto &n : named) listed = listed || beast::iequals(n, name);
+    if (!listed) to.insert(f.name(), name, f.value());
+  }
+}
+
+} // namespace
+
+// Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
+// with SNI and certificate verification for https.
+net::awaitable<std::unique_ptr<upstream_connection>>
+session::connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
+                 unsigned port, bool tls, error_code &ec) {
+  const auto &pol = *policy_;
+  std::vector<net::ip::address> addresses;
+  if (ip) {
+    addresses.push_back(*ip);
+  } else if (auto pin = pol.cfg().pins.find(host); pin != pol.cfg().pins.end()) {
+    addresses = pin->second;
+  } else {
+    auto t0 = clock::now();
+    addresses = co_await worker_.dns.resolve(host, ec);
+    state_.metrics.dns_lookup_duration.Observe(
+        std::chrono::duration<double>(clock::now() - t0).count());
+    if (ec) co_return nullptr;
+  }
+  std::vector<net::ip::address> allowed;
+  for (auto &a : addresses) {
+    if (pol.decide_address(a, state_.own_addresses).allowed) allowed.push_back(a);
+  }
+  if (allowed.empty()) {
+    ec = gateway_error::destination_address_denied;
+    co_return nullptr;
+  }
+  auto t0 = clock::now();
+  auto conn = std::make_unique<upstream_connection>(worker_.ioc.get_executor());
+  ec = gateway_error::connection_refused;
+  for (auto &a : allowed) {
+    // The endpoint dialed is built from the address that was just checked, never re-resolved.
+    conn->tcp.expires_after(cfg().timeouts.connect);
+    auto [cec] = co_await conn->tcp.async_connect(tcp::endpoint(a, port), use_tuple);
+    if (!cec) {
+      ec = {};
+      break;
+    }
+    if (cec == beast::error::timeout) {
+      ec = gateway_error::connection_timeout;
+    } else if (cec == net::error::network_unreachable || cec == net::error::host_unreachable) {
+      ec = gateway_error::destination_unreachable;
+    } else {
+      ec = gateway_error::connection_refused;
+    }
+    conn->tcp.close();
+  }
+  if (ec) co_return nullptr;
+  conn->tcp.socket().set_option(tcp::no_delay(true));
+  if (tls) {
+    std::call_once(state_.system_trust_once, state_.load_system_trust);
+    conn->tls = std::make_unique<tls_stream>(conn->tcp.release_socket(),
+                                             state_.upstream_tls.native_handle());
+    SSL *ssl = conn->tls->native_handle();
+    if (!ip) SSL_set_tlsext_host_name(ssl, host.c_str());
+    // Hostname (or IP) check inside OpenSSL's chain verification.
+    X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    if (ip) {
+      X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str());
+    } else {
+      X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+    }
+    conn->expires_after(cfg().timeouts.tls_handshake);
+    auto [hec, hn] =
+        co_await conn->tls->async_handshake(tls_stream::role::client, {}, use_tuple);
+    state_.metrics.tls_handshake("upstream", !hec);
+    if (hec) {
+      ec = SSL_get_verify_result(ssl) != X509_V_OK ? gateway_error::tls_certificate_error
+           : hec == beast::error::timeout          ? gateway_error::connection_timeout
+                                                   : gateway_error::tls_protocol_error;
+      co_return nullptr;
+    }
+  }
+  state_.metrics.upstream_connect_duration.Observe(
+      std::chrono::duration<double>(clock::now() - t0).count());
+  co_return conn;
+}
+
+// Streams one message body from `in` to `out` through a fixed buffer, re-framing as the outgoing
+// header says (Beast's relay pattern). `in_failed` tells which side broke.
+template <bool isRequest, class In, class Out>
+net::awaitable<error_code> session::relay(In &in, beast::flat_buffer &in_buf,
+                                 http::parser<isRequest, http::buffer_body> &p, Out &out,
+                                 http::message<isRequest, http::buffer_body> &msg,
+                                 std::uint64_t &bytes, bool &in_failed,
+                                 clock::time_point deadline, std::uint64_t max_bytes) {
+  chunk buffer;
+  msg.body().data = nullptr;
+  msg.body().size = 0;
+  msg.body().more = !p.is_done();
+  http::serializer<isRequest, http::buffer_body> sr{msg};
+  // The head goes out on its own only when body bytes are still to come from the network: a
+  // request body may wait for 100 Continue, and a response body that is not here yet must not
+  // hold the head back. Otherwise head and first body bytes leave in one write (one TLS record).
+  if (!p.is_done() && (isRequest || in_buf.size() == 0)) {
+    lowest(out).expires_after(cfg().timeouts.io);
+    auto [hec, hn] = co_await http::async_write_header(out, sr, use_tuple);
+    if (hec) co_return hec;
+  }
+  // Beast reads as much as the buffer has room for: give a body a full chunk of room, so a bulk
+  // transfer moves in 64 KiB steps rather than one TLS record at a time.
+  auto remaining = p.content_length_remaining();
+  bool large = !remaining || *remaining > in_buf.size() + 16 * 1024;
+  if (!p.is_done() && large && in_buf.capacity() - in_buf.size() < chunk_size &&
+      in_buf.max_size() >= in_buf.size() + chunk_size) {
+    in_buf.reserve(in_buf.size() + chunk_size);
+  }
+  do {
+    if (!p.is_done()) {
+      p.get().body().data = buffer.get();
+      p.get().body().size = chunk_size;
+      lowest(in).expires_after(cfg().timeouts.io);
+      // Whatever has arrived is passed on at once (a streamed body is not held back until the
+      // buffer fills); a full buffer shows as need_buffer.
+      auto [rec, rn] = co_await http::async_read_some(in, in_buf, p, use_tuple);
+      if (rec == http::error::need_buffer) rec = {};
+      if (rec) {
+        in_failed = true;
+        co_return rec;
+      }
+      std::size_t got = chunk_size - p.get().body().size;
+      // A read may parse only framing (a chunk header): an empty buffer with more to come
+      // would go out as the last chunk, so nothing is written until body bytes are here.
+      msg.body().size = got;
+      msg.body().data = got ? buffer.get() : nullptr;
+      msg.body().more = !p.is_done();
+    } else {
+      msg.body().data = nullptr;
+      msg.body().size = 0;
+      msg.body().more = false;
+    }
+    bytes += msg.body().size;
+    // A trickling or endless body is cut at the request deadline or the byte cap.
+    if (clock::now() > deadline) {
+      in_failed = true;
+      co_return error_code(beast::error::timeout);
+    }
+    if (max_bytes && bytes > max_bytes) {
+      in_failed = true;
+      co_return error_code(http::error::body_limit);
+    }
+    if (msg.body().size == 0 && msg.body().more) continue;
+    lowest(out).expires_after(cfg().timeouts.io);
+    auto [wec, wn] = co_await http::async_write(out, sr, use_tuple);
+    if (wec == http::error::need_buffer) wec = {};
+    if (wec) co_return wec;
+  } while (!p.is_done() || !sr.is_done());
+  co_return error_code{};
+}
+
+template <class Stream>
+net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
+                             http::request_parser<http::buffer_body> &parser, outcome &o,
+                             const std::optional<net::ip::address> &ip, unsigned version,
+                             const std::string *preread) {
+  auto &req = parser.get();
+  bool tls = o.scheme == "https";
+  std::string key = o.scheme + "://" + o.host + ":" + std::to_string(o.port);
+  bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
+
+  http::request<http::buffer_body> out{req.method(), o.target, 11};
+  if (req.method() == http::verb::unknown) out.method_string(req.method_string());
+  copy_fields(req.base(), out.base());
+  if (req[http::field::host].empty()) {
+    // An HTTP/1.0 request may come without Host; it leaves as HTTP/1.1, which requires one.
+    std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+    if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
+    out.set(http::field::host, authority);
+    req.set(http::field::host, authority);
+  }
+  if (parser.chunked()) {
+    out.chunked(true);
+  } else if (parser.content_length()) {
+    out.content_length(*parser.content_length());
+  }
+
+  std::unique_ptr<upstream_connection> conn;
+  std::optional<http::response_parser<http::buffer_body>> rp;
+  // A pooled connection may have been closed by the origin a moment ago; a request without a body
+  // is retried once on a fresh connection, never one whose body was already consumed.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    conn = worker_.pool.take(key);
+    bool reused = conn != nullptr;
+    if (!conn) {
+      error_code ec;
+      conn = co_await connect_upstream(o.host, ip, o.port, tls, ec);
+      if (ec) {
+        co_await fail(s, o, ec, req.keep_alive() && !has_body, version);
+        co_return req.keep_alive() && !has_body;
+      }
+    } else {
+      state_.metrics.upstream_reused.Increment();
+    }
+    conn->key = key;
+    bool in_failed = false;
+    error_code ec;
+    if (preread) { // a body read and checked before (Git negotiation): sent whole, with its length
+      http::request<http::string_body> whole{req.method(), o.target, 11};
+      copy_fields(req.base(), whole.base());
+      whole.body() = *preread;
+      whole.prepare_payload();
+      conn->expires_after(cfg().timeouts.io);
+      ec = co_await conn->visit([&](auto &up) -> net::awaitable<error_code> {
+        auto [e, n] = co_await http::async_write(up, whole, use_tuple);
+        co_return e;
+      });
+      o.bytes_in = preread->size();
+    } else {
+      ec = co_await conn->visit([&](auto &up) {
+        return relay<true>(s, buf, parser, up, out, o.bytes_in, in_failed,
+                           o.start + cfg().timeouts.request);
+      });
+    }
+    if (ec && in_failed) {
+      // The client's body broke its own framing (bad chunk size, oversize body) or stopped:
+      // answer a framing error with 400 while no response has started; the origin sees a cut
+      // request and the connection is dropped.
+      bool framing = ec.category() == http::make_error_code(http::error::bad_chunk).category() ||
+                     ec == http::error::body_limit;
+      if (framing) {
+        co_await deny(s, o, ec == http::error::body_limit ? "body_too_large" : "bad_request_body",
+                      o.rule, false, version);
+      } else {
+        o.decision = "error";
+        o.reason = "client_aborted";
+        finish(o);
+      }
+      co_return false;
+    }
+    if (!ec) {
+      rp.emplace();
+      rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
+      rp->body_limit(boost::none);
+      if (req.method() == http::verb::head) rp->skip(true);
+      conn->expires_after(cfg().timeouts.io);
+      ec = co_await conn->visit([&](auto &up) -> net::awaitable<error_code> {
+        auto [e, n] = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
+        // Interim 1xx responses (100 Continue, 103) are passed on; 101 never is, since
+        // upgrades were refused before the request left.
+        while (!e && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101) {
+          if (version >= 11) {
+            http::response<http::empty_body> interim{rp->get().result(), 11};
+            lowest(s).expires_after(cfg().timeouts.io);
+            co_await http::async_write(s, interim, use_tuple);
+          }
+          rp.emplace();
+          rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
+          rp->body_limit(boost::none);
+          if (req.method() == http::verb::head) rp->skip(true);
+          conn->expires_after(cfg().timeouts.io);
+          std::tie(e, n) = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
+        }
+        if (!e && rp->get().result_int() == 101) e = http::error::bad_status;
+        co_return e;
+      });
+    }
+    if (!ec) break;
+    if (reused && !has_body && attempt == 0 && o.bytes_in == 0 &&
+        (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
+         ec == net::error::broken_pipe || ec == net::ssl::error::stream_truncated)) {
+      continue;
+    }
+    error_code mapped = ec == beast::error::timeout      ? gateway_error::response_timeout
+                        : ec == http::error::header_limit ? gateway_error::upstream_response_too_large
+                        : (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
+                           ec == net::ssl::error::stream_truncated)
+                            ? gateway_error::response_incomplete
+                            : gateway_error::upstream_protocol_error;
+    co_await fail(s, o, mapped, false, version);
+    co_return false;
+  }
+
+  auto &up_res = rp->get();
+  http::response<http::buffer_body> res{up_res.result(), version};
+  res.reason(up_res.reason());
+  copy_fields(up_res.base(), res.base());
+  unsigned code = up_res.result_int();
+  bool no_body = req.method() == http::verb::head || code == 204 || code == 304 || code / 100 == 1;
+  bool client_keep = req.keep_alive();
+  bool upstream_framed = no_body || rp->chunked() || rp->content_length().has_value();
+  if (no_body) {
+    if (auto cl = up_res[http::field::content_length]; !cl.empty() && code != 204) {
+      res.set(http::field::content_length, cl); // HEAD and 304 describe the body they omit
+    }
+  } else if (rp->chunked()) {
+    if (version >= 11) {
+      res.chunked(true);
+    } else {
+      client_keep = false; // an HTTP/1.0 client cannot read chunks: delimit the body by close
+    }
+  } else if (rp->content_length()) {
+    res.content_length(*rp->content_length());
+  } else {
+    client_keep = false; // the origin delimits the body by closing; so must we
+  }
+  if (state_.draining.load()) client_keep = false;
+  res.keep_alive(client_keep);
+  o.status = code;
+  o.decision = "allow";
+  o.reason = "allowed";
+
+  bool in_failed = false;
+  error_code ec = co_await conn->visit([&](auto &up) {
+    return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed,
+                        o.start + cfg().timeouts.request, cfg().limits.max_response_body_bytes);
+  });
+  if (ec) {
+    o.decision = "error";
+    o.reason = !in_failed                       ? "client_aborted"
+               : ec == http::error::body_limit ? "response_too_large"
+               : ec == beast::error::timeout   ? "response_timeout"
+                                               : "response_incomplete";
+    finish(o);
+    co_return false;
+  }
+  finish(o);
+  if (upstream_framed && up_res.keep_alive() && rp->is_done()) {
+    worker_.pool.put(std::move(conn));
+  }
+  co_return client_keep;
+}
+
+template net::awaitable<bool> session::forward<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,
+                                                     http::request_parser<http::buffer_body> &, outcome &,
+                                                     const std::optional<net::ip::address> &, unsigned,
+                                                     const std::string *);
+template net::awaitable<bool> session::forward<tls_stream>(tls_stream &, beast::flat_buffer &,
+                                                     http::request_parser<http::buffer_body> &, outcome &,
+                                                     const std::optional<net::ip::address> &, unsigned,
+                                                     const std::string *);
+
+} // namespace sluice::gateway::detail

@@ -1,0 +1,211 @@
+#pragma once
+// The session's parts, shared by the files that each hold one stage of it (docs/architecture.md):
+//   session.cpp          entry (proxy port, captured connection), finish: logs, metrics, summary
+//   session_reply.cpp    short answers: denials, framing errors, upstream failures, their texts
+//   session_request.cpp  reading and judging request heads (the plain loop and inside tunnels)
+//   session_forward.cpp  dialling the origin and relaying a request and its response
+//   session_tunnel.cpp   CONNECT and SOCKS5: judging the authority, terminating or passing through
+// Member templates are instantiated, in the file that defines them, for the two client streams.
+// Private to gateway/: nothing outside includes it.
+#include "gateway/gateway_state.hpp"
+#include "gateway/tls_stream.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::gateway::detail {
+
+using clock = std::chrono::steady_clock;
+inline constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
+inline constexpr std::size_t chunk_size = 64 * 1024;
+
+// The authority a terminated tunnel was opened for; every request inside must name it.
+struct tunnel_target {
+  std::string host; // normalized
+  unsigned port = 0;
+  std::string_view scheme = "https"; // "http": a captured plain connection
+};
+
+// What one request turned into, for the access log, the metrics and the exec summary.
+struct outcome {
+  std::string method, scheme, host, target, rule;
+  unsigned port = 0;
+  std::string_view decision = "deny";
+  std::string_view reason;
+  unsigned status = 0;
+  std::uint64_t bytes_in = 0, bytes_out = 0;
+  clock::time_point start = clock::now();
+};
+
+// Relay buffers of chunk_size, kept per thread for reuse: allocating and freeing 64 KiB per request
+// makes malloc trim and re-fault its heap each time. At most `kept` wait idle per worker.
+class chunk {
+public:
+  chunk() {
+    auto &f = free_list();
+    if (f.empty()) {
+      data_.reset(new char[chunk_size]);
+    } else {
+      data_ = std::move(f.back());
+      f.pop_back();
+    }
+  }
+  ~chunk() {
+    auto &f = free_list();
+    if (f.size() < kept) f.push_back(std::move(data_));
+  }
+  chunk(const chunk &) = delete;
+  chunk &operator=(const chunk &) = delete;
+  char *get() { return data_.get(); }
+
+private:
+  static constexpr std::size_t kept = 16;
+  static std::vector<std::unique_ptr<char[]>> &free_list() {
+    thread_local std::vector<std::unique_ptr<char[]>> f;
+    return f;
+  }
+  std::unique_ptr<char[]> data_;
+};
+
+// The layer that carries deadlines: the beast::tcp_stream of a plain stream, the tls_stream itself.
+template <class Stream> auto &lowest(Stream &s) { return beast::get_lowest_layer(s); }
+
+// The session proper: one client connection, one worker.
+class session {
+public:
+  session(tcp::socket socket, worker &w, gateway_state &state)
+      : client_(std::move(socket)), worker_(w), state_(state),
+        policy_(state.policy.load()), buffer_(cfg().limits.max_header_bytes + chunk_size) {}
+
+  net::awaitable<void> run();
+
+private:
+  // The config of the policy this session holds now; it follows policy_ across reloads (a reference
+  // kept from the first policy would dangle once a reload drops the last owner).
+  const filters::config &cfg() const { return policy_->cfg(); }
+
+  void finish(outcome &o);
+
+  // Writes a complete short reply: denials (403 + Proxy-Status), framing errors (400), upstream
+  // failures (502/504).
+  template <class Stream>
+  net::awaitable<void> reply(Stream &s, outcome &o, unsigned status, std::string_view ps_error,
+                             std::string body, bool keep_alive, unsigned version = 11);
+
+  // For a name DNS does not know: whether this machine's /etc/hosts does, and what to do about it
+  // (sluice resolves with DNS only: a hosts entry could point any name at loopback).
+  static std::string hosts_file_note(const std::string &host);
+
+  std::string denial_text(const outcome &o, std::string_view rule);
+
+  template <class Stream>
+  net::awaitable<void> deny(Stream &s, outcome &o, std::string_view reason, std::string rule,
+                            bool keep_alive, unsigned version = 11);
+
+  template <class Stream>
+  net::awaitable<void> fail(Stream &s, outcome &o, error_code ec, bool keep_alive,
+                            unsigned version = 11);
+
+  // Reads request heads and answers them until the connection should close. `tunnel` is set inside a
+  // terminated CONNECT; the stream is then TLS.
+  template <class Stream>
+  net::awaitable<void> serve_requests(Stream &s, beast::flat_buffer &buf,
+                                      const tunnel_target *tunnel);
+
+  // Reads one request head: bytes up to the blank line (bounded by the buffer's limit), a raw
+  // check for what a lenient parser would repair silently, then Beast's parser on exactly those
+  // bytes. The body, if any, stays in `buf` for the relay.
+  template <class Stream>
+  net::awaitable<error_code> read_head(Stream &s, beast::flat_buffer &buf,
+                                       http::request_parser<http::buffer_body> &parser,
+                                       std::string_view &raw_reason);
+
+  template <class Stream>
+  net::awaitable<bool> handle(Stream &s, beast::flat_buffer &buf,
+                              http::request_parser<http::buffer_body> &parser,
+                              const tunnel_target *tunnel, outcome &o);
+
+  // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond), within the
+  // request's deadline (a body trickling a byte per I/O timeout is cut all the same).
+  template <class Stream>
+  net::awaitable<error_code> read_whole_body(Stream &s, beast::flat_buffer &buf,
+                                             http::request_parser<http::buffer_body> &parser,
+                                             std::string &out, std::size_t cap,
+                                             clock::time_point deadline);
+
+  // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
+  // with SNI and certificate verification for https.
+  net::awaitable<std::unique_ptr<upstream_connection>>
+  connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
+                   unsigned port, bool tls, error_code &ec);
+
+  // Streams one message body from `in` to `out` through a fixed buffer, re-framing as the outgoing
+  // header says (Beast's relay pattern). `in_failed` tells which side broke.
+  template <bool isRequest, class In, class Out>
+  net::awaitable<error_code> relay(In &in, beast::flat_buffer &in_buf,
+                                   http::parser<isRequest, http::buffer_body> &p, Out &out,
+                                   http::message<isRequest, http::buffer_body> &msg,
+                                   std::uint64_t &bytes, bool &in_failed,
+                                   clock::time_point deadline, std::uint64_t max_bytes = 0);
+
+  template <class Stream>
+  net::awaitable<bool> forward(Stream &s, beast::flat_buffer &buf,
+                               http::request_parser<http::buffer_body> &parser, outcome &o,
+                               const std::optional<net::ip::address> &ip, unsigned version,
+                               const std::string *preread = nullptr);
+
+  // Copies bytes one way until EOF or error, for `allowlist` tunnels.
+  net::awaitable<void> pipe(beast::tcp_stream &from, beast::tcp_stream &to, std::uint64_t &bytes);
+
+  // "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.
+  net::awaitable<bool> send_established(beast::tcp_stream &s);
+
+  // VER REP RSV ATYP BND.ADDR BND.PORT, with an unspecified IPv4 bound address (RFC 1928).
+  template <class Stream> net::awaitable<bool> socks_reply(Stream &s, unsigned char code);
+
+  // Reads until `buf` holds `n` bytes (SOCKS negotiation is small and bounded), under the deadline
+  // the caller set for the whole step: a client dribbling bytes does not extend it.
+  net::awaitable<bool> read_at_least(beast::tcp_stream &s, beast::flat_buffer &buf, std::size_t n);
+
+  // SOCKS5 (RFC 1928) on the proxy port: no authentication, CONNECT only. The requested host and
+  // port become a CONNECT target and take exactly the CONNECT path: same policy, same termination,
+  // same logs. Returns true when a CONNECT was read (connect_ is set for run()).
+  net::awaitable<bool> read_socks5(beast::tcp_stream &s, beast::flat_buffer &buf);
+
+  // CONNECT (HTTP or SOCKS5): judged on host and port before anything else happens; then passed
+  // through (allowlist) or terminated with a leaf for the CONNECT host (network-read, publish).
+  net::awaitable<void> handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf, outcome &o);
+
+public:
+  // A captured connection (exec's transparent capture): the address the client dialled names the
+  // host (the DNS responder's table, else the literal) and the port; its first byte says whether it
+  // speaks TLS (judged as a CONNECT to that authority, without the "200"), HTTP (origin-form
+  // requests that must name that host) or something else (refused, logged).
+  net::awaitable<void> run_captured();
+
+  // Set on the SSL object during a terminating handshake, read by the SNI callback.
+  struct sni_check {
+    std::string host;
+    bool is_ip;
+    bool mismatch;
+  };
+
+private:
+  beast::tcp_stream client_;
+  worker &worker_;
+  gateway_state &state_;
+  filters::policy_ptr policy_;
+  beast::flat_buffer buffer_;
+  std::optional<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
+  bool socks_pending_ = false;     // connect_ came by SOCKS5: its answer is a SOCKS reply
+  bool captured_ = false;          // a captured connection (run_captured)
+  bool silent_ = false;            // captured TLS before the handshake: denials close, write nothing
+};
+
+} // namespace sluice::gateway::detail

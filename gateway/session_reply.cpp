@@ -1,0 +1,137 @@
+// Short answers the gateway writes itself: denials (403 with Proxy-Status and a text that says how
+// to allow what was refused), framing errors (400), upstream failures (502/504), SOCKS reply codes.
+#include "filters/host_name.hpp"
+#include "filters/request_hygiene.hpp"
+#include "gateway/error.hpp"
+#include "gateway/session_impl.hpp"
+
+#include <fstream>
+
+namespace sluice::gateway::detail {
+
+// Writes a complete short reply: denials (403 + Proxy-Status), framing errors (400), upstream
+// failures (502/504).
+template <class Stream>
+net::awaitable<void> session::reply(Stream &s, outcome &o, unsigned status, std::string_view ps_error,
+                           std::string body, bool keep_alive, unsigned version) {
+  if (silent_) {
+    // A captured TLS connection not (yet) terminated: the client expects a TLS server, and an
+    // HTTP answer would be garbage to it. It gets the close; the log and summary say why.
+    o.status = 0;
+    co_return;
+  }
+  if (socks_pending_) {
+    // A SOCKS5 CONNECT that will not be established: its reply code, not an HTTP response.
+    socks_pending_ = false;
+    unsigned char code = 0x01; // general failure
+    if (status == 403 || ps_error == "destination_ip_prohibited") code = 0x02; // not allowed by ruleset
+    else if (ps_error == "dns_error" || ps_error == "destination_ip_unroutable") code = 0x04;
+    else if (ps_error == "connection_refused") code = 0x05;
+    else if (ps_error == "connection_timeout") code = 0x04;
+    co_await socks_reply(s, code);
+    o.status = 0;
+    co_return;
+  }
+  http::response<http::string_body> res{static_cast<http::status>(status), version};
+  res.set(http::field::server, "sluice");
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.set("Proxy-Status", "sluice; error=" + std::string(ps_error) + "; details=\"" +
+                              std::string(o.reason) + "\"");
+  res.body() = std::move(body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  o.status = status;
+  lowest(s).expires_after(cfg().timeouts.io);
+  co_await http::async_write(s, res, use_tuple);
+}
+
+// For a name DNS does not know: whether this machine's /etc/hosts does, and what to do about it
+// (sluice resolves with DNS only: a hosts entry could point any name at loopback).
+std::string session::hosts_file_note(const std::string &host) {
+  std::ifstream f("/etc/hosts");
+  std::string text(64 * 1024, '\0');
+  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(f.gcount()));
+  auto addr = filters::hosts_file_address(text, host);
+  if (!addr) return {};
+  return "The name is in this machine's /etc/hosts (" + *addr + "), which sluice does not read: "
+         "it resolves with DNS only. To use that address, pin it in the policy: [upstream.resolve] \"" +
+         host + "\" = \"" + *addr + "\" (and list it in upstream.allow_addresses if it is private).\n";
+}
+
+std::string session::denial_text(const outcome &o, std::string_view rule) {
+  std::string where = o.scheme + "://" + o.host + (o.port ? ":" + std::to_string(o.port) : "");
+  std::string msg = "sluice: denied " + o.method + " " + where + o.target + ": " +
+                    std::string(o.reason);
+  if (!rule.empty()) msg += " (rule " + std::string(rule) + ")";
+  msg += "\n";
+  if (o.reason == "host_not_allowlisted") {
+    msg += "To allow it, add \"" + o.host + "\" to the allowlist (policy.allow, or "
+           "--allow-domain " + o.host + " for sluice exec).\n";
+  } else if (o.reason == "method_not_allowed" || o.reason == "body_on_read_method" ||
+             o.reason == "method_override_refused") {
+    msg += "The " + std::string(filters::to_string(cfg().mode)) +
+           " profile is read-only (GET, HEAD, OPTIONS). Writes need the publish profile with "
+           "--confirm-external-side-effects.\n";
+  } else if (o.reason == "destination_address_denied") {
+    msg += "The name resolves to a loopback, private, link-local or other special address. "
+           "List the range in upstream.allow_addresses if it is meant to be reachable.\n";
+  } else if (o.reason == "host_denied") {
+    msg += "A deny rule matches this host; deny rules beat allow rules.\n";
+  } else if (o.reason == "git_push_refused") {
+    msg += "Pushing (git-receive-pack) writes to the remote: it needs --sandbox-profile publish "
+           "--confirm-external-side-effects. Fetching and cloning work in network-read.\n";
+  } else if (o.reason == "git_request_refused") {
+    msg += "Only fetch negotiation (want, have, shallow, deepen, filter, done; protocol v2 ls-refs "
+           "and fetch) may be sent to git-upload-pack in network-read.\n";
+  } else if (o.reason == "credential_host_mismatch") {
+    msg += "The request carries the placeholder of a credential that belongs to other hosts "
+           "([credentials] hosts in the policy); sluice does not send it here.\n";
+  }
+  return msg;
+}
+
+template <class Stream>
+net::awaitable<void> session::deny(Stream &s, outcome &o, std::string_view reason, std::string rule,
+                          bool keep_alive, unsigned version) {
+  o.decision = "deny";
+  o.reason = reason;
+  o.rule = std::move(rule);
+  bool framing = filters::is_framing_error(reason);
+  unsigned status = framing ? 400 : 403;
+  std::string_view ps = framing ? "http_request_error" : "http_request_denied";
+  std::string body = denial_text(o, o.rule);
+  co_await reply(s, o, status, ps, std::move(body), keep_alive && !framing, version);
+  finish(o);
+}
+
+template <class Stream>
+net::awaitable<void> session::fail(Stream &s, outcome &o, error_code ec, bool keep_alive,
+                          unsigned version) {
+  gateway_error ge = ec.category() == gateway_category() ? static_cast<gateway_error>(ec.value())
+                                                         : gateway_error::response_incomplete;
+  o.decision = ge == gateway_error::destination_address_denied ? "deny" : "error";
+  o.reason = reason_of(ge);
+  // Built before co_await: GCC 12 double-destroys temporaries of a conditional inside co_await.
+  std::string body = ge == gateway_error::destination_address_denied
+                         ? denial_text(o, {})
+                         : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" +
+                               o.host + ":" + std::to_string(o.port) + "\n";
+  if (ge == gateway_error::dns_error) body += hosts_file_note(o.host);
+  co_await reply(s, o, http_status_of(ge), proxy_status_of(ge), std::move(body), keep_alive,
+                 version);
+  finish(o);
+}
+
+template net::awaitable<void> session::reply<beast::tcp_stream>(beast::tcp_stream &, outcome &, unsigned, std::string_view,
+                                                   std::string, bool, unsigned);
+template net::awaitable<void> session::reply<tls_stream>(tls_stream &, outcome &, unsigned, std::string_view,
+                                                   std::string, bool, unsigned);
+template net::awaitable<void> session::deny<beast::tcp_stream>(beast::tcp_stream &, outcome &, std::string_view, std::string,
+                                                  bool, unsigned);
+template net::awaitable<void> session::deny<tls_stream>(tls_stream &, outcome &, std::string_view, std::string,
+                                                  bool, unsigned);
+template net::awaitable<void> session::fail<beast::tcp_stream>(beast::tcp_stream &, outcome &, error_code, bool, unsigned);
+template net::awaitable<void> session::fail<tls_stream>(tls_stream &, outcome &, error_code, bool, unsigned);
+
+} // namespace sluice::gateway::detail

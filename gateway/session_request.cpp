@@ -1,0 +1,352 @@
+// Reading and judging requests: the plain proxy loop and the loop inside a terminated tunnel or a
+// captured connection. A head is read within its limits and checked raw, then parsed; the origin is
+// worked out and cross-checked with Host; hygiene, Git negotiation and credentials are checked; the
+// decision is the policy's. Allowed requests go on to forward().
+#include "filters/git_upload_pack.hpp"
+#include "filters/request_hygiene.hpp"
+#include "gateway/session_impl.hpp"
+
+#include <boost/url/parse.hpp>
+
+namespace sluice::gateway::detail {
+
+// Reads request heads and answers them until the connection should close. `tunnel` is set inside a
+// terminated CONNECT; the stream is then TLS.
+template <class Stream>
+net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
+                                    const tunnel_target *tunnel) {
+  for (std::size_t served = 0; served < cfg().limits.max_requests_per_connection; ++served) {
+    if (state_.draining.load()) co_return;
+    http::request_parser<http::buffer_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
+    if (cfg().limits.max_body_bytes) {
+      parser.body_limit(cfg().limits.max_body_bytes);
+    } else {
+      parser.body_limit(boost::none);
+    }
+    lowest(s).expires_after(served == 0 ? cfg().timeouts.header_read : cfg().timeouts.idle);
+    std::string_view raw_reason;
+    error_code ec = co_await read_head(s, buf, parser, raw_reason);
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+        ec == net::ssl::error::stream_truncated || ec == net::error::eof) {
+      // The client closed or idled out between requests, or a slowloris head hit its deadline.
+      co_return;
+    }
+    policy_ = state_.policy.load(); // each request is judged by the policy current at its start
+    outcome o;
+    o.scheme = tunnel ? tunnel->scheme : "http";
+    if (raw_reason == "socks5") {
+      if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+        if (!tunnel && served == 0) {
+          co_await read_socks5(s, buf);
+          co_return; // run() takes the CONNECT on, if there is one
+        }
+      }
+      raw_reason = "non_http_protocol"; // SOCKS inside a tunnel or after HTTP requests
+    }
+    if (raw_reason == "socks_refused" || raw_reason == "non_http_protocol") {
+      o.method = "-";
+      o.decision = "error";
+      o.reason = raw_reason;
+      if (tunnel) {
+        o.host = tunnel->host;
+        o.port = tunnel->port;
+      }
+      if (raw_reason == "socks_refused") {
+        // SOCKS4 (no host names, no IPv6): "request rejected"; the client stops at once.
+        static const unsigned char socks4[] = {0x00, 0x5b, 0, 0, 0, 0, 0, 0};
+        lowest(s).expires_after(cfg().timeouts.io);
+        co_await net::async_write(s, net::buffer(socks4), use_tuple);
+      }
+      finish(o);
+      co_return;
+    }
+    if (ec) {
+      o.method = "-";
+      bool too_large = ec == http::error::header_limit;
+      o.decision = "deny";
+      o.reason = !raw_reason.empty() ? raw_reason : too_large ? "header_too_large" : "bad_request";
+      unsigned status = too_large ? 431 : 400;
+      std::string body = "sluice: malformed request (" + ec.message() + ")\n";
+      co_await reply(s, o, status, "http_request_error", std::move(body), false);
+      finish(o);
+      co_return;
+    }
+    ++state_.in_flight;
+    bool keep = co_await handle(s, buf, parser, tunnel, o);
+    --state_.in_flight;
+    if (!keep) co_return;
+    if (buf.size() == 0) buf.shrink_to_fit(); // idle keep-alive connections hold no read buffer
+  }
+}
+
+// Reads one request head: bytes up to the blank line (bounded by the buffer's limit), a raw
+// check for what a lenient parser would repair silently, then Beast's parser on exactly those
+// bytes. The body, if any, stays in `buf` for the relay.
+template <class Stream>
+net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf,
+                                     http::request_parser<http::buffer_body> &parser,
+                                     std::string_view &raw_reason) {
+  std::size_t n = 0;      // length of the head once the blank line is found
+  std::size_t scanned = 0; // bytes already searched
+  while (n == 0) {
+    std::string_view have(static_cast<const char *>(buf.data().data()), buf.size());
+    for (std::size_t i = scanned; i < have.size(); ++i) {
+      if (have[i] != '\n') continue;
+      if (i + 1 < have.size() && have[i + 1] == '\n') {
+        n = i + 2;
+      } else if (i + 2 < have.size() && have[i + 1] == '\r' && have[i + 2] == '\n') {
+        n = i + 3;
+      }
+      if (n) break;
+    }
+    if (n) break;
+    scanned = have.size() >= 2 ? have.size() - 2 : 0;
+    std::size_t room = buf.max_size() - buf.size();
+    if (room == 0 || buf.size() > cfg().limits.max_header_bytes) {
+      co_return http::error::header_limit;
+    }
+    if constexpr (std::is_same_v<Stream, tls_stream>) {
+      if (buf.size() == 0) { // idle: wait for the next request before taking a read buffer
+        auto [wec, wn] = co_await s.async_wait_readable(use_tuple);
+        if (wec) co_return wec == net::error::eof ? error_code(http::error::end_of_stream) : wec;
+      }
+    }
+    auto [ec, got] = co_await s.async_read_some(buf.prepare(std::min<std::size_t>(room, 16384)),
+                                                use_tuple);
+    if (ec && buf.size() == 0) {
+      co_return ec == net::error::eof ? error_code(http::error::end_of_stream) : ec;
+    }
+    if (ec) co_return ec == beast::error::timeout ? ec : error_code(http::error::partial_message);
+    bool first = buf.size() == 0;
+    buf.commit(got);
+    if (first && got) {
+      // A request starts with a method token (an empty line before it is tolerated). SOCKS
+      // greetings and raw TLS are answered at once instead of waiting for a line that never comes.
+      auto c = static_cast<unsigned char>(static_cast<const char *>(buf.data().data())[0]);
+      bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '\r' || c == '\n';
+      if (!letter) {
+        raw_reason = c == 0x05 ? "socks5" : c == 0x04 ? "socks_refused" : "non_http_protocol";
+        co_return http::error::bad_method;
+      }
+    }
+  }
+  std::string_view head(static_cast<const char *>(buf.data().data()), n);
+  raw_reason = filters::check_raw_head(head);
+  if (!raw_reason.empty()) co_return http::error::bad_field;
+  error_code pec;
+  auto used = parser.put(net::buffer(head.data(), head.size()), pec);
+  buf.consume(used);
+  if (!pec && !parser.is_header_done()) pec = http::error::partial_message;
+  co_return pec;
+}
+
+template <class Stream>
+net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
+                            http::request_parser<http::buffer_body> &parser,
+                            const tunnel_target *tunnel, outcome &o) {
+  auto &req = parser.get();
+  const filters::policy_ptr held = policy_; // see handle_connect: a tunnel may move policy_ on
+  const auto &pol = *held;
+  o.method = std::string(req.method_string());
+  unsigned version = req.version();
+  bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
+  bool keep_alive = req.keep_alive() && !has_body;
+
+  if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+    if (!tunnel && req.method() == http::verb::connect) {
+      o.target = std::string(req.target());
+      connect_ = std::move(o); // handled by run() once this loop has ended
+      co_return false;
+    }
+  }
+
+  if (tunnel && req.method() == http::verb::connect) {
+    o.host = tunnel->host;
+    o.port = tunnel->port;
+    o.target = std::string(req.target());
+    co_await deny(s, o, "connect_in_tunnel", {}, false, version);
+    co_return false;
+  }
+
+  // Work out the origin the request is for, refusing every ambiguity.
+  std::string target(req.target());
+  std::string raw_host;
+  unsigned port = 0;
+  if (!target.empty() && target.front() != '/' && target != "*") {
+    auto url = boost::urls::parse_absolute_uri(target);
+    if (!url || url->has_fragment() || !url->has_authority()) {
+      o.target = target;
+      co_await deny(s, o, "ambiguous_target", {}, false, version);
+      co_return false;
+    }
+    if (url->has_userinfo()) {
+      o.target = target;
+      co_await deny(s, o, "userinfo_in_target", {}, keep_alive, version);
+      co_return keep_alive;
+    }
+    std::string scheme(url->scheme());
+    if (scheme != "http" && scheme != "https") {
+      o.target = target;
+      co_await deny(s, o, "unsupported_scheme", {}, keep_alive, version);
+      co_return keep_alive;
+    }
+    o.scheme = scheme;
+    raw_host = std::string(url->encoded_host());
+    if (url->host_type() == boost::urls::host_type::ipv6 && raw_host.front() != '[') {
+      raw_host = "[" + raw_host + "]"; // parse_host takes IPv6 literals in brackets
+    }
+    port = url->has_port() ? url->port_number() : (scheme == "https" ? 443 : 80);
+    if (url->has_port() && port == 0) {
+      co_await deny(s, o, "invalid_host", {}, false, version);
+      co_return false;
+    }
+    std::string path(url->encoded_path());
+    target = (path.empty() ? "/" : path) +
+             (url->has_query() ? "?" + std::string(url->encoded_query()) : "");
+    if (tunnel) {
+      auto h = filters::parse_host(raw_host);
+      if (!h.host || h.host->name != tunnel->host || port != tunnel->port || scheme != tunnel->scheme) {
+        o.host = raw_host;
+        o.target = target;
+        co_await deny(s, o, "host_mismatch", {}, false, version);
+        co_return false;
+      }
+    }
+  } else if (tunnel) {
+    raw_host = tunnel->host;
+    if (raw_host.find(':') != std::string::npos) raw_host = "[" + raw_host + "]"; // IPv6, normalized
+    port = tunnel->port;
+  } else {
+    o.target = target;
+    o.reason = "not_a_proxy_request";
+    std::string body = "sluice is a forward proxy: send absolute-form requests "
+                       "(http://host/path) or CONNECT host:port\n";
+    co_await reply(s, o, 400, "http_request_error", std::move(body), false, version);
+    o.decision = "deny";
+    finish(o);
+    co_return false;
+  }
+  o.target = target;
+  o.port = port;
+  auto parsed = filters::parse_host(raw_host);
+  o.host = parsed.host ? parsed.host->name : raw_host;
+  if (!parsed.host) {
+    co_await deny(s, o, parsed.reason, {}, false, version);
+    co_return false;
+  }
+
+  // Host must name the same origin as the target (or the CONNECT authority).
+  auto host_field = req[http::field::host];
+  if (host_field.empty() && version >= 11) {
+    co_await deny(s, o, "bad_host_header", {}, false, version);
+    co_return false;
+  }
+  if (!host_field.empty()) {
+    std::string_view hh;
+    unsigned hp = 0;
+    bool ok = filters::split_authority(host_field, hh, hp);
+    auto hparsed = ok ? filters::parse_host(hh) : filters::host_parse_result{};
+    if (hp == 0) hp = o.scheme == "https" ? 443 : 80;
+    if (!hparsed.host || hparsed.host->name != o.host || hp != port) {
+      co_await deny(s, o, "host_mismatch", {}, false, version);
+      co_return false;
+    }
+  }
+
+  filters::request_view view{req.method_string(), target, {}};
+  for (auto &f : req) view.fields.emplace_back(f.name_string(), f.value());
+  if (auto why = filters::check_request(view, pol.mode()); !why.empty()) {
+    co_await deny(s, o, why, {}, false, version);
+    co_return false;
+  }
+  // Read-only Git over smart HTTP: in network-read a fetch's POST to git-upload-pack is a read
+  // once its whole body (bounded) shows nothing but negotiation; a push is refused by name.
+  std::string git_body;
+  bool git_read = false;
+  if (pol.mode() == filters::profile::network_read && req.method() == http::verb::post) {
+    std::string_view path = std::string_view(target).substr(0, target.find('?'));
+    if (filters::is_git_receive_pack(target)) {
+      co_await deny(s, o, "git_push_refused", {}, false, version);
+      co_return false;
+    }
+    git_read = filters::is_git_upload_pack("POST", path, req[http::field::content_type]);
+  }
+  auto d = pol.decide(git_read ? std::string_view("GET") : std::string_view(o.method), o.scheme, o.host,
+                      port);
+  if (!d.allowed) {
+    co_await deny(s, o, d.reason, d.rule, keep_alive && !git_read, version);
+    co_return keep_alive && !git_read;
+  }
+  o.rule = d.rule;
+  if (git_read) {
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      http::response<http::empty_body> go_on{http::status::continue_, 11};
+      lowest(s).expires_after(cfg().timeouts.io);
+      co_await http::async_write(s, go_on, use_tuple);
+      req.erase(http::field::expect);
+    }
+    error_code bec = co_await read_whole_body(s, buf, parser, git_body, filters::max_git_request_bytes,
+                                              o.start + cfg().timeouts.request);
+    if (bec) {
+      co_await deny(s, o, bec == http::error::body_limit ? "body_too_large" : "bad_request_body", o.rule,
+                    false, version);
+      co_return false;
+    }
+    auto encoding = req[http::field::content_encoding];
+    bool gzip = beast::iequals(encoding, "gzip");
+    std::string_view why = !encoding.empty() && !gzip ? std::string_view("git_request_refused")
+                                                       : filters::check_git_upload_pack(git_body, gzip);
+    if (!why.empty()) {
+      co_await deny(s, o, why, o.rule, false, version);
+      co_return false;
+    }
+  }
+  if (!pol.credentials().empty()) {
+    // Credentials: a placeholder bound for another host is refused; for the credential's own
+    // hosts the gateway puts the secret in (the command never held it).
+    filters::credential_result cr;
+    {
+      std::vector<std::pair<std::string_view, std::string_view>> fields;
+      for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
+      cr = pol.credentials().apply(fields, req.target(), o.host, o.scheme, port);
+    }
+    if (!cr.reason.empty()) {
+      co_await deny(s, o, cr.reason, "credential:" + cr.credential, keep_alive, version);
+      co_return keep_alive;
+    }
+    for (auto &[name, value] : cr.set) req.set(name, value);
+  }
+  co_return co_await forward(s, buf, parser, o, parsed.host->ip, version,
+                             git_read ? &git_body : nullptr);
+}
+
+// Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond), within the
+// request's deadline (a body trickling a byte per I/O timeout is cut all the same).
+template <class Stream>
+net::awaitable<error_code> session::read_whole_body(Stream &s, beast::flat_buffer &buf,
+                                           http::request_parser<http::buffer_body> &parser,
+                                           std::string &out, std::size_t cap,
+                                           clock::time_point deadline) {
+  chunk tmp;
+  while (!parser.is_done()) {
+    if (clock::now() > deadline) co_return beast::error::timeout;
+    parser.get().body().data = tmp.get();
+    parser.get().body().size = chunk_size;
+    lowest(s).expires_after(cfg().timeouts.io);
+    auto [ec, n] = co_await http::async_read_some(s, buf, parser, use_tuple);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return ec;
+    out.append(tmp.get(), chunk_size - parser.get().body().size);
+    if (out.size() > cap) co_return http::error::body_limit;
+  }
+  co_return error_code{};
+}
+
+template net::awaitable<void> session::serve_requests<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,
+                                                            const tunnel_target *);
+template net::awaitable<void> session::serve_requests<tls_stream>(tls_stream &, beast::flat_buffer &,
+                                                            const tunnel_target *);
+
+} // namespace sluice::gateway::detail

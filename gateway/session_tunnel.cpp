@@ -1,0 +1,271 @@
+// Tunnels: CONNECT and SOCKS5 on the proxy port (and captured TLS, which takes the same path without
+// the "200"): the authority is judged first, then passed through (allowlist) or terminated with a
+// leaf for it (network-read, publish), whose requests go back to serve_requests().
+#include "gateway/session.hpp"
+#include "gateway/session_impl.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <openssl/ssl.h>
+
+// GCC 12 false positive: Asio's awaitable frames come from, and go back to, its own
+// operator new/delete (a per-thread recycling allocator); with serve_requests defined in another
+// file, GCC pairs the frame's delete with the global new it cannot see past.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace sluice::gateway {
+namespace detail {
+
+using namespace boost::asio::experimental::awaitable_operators;
+
+// Copies bytes one way until EOF or error, for `allowlist` tunnels.
+net::awaitable<void> session::pipe(beast::tcp_stream &from, beast::tcp_stream &to, std::uint64_t &bytes) {
+  chunk data;
+  for (;;) {
+    from.expires_after(cfg().timeouts.tunnel_idle);
+    auto [ec, n] = co_await from.async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
+    if (ec) {
+      error_code ignored; // half-close on EOF; on any error tear both directions down
+      if (ec == net::error::eof) {
+        to.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      } else {
+        from.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        to.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      }
+      co_return;
+    }
+    bytes += n;
+    to.expires_after(cfg().timeouts.io);
+    auto [wec, wn] = co_await net::async_write(to, net::buffer(data.get(), n), use_tuple);
+    if (wec) {
+      error_code ignored;
+      from.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      to.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      co_return;
+    }
+  }
+}
+
+// "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.
+net::awaitable<bool> session::send_established(beast::tcp_stream &s) {
+  if (captured_) co_return true; // the client thinks it is connected to the origin already
+  if (socks_pending_) {
+    socks_pending_ = false;
+    co_return co_await socks_reply(s, 0x00);
+  }
+  static constexpr std::string_view established = "HTTP/1.1 200 Connection established\r\n\r\n";
+  s.expires_after(cfg().timeouts.io);
+  auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
+  co_return !wec;
+}
+
+// VER REP RSV ATYP BND.ADDR BND.PORT, with an unspecified IPv4 bound address (RFC 1928).
+template <class Stream> net::awaitable<bool> session::socks_reply(Stream &s, unsigned char code) {
+  const unsigned char r[10] = {0x05, code, 0x00, 0x01, 0, 0, 0, 0, 0, 0};
+  lowest(s).expires_after(cfg().timeouts.io);
+  auto [ec, n] = co_await net::async_write(s, net::buffer(r), use_tuple);
+  co_return !ec;
+}
+
+// Reads until `buf` holds `n` bytes (SOCKS negotiation is small and bounded), under the deadline
+// the caller set for the whole step: a client dribbling bytes does not extend it.
+net::awaitable<bool> session::read_at_least(beast::tcp_stream &s, beast::flat_buffer &buf, std::size_t n) {
+  while (buf.size() < n) {
+    auto [ec, got] = co_await s.async_read_some(buf.prepare(512), use_tuple);
+    if (ec) co_return false;
+    buf.commit(got);
+  }
+  co_return true;
+}
+
+// SOCKS5 (RFC 1928) on the proxy port: no authentication, CONNECT only. The requested host and
+// port become a CONNECT target and take exactly the CONNECT path: same policy, same termination,
+// same logs. Returns true when a CONNECT was read (connect_ is set for run()).
+net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buffer &buf) {
+  outcome o;
+  o.method = "CONNECT";
+  o.scheme = "https";
+  auto bytes = [&] { return static_cast<const unsigned char *>(buf.data().data()); };
+  auto refuse = [&](std::string_view reason) {
+    o.method = "-";
+    o.decision = "error";
+    o.reason = reason;
+    finish(o);
+  };
+  s.expires_after(cfg().timeouts.header_read); // the greeting, all of it
+  if (!co_await read_at_least(s, buf, 2)) co_return false;
+  std::size_t nmethods = bytes()[1];
+  if (!co_await read_at_least(s, buf, 2 + nmethods)) co_return false;
+  bool no_auth = false;
+  for (std::size_t i = 0; i < nmethods; ++i) no_auth = no_auth || bytes()[2 + i] == 0x00;
+  buf.consume(2 + nmethods);
+  if (!no_auth) {
+    static const unsigned char none[] = {0x05, 0xff};
+    lowest(s).expires_after(cfg().timeouts.io);
+    co_await net::async_write(s, net::buffer(none), use_tuple);
+    refuse("socks_refused");
+    co_return false;
+  }
+  static const unsigned char ok[] = {0x05, 0x00};
+  s.expires_after(cfg().timeouts.io);
+  if (auto [wec, wn] = co_await net::async_write(s, net::buffer(ok), use_tuple); wec) co_return false;
+  s.expires_after(cfg().timeouts.header_read); // the request, all of it
+  if (!co_await read_at_least(s, buf, 5)) co_return false;
+  unsigned char ver = bytes()[0], cmd = bytes()[1], atyp = bytes()[3];
+  std::size_t addr_len = atyp == 0x01 ? 4 : atyp == 0x04 ? 16 : atyp == 0x03 ? 1u + bytes()[4] : 0;
+  if (ver != 0x05 || addr_len == 0) {
+    co_await socks_reply(s, 0x08); // address type not supported
+    refuse("socks_refused");
+    co_return false;
+  }
+  if (!co_await read_at_least(s, buf, 4 + addr_len + 2)) co_return false;
+  const unsigned char *a = bytes() + 4;
+  std::string host;
+  if (atyp == 0x01) {
+    host = net::ip::address_v4({a[0], a[1], a[2], a[3]}).to_string();
+  } else if (atyp == 0x04) {
+    net::ip::address_v6::bytes_type b;
+    std::copy(a, a + 16, b.begin());
+    host = "[" + net::ip::address_v6(b).to_string() + "]";
+  } else {
+    host.assign(reinterpret_cast<const char *>(a + 1), a[0]);
+  }
+  unsigned port = (unsigned(a[addr_len]) << 8) | a[addr_len + 1];
+  buf.consume(4 + addr_len + 2);
+  if (cmd != 0x01) { // BIND and UDP ASSOCIATE: not a proxy for those
+    co_await socks_reply(s, 0x07);
+    o.host = host;
+    o.port = port;
+    refuse("socks_refused");
+    co_return false;
+  }
+  o.target = host + ":" + std::to_string(port);
+  socks_pending_ = true;
+  connect_ = std::move(o);
+  co_return true;
+}
+
+// CONNECT (HTTP or SOCKS5): judged on host and port before anything else happens; then passed
+// through (allowlist) or terminated with a leaf for the CONNECT host (network-read, publish).
+net::awaitable<void> session::handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf, outcome &o) {
+  // Held for the tunnel's lifetime: requests inside it move policy_ on to newer policies.
+  const filters::policy_ptr held = policy_;
+  const auto &pol = *held;
+  o.scheme = "https";
+  std::string_view raw_host;
+  unsigned port = 0;
+  const std::string target = std::move(o.target); // raw_host points into it
+  if (!filters::split_authority(target, raw_host, port) || port == 0) {
+    o.host = target;
+    co_await deny(s, o, "invalid_host", {}, false);
+    co_return;
+  }
+  o.port = port;
+  auto parsed = filters::parse_host(raw_host);
+  o.host = parsed.host ? parsed.host->name : std::string(raw_host);
+  o.target = "";
+  if (!parsed.host) {
+    co_await deny(s, o, parsed.reason, {}, false);
+    co_return;
+  }
+  auto d = pol.decide_connect(raw_host, port);
+  if (!d.allowed) {
+    co_await deny(s, o, d.reason, d.rule, false);
+    co_return;
+  }
+  o.rule = d.rule;
+
+  if (!filters::terminates_tls(pol.mode())) {
+    error_code ec;
+    auto conn = co_await connect_upstream(o.host, parsed.host->ip, port, false, ec);
+    if (ec) {
+      co_await fail(s, o, ec, false);
+      co_return;
+    }
+    if (!co_await send_established(s)) co_return;
+    if (buf.size()) { // bytes the client sent before our 200
+      conn->tcp.expires_after(cfg().timeouts.io);
+      auto [e2, n2] = co_await net::async_write(conn->tcp, buf.data(), use_tuple);
+      o.bytes_in += n2;
+      buf.consume(buf.size());
+    }
+    o.decision = "allow";
+    o.reason = "allowed";
+    o.status = 200;
+    co_await (pipe(s, conn->tcp, o.bytes_in) && pipe(conn->tcp, s, o.bytes_out));
+    finish(o);
+    co_return;
+  }
+
+  if (!co_await send_established(s)) co_return;
+  if (buf.size() == 0) {
+    s.expires_after(cfg().timeouts.header_read);
+    auto [rec, rn] = co_await s.async_read_some(buf.prepare(16 * 1024), use_tuple);
+    if (rec) co_return;
+    buf.commit(rn);
+  }
+  auto first = static_cast<const unsigned char *>(buf.data().data())[0];
+  if (first != 0x16) { // not a TLS handshake record: the gateway cannot judge what it cannot read
+    co_await deny(s, o, "tls_required", d.rule, false);
+    co_return;
+  }
+
+  auto leaf = state_.leaves.get(o.host, parsed.host->ip.has_value());
+  (leaf.cached ? state_.metrics.cert_cache_hits : state_.metrics.certs_minted).Increment();
+  tls_stream tls(s.release_socket(), state_.server_tls.native_handle());
+  SSL *ssl = tls.native_handle();
+  SSL_use_certificate(ssl, leaf.cert.get());
+  sni_check check{o.host, parsed.host->ip.has_value(), false};
+  SSL_set_app_data(ssl, &check);
+  lowest(tls).expires_after(cfg().timeouts.tls_handshake);
+  auto [hec, used] =
+      co_await tls.async_handshake(tls_stream::role::server, buf.data(), use_tuple);
+  SSL_set_app_data(ssl, nullptr);
+  silent_ = false; // from here on, the client reads HTTP answers inside TLS
+  state_.metrics.tls_handshake("client", !hec);
+  if (hec) {
+    if (check.mismatch) {
+      o.decision = "deny";
+      o.reason = "sni_mismatch";
+    } else {
+      // Logged although no request was made: a client that rejects sluice's certificate (a
+      // wrong or stale CA bundle) is otherwise invisible. An alert from the client means its
+      // own checks refused the handshake; anything else is a close, a timeout or garbage.
+      bool alert = hec.category() == net::error::get_ssl_category() &&
+                   ERR_GET_REASON(static_cast<unsigned long>(hec.value())) >= SSL_AD_REASON_OFFSET;
+      o.decision = "error";
+      o.reason = alert ? "client_tls_rejected" : "client_tls_error";
+    }
+    finish(o);
+    co_return;
+  }
+  buf.consume(used);
+  buf.shrink_to_fit(); // the ClientHello's buffer is not needed for the tunnel's lifetime
+  tunnel_target t{o.host, port};
+  beast::flat_buffer inner(cfg().limits.max_header_bytes + chunk_size);
+  co_await serve_requests(tls, inner, &t);
+  lowest(tls).expires_after(std::chrono::seconds(2));
+  co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
+}
+
+template net::awaitable<bool> session::socks_reply<beast::tcp_stream>(beast::tcp_stream &, unsigned char);
+template net::awaitable<bool> session::socks_reply<tls_stream>(tls_stream &, unsigned char);
+
+} // namespace detail
+
+// The SNI a client sends inside a terminated CONNECT must name the CONNECT host; anything else is a
+// client trying to reach one host through a tunnel opened for another.
+int check_sni(SSL *ssl, int *alert, void *) {
+  auto *check = static_cast<detail::session::sni_check *>(SSL_get_app_data(ssl));
+  if (!check) return SSL_TLSEXT_ERR_NOACK;
+  const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (!name) return SSL_TLSEXT_ERR_NOACK; // no SNI: the leaf for the CONNECT host is used
+  auto parsed = filters::parse_host(name);
+  if (!parsed.host || parsed.host->name != check->host) {
+    check->mismatch = true;
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  return SSL_TLSEXT_ERR_OK;
+}
+
+} // namespace sluice::gateway
