@@ -178,6 +178,9 @@ class WorkspaceAsRoot(base.ExecCase):
                     "find " + secret_dir + " -name secret.txt -exec cat {} +",
                     PYTHON + " -c \"print(open('" + secret + "').read())\"",
                     "cd dir-link && cat secret.txt"]
+        if shutil.which("busybox"):  # one binary, many applets: none of them sees more
+            attempts += ["busybox cat " + secret, "busybox sh -c 'cat " + secret + "'",
+                         "busybox find " + secret_dir + " -exec busybox cat {} +"]
         for cmd in attempts:
             p = self.run_in(self.work, "sh", "-c", cmd)
             self.assertNotIn(b"TOPSECRET", p.stdout, cmd)
@@ -228,6 +231,45 @@ class WorkspaceAsRoot(base.ExecCase):
         self.assertEqual(open(os.path.join(self.home, ".bashrc")).read(), "# mine\n")
         self.assertFalse(os.path.exists("/usr/local/lib/sluice-planted"))
         self.assertFalse(os.path.exists("/etc/sluice-planted"))
+
+    def test_pip_build_backend_cannot_write_outside(self):
+        """A real build backend (setuptools, run by `pip wheel --no-build-isolation`) executes the
+        project's setup.py inside the sandbox: the wheel is built in the workspace, while its writes to
+        the home and system paths and its read of a file outside go nowhere."""
+        secret = os.path.join(M["tmp"], "backend-secret-%s.txt" % self.user)
+        self.write(secret, "TOPSECRET\n")
+        outside = subprocess.run(self.prefix() + ["cat", secret], capture_output=True)
+        self.assertEqual(outside.stdout, b"TOPSECRET\n")  # readable outside: the test can fail
+        self.write(os.path.join(self.home, ".bashrc"), "# mine\n", 0o666)
+        self.own(self.home)
+        setup = f"""import os
+from setuptools import setup
+leak = ""
+try:
+    leak = open({secret!r}).read()
+except OSError as e:
+    leak = "unreadable"
+open("leak.txt", "w").write(leak)
+for path in (os.path.expanduser("~/.bashrc"), "/etc/sluice-planted", "/usr/local/lib/sluice-planted"):
+    try:
+        with open(path, "a") as f:
+            f.write("evil\\n")
+    except OSError:
+        pass
+setup(name="probe", version="1.0", py_modules=["probe"])
+"""
+        self.write(os.path.join(self.work, "setup.py"), setup)
+        self.write(os.path.join(self.work, "probe.py"), "VALUE = 1\n")
+        self.own(self.work)
+        p = self.run_in(self.work, PYTHON, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                        "--no-cache-dir", "--disable-pip-version-check", "-w", "dist", ".", timeout=180)
+        self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
+        self.assertTrue([n for n in os.listdir(os.path.join(self.work, "dist")) if n.endswith(".whl")])
+        self.assertEqual(open(os.path.join(self.work, "leak.txt")).read(), "unreadable")
+        self.assertEqual(open(os.path.join(self.home, ".bashrc")).read(), "# mine\n")
+        self.assertFalse(os.path.exists("/etc/sluice-planted"))
+        self.assertFalse(os.path.exists("/usr/local/lib/sluice-planted"))
+        os.unlink(secret)
 
     def test_read_only_profile_and_skill_defaults(self):
         p = self.run_in(self.work, "touch", "x")
