@@ -696,7 +696,26 @@ void install_claude_proxy(const adapter_options &o, const std::string &path, con
                              "--ca-bundle FILE (what `sluice serve --ca-bundle-out FILE` writes)");
   }
   auto cfg = filters::load_config_file(o.serve_config);
-  unsigned port = loopback_port(cfg.proxy_listen, o.serve_config);
+  unsigned port = 0;
+  if (o.agent.empty()) {
+    port = loopback_port(cfg.proxy_listen, o.serve_config);
+  } else {
+    // The agent's own listener: its traffic is named in sluice's log and metrics, and other users'
+    // processes cannot use it.
+    auto it = std::find_if(cfg.agents.begin(), cfg.agents.end(),
+                           [&](const filters::agent_listener &a) { return a.name == o.agent; });
+    if (it == cfg.agents.end()) {
+      throw std::runtime_error(o.serve_config + " has no [listen.agents." + o.agent + "]; add one, e.g.\n"
+                               "  [listen.agents." + o.agent + "]\n  address = \"127.0.0.1:3129\"\n  uids = [" +
+                               std::to_string(::getuid()) + "]\nand restart sluice serve");
+    }
+    if (std::find(it->uids.begin(), it->uids.end(), ::getuid()) == it->uids.end()) {
+      throw std::runtime_error("[listen.agents." + o.agent + "] in " + o.serve_config + " does not list uid " +
+                               std::to_string(::getuid()) + " (this user) in uids: sluice would refuse "
+                               "Claude Code's connections; add it and restart sluice serve");
+    }
+    port = loopback_port(it->address, o.serve_config);
+  }
   std::string bundle = fs::absolute(o.ca_bundle).lexically_normal().string();
   std::vector<file_change> changes;
   if (!fs::exists(bundle)) {

@@ -18,6 +18,7 @@ struct adapter_options {
   std::string mode = "hook";
   std::string serve_config; // proxy mode: the serve config (its proxy port, CA key)
   std::string ca_bundle;    // proxy mode: system roots plus sluice's CA (serve --ca-bundle-out)
+  std::string agent;        // proxy mode: the serve config's [listen.agents.NAME] to use (else [listen] proxy)
 };
 
 // Throws std::runtime_error with a message naming the file and the fix; writes nothing then.

@@ -140,6 +140,9 @@ int main(int argc, char **argv) {
   ad_install->add_option("--config", adapter.serve_config, "proxy mode: the sluice serve config");
   ad_install->add_option("--ca-bundle", adapter.ca_bundle,
                          "proxy mode: the bundle serve --ca-bundle-out writes");
+  ad_install->add_option("--agent", adapter.agent,
+                         "proxy mode: use the serve config's [listen.agents.NAME] listener (traffic "
+                         "named NAME in the log and metrics; other users refused)");
   ad_status->add_flag("--json", adapter_json, "machine-readable output");
 
   bool doctor_json = false;

@@ -51,12 +51,21 @@ struct skill_config {
   std::vector<std::string> credentials; // [credentials.NAME] it may ask for (--credential); "*" any
 };
 
+// [listen.agents.NAME] (serve): a proxy listener of one agent host. Its traffic is named in the
+// access log and metrics, and only processes of the listed users may connect (loopback only).
+struct agent_listener {
+  std::string name;
+  std::string address;      // loopback ADDRESS:PORT
+  std::vector<unsigned> uids; // users whose sockets may connect
+};
+
 // The whole configuration, as plain structs: parsed once, validated, immutable after load.
 struct config {
   std::string source = "built-in"; // file the config came from
   profile mode = profile::network_read;
   std::string proxy_listen = "127.0.0.1:3128";
   std::string admin_listen;         // empty: no admin listener
+  std::vector<agent_listener> agents; // [listen.agents.NAME]
   std::vector<std::string> allow;   // host patterns
   std::vector<std::string> deny;
   std::string ca_cert, ca_key;      // empty: ephemeral CA

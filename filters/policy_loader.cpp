@@ -143,7 +143,7 @@ struct loader {
     c.default_skill = string_of(root, "default_skill", "", c.default_skill);
 
     if (auto *t = root["listen"].as_table()) {
-      check_keys(*t, "[listen]", {"proxy", "admin"});
+      check_keys(*t, "[listen]", {"proxy", "admin", "agents"});
       c.proxy_listen = string_of(*t, "proxy", "listen", c.proxy_listen);
       c.admin_listen = string_of(*t, "admin", "listen", c.admin_listen);
       for (auto key : {"proxy", "admin"}) {
@@ -152,6 +152,40 @@ struct loader {
           fail(*t->get(key), std::string("listen.") + key + " = '" + v +
                                  "' is not ADDRESS:PORT; write e.g. \"127.0.0.1:3128\"");
         }
+      }
+      if (auto *agents = (*t)["agents"].as_table()) {
+        for (auto &&[k, v] : *agents) {
+          agent_listener a;
+          a.name = std::string(k.str());
+          std::string where = "[listen.agents." + a.name + "]";
+          auto *at = v.as_table();
+          if (!at) fail(v, "listen.agents." + a.name + " must be a table with address and uids");
+          check_keys(*at, where, {"address", "uids"});
+          if (a.name.empty() || a.name.size() > 64 ||
+              a.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
+            fail(v, where + ": an agent name uses lower-case letters, digits, '-' and '_' only");
+          }
+          a.address = string_of(*at, "address", where, "");
+          auto parsed = parse_listen_address(a.address);
+          if (!parsed || !parsed->ip.is_loopback()) {
+            fail(v, where + " address = '" + a.address + "' must be a loopback ADDRESS:PORT such as "
+                            "\"127.0.0.1:3129\": the users allowed to connect are checked on this machine");
+          }
+          auto *uids = at->get("uids");
+          auto *arr = uids ? uids->as_array() : nullptr;
+          if (!arr || arr->empty()) {
+            fail(v, where + " needs uids = [...]: the users whose processes may use this listener "
+                            "(id -u of the user who runs the agent)");
+          }
+          for (auto &&e : *arr) {
+            auto n = e.value<std::int64_t>();
+            if (!n || *n < 0 || *n > 4'294'967'294LL) fail(e, where + " uids must be user ids (integers)");
+            a.uids.push_back(static_cast<unsigned>(*n));
+          }
+          c.agents.push_back(std::move(a));
+        }
+      } else if (t->get("agents")) {
+        fail(*t->get("agents"), "listen.agents must be a table of [listen.agents.NAME] sections");
       }
     }
     if (auto *t = root["policy"].as_table()) {

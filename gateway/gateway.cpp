@@ -1,6 +1,7 @@
 #include "gateway/gateway.hpp"
 #include "gateway/admin_server.hpp"
 #include "gateway/local_addresses.hpp"
+#include "gateway/peer_uid.hpp"
 #include "gateway/session.hpp"
 #include "filters/host_name.hpp"
 
@@ -145,11 +146,37 @@ gateway::~gateway() {
   join();
 }
 
-void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor, bool captured) {
+bool gateway::peer_allowed(const tcp::socket &socket, const listener_set &set) {
+  if (set.uids.empty()) return true;
+  auto uid = loopback_peer_uid(socket);
+  if (uid && std::find(set.uids.begin(), set.uids.end(), *uid) != set.uids.end()) return true;
+  metrics_->agent_refused(set.agent);
+  metrics::access_record r;
+  auto pol = state_->policy.load();
+  r.profile = filters::to_string(pol->cfg().mode);
+  r.method = "-";
+  r.decision = "deny";
+  r.reason = "agent_peer_refused";
+  r.agent = set.agent;
+  log_->write(r);
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto last = last_refusal_note_.load();
+  if (now - last >= std::chrono::steady_clock::duration(std::chrono::seconds(10)).count() &&
+      last_refusal_note_.compare_exchange_strong(last, now)) {
+    std::string who = uid ? "uid " + std::to_string(*uid) : std::string("a socket the kernel does not know");
+    std::fprintf(stderr, "sluice: agent listener %s refused a connection from %s: only the users in "
+                         "listen.agents.%s.uids may use it (further refusals: the access log and "
+                         "sluice_agent_connections_refused_total)\n",
+                 set.agent.c_str(), who.c_str(), set.agent.c_str());
+  }
+  return false;
+}
+
+void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor, const listener_set &set) {
   auto &w = *workers_[index];
   net::co_spawn(
       w.ioc,
-      [this, &acceptor, &w, captured]() -> net::awaitable<void> {
+      [this, &acceptor, &w, &set]() -> net::awaitable<void> {
         net::steady_timer pause(w.ioc);
         auto last_log = std::chrono::steady_clock::time_point{};
         for (;;) {
@@ -176,9 +203,10 @@ void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor, bool capt
           if (state_->connections.load() >= initial_->cfg().limits.max_connections) {
             continue; // over the connection limit: the socket closes as it goes out of scope
           }
+          if (!peer_allowed(socket, set)) continue; // the socket closes as it goes out of scope
           net::co_spawn(w.ioc,
-                        captured ? run_captured_session(std::move(socket), w, *state_)
-                                 : run_session(std::move(socket), w, *state_),
+                        set.captured ? run_captured_session(std::move(socket), w, *state_)
+                                     : run_session(std::move(socket), w, *state_, set.agent),
                         [](std::exception_ptr e) {
                           if (!e) return;
                           try {
@@ -219,22 +247,31 @@ void gateway::adopt_capture(const std::vector<int> &listeners, int dns_udp, int 
                                          initial_->cfg().timeouts.io);
 }
 
-void gateway::add_listener(int fd, bool captured) {
+tcp::endpoint gateway::listen_agent(const filters::agent_listener &agent) {
+  auto ep = listen(agent.address);
+  auto &set = *listeners_.back();
+  set.agent = agent.name;
+  set.uids = agent.uids;
+  return ep;
+}
+
+gateway::listener_set &gateway::add_listener(int fd, bool captured) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   if (getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) {
     throw std::runtime_error("listener descriptor is not a socket");
   }
   auto proto = ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
-  listener_set set;
-  set.captured = captured;
+  auto set = std::make_unique<listener_set>();
+  set->captured = captured;
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     int d = i == 0 ? fd : ::dup(fd);
     auto a = std::make_unique<tcp::acceptor>(workers_[i]->ioc);
     a->assign(proto, d);
-    set.acceptors.push_back(std::move(a));
+    set->acceptors.push_back(std::move(a));
   }
   listeners_.push_back(std::move(set));
+  return *listeners_.back();
 }
 
 tcp::endpoint gateway::listen_admin(const std::string &address) {
@@ -274,7 +311,7 @@ std::string gateway::stats_json() const {
 
 void gateway::start() {
   for (auto &set : listeners_) {
-    for (std::size_t i = 0; i < set.acceptors.size(); ++i) spawn_accept(i, *set.acceptors[i], set.captured);
+    for (std::size_t i = 0; i < set->acceptors.size(); ++i) spawn_accept(i, *set->acceptors[i], *set);
   }
   if (dns_) dns_->start();
   if (admin_) {
@@ -304,11 +341,11 @@ void gateway::drain(std::chrono::milliseconds max_wait) {
   state_->draining.store(true);
   // Close every acceptor on its own worker thread: acceptors are not thread-safe.
   for (auto &set : listeners_) {
-    for (std::size_t i = 0; i < set.acceptors.size(); ++i) {
+    for (std::size_t i = 0; i < set->acceptors.size(); ++i) {
       std::promise<void> done;
       net::post(workers_[i]->ioc, [&] {
         boost::system::error_code ignored;
-        set.acceptors[i]->close(ignored);
+        set->acceptors[i]->close(ignored);
         if (i == 0 && dns_) dns_->close();
         done.set_value();
       });

@@ -9,6 +9,7 @@
 #include "metrics/access_log.hpp"
 #include "metrics/metrics.hpp"
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -37,6 +38,9 @@ public:
   tcp::endpoint listen(const std::string &address);
   // Serves on a listening socket made elsewhere (exec: inside the sandbox's network namespace).
   void adopt_listener(int fd);
+  // serve: one agent host's listener ([listen.agents.NAME]): its requests carry the agent's name in
+  // the access log and metrics, and connections whose socket belongs to another user are refused.
+  tcp::endpoint listen_agent(const filters::agent_listener &agent);
   // exec's transparent capture: listeners on every port the policy can allow, bound to any address
   // of the sandbox's namespace (whose every address is local), and its DNS responder's sockets.
   // Connections there are judged by the name the responder handed their address out for.
@@ -63,14 +67,18 @@ public:
   std::string stats_json() const;
 
 private:
-  void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor, bool captured);
   struct listener_set {
     // One acceptor per worker, all on the same listening socket (dup'ed descriptors): the kernel
     // hands each connection to one of them.
     std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
     bool captured = false;
+    std::string agent;           // an agent listener's name
+    std::vector<unsigned> uids;  // an agent listener's users
   };
-  void add_listener(int fd, bool captured);
+  void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor, const listener_set &set);
+  listener_set &add_listener(int fd, bool captured);
+  // Refuses (logs, counts, closes) a connection to an agent listener from another user's socket.
+  bool peer_allowed(const tcp::socket &socket, const listener_set &set);
 
   filters::policy_ptr initial_;
   gateway_options options_;
@@ -86,7 +94,8 @@ private:
   request_summary summary_;
   std::unique_ptr<gateway_state> state_;
   std::vector<std::unique_ptr<worker>> workers_;
-  std::vector<listener_set> listeners_;
+  std::vector<std::unique_ptr<listener_set>> listeners_;
+  std::atomic<std::int64_t> last_refusal_note_{0}; // steady-clock ticks of the last stderr note // stable addresses: sessions keep the agent name
   std::unique_ptr<synthetic_names> names_;
   std::unique_ptr<dns_responder> dns_;
   std::unique_ptr<tcp::acceptor> admin_;

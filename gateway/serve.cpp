@@ -39,6 +39,11 @@ int run_serve(const serve_options &options) {
 
   gateway g(policy, go);
   auto ep = g.listen(cfg.proxy_listen);
+  std::string agents; // listeners are bound at start: a reload does not add or move them
+  for (const auto &a : cfg.agents) {
+    auto aep = g.listen_agent(a);
+    agents += ", agent " + a.name + " on " + aep.address().to_string() + ":" + std::to_string(aep.port());
+  }
   std::string admin;
   if (!cfg.admin_listen.empty()) {
     auto aep = g.listen_admin(cfg.admin_listen);
@@ -64,9 +69,9 @@ int run_serve(const serve_options &options) {
     if (!f) throw std::runtime_error("cannot write --ca-out file '" + options.ca_out + "'");
   }
   g.start();
-  std::fprintf(stderr, "sluice: serving %s profile on %s:%u%s%s (config %s)\n",
+  std::fprintf(stderr, "sluice: serving %s profile on %s:%u%s%s%s (config %s)\n",
                std::string(filters::to_string(cfg.mode)).c_str(), ep.address().to_string().c_str(),
-               ep.port(), admin.empty() ? "" : ", admin on ", admin.c_str(),
+               ep.port(), agents.c_str(), admin.empty() ? "" : ", admin on ", admin.c_str(),
                options.config_file.c_str());
   for (;;) {
     int sig = 0;

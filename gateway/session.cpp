@@ -34,7 +34,8 @@ void session::finish(outcome &o) {
   std::string path = metrics::redact_target(o.target, state_.log.redact_query());
   state_.log.write({profile, o.method, o.scheme, o.host, o.port, path, o.rule, o.reason,
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
-                    captured_ ? "capture" : "proxy"});
+                    captured_ ? "capture" : "proxy", agent_});
+  if (!agent_.empty()) state_.metrics.agent_request(agent_, o.decision);
   state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                        o.bytes_in, o.bytes_out});
   if (state_.keep_summary) {
@@ -116,13 +117,14 @@ net::awaitable<void> session::run_captured() {
 } // namespace detail
 
 namespace {
-net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &state, bool captured) {
+net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &state, bool captured,
+                                 std::string_view agent) {
   ++state.connections;
   state.metrics.connections_active.Increment();
   {
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    detail::session s(std::move(socket), w, state);
+    detail::session s(std::move(socket), w, state, agent);
     if (captured) {
       co_await s.run_captured();
     } else {
@@ -134,12 +136,13 @@ net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &s
 }
 } // namespace
 
-net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state) {
-  return run_counted(std::move(socket), w, state, false);
+net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state,
+                                 std::string_view agent) {
+  return run_counted(std::move(socket), w, state, false, agent);
 }
 
 net::awaitable<void> run_captured_session(tcp::socket socket, worker &w, gateway_state &state) {
-  return run_counted(std::move(socket), w, state, true);
+  return run_counted(std::move(socket), w, state, true, {});
 }
 
 } // namespace sluice::gateway

@@ -79,8 +79,8 @@ template <class Stream> auto &lowest(Stream &s) { return beast::get_lowest_layer
 // The session proper: one client connection, one worker.
 class session {
 public:
-  session(tcp::socket socket, worker &w, gateway_state &state)
-      : client_(std::move(socket)), worker_(w), state_(state),
+  session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent)
+      : client_(std::move(socket)), worker_(w), state_(state), agent_(agent),
         policy_(state.policy.load()), buffer_(cfg().limits.max_header_bytes + chunk_size) {}
 
   net::awaitable<void> run();
@@ -200,6 +200,7 @@ private:
   beast::tcp_stream client_;
   worker &worker_;
   gateway_state &state_;
+  std::string_view agent_; // serve's agent listener this connection came to, else empty
   filters::policy_ptr policy_;
   beast::flat_buffer buffer_;
   std::optional<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle

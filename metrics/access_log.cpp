@@ -58,6 +58,7 @@ void access_log::write(const access_record &r) {
   o["bytes_out"] = r.bytes_out;
   o["duration_seconds"] = r.duration_seconds;
   o["entry"] = r.entry;
+  o["agent"] = r.agent;
   std::string line = boost::json::serialize(o);
   line.push_back('\n');
   std::lock_guard lock(mutex_);

@@ -19,6 +19,7 @@ struct access_record {
   std::uint64_t bytes_in = 0, bytes_out = 0;
   double duration_seconds = 0;
   std::string_view entry = "proxy"; // how the connection came: "proxy" (proxy port) or "capture"
+  std::string_view agent;           // serve: the agent listener it came to ([listen.agents]), else empty
 };
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never

@@ -106,7 +106,15 @@ metrics::metrics(std::string skill)
                .Help("TLS handshakes by side (client = terminated, upstream) and result")
                .Register(*registry_)),
       bytes_in_(bytes_.Add({{"direction", "in"}})),
-      bytes_out_(bytes_.Add({{"direction", "out"}})) {}
+      bytes_out_(bytes_.Add({{"direction", "out"}})),
+      agent_requests_(BuildCounter()
+                          .Name("sluice_agent_requests_total")
+                          .Help("Requests per agent listener ([listen.agents] of serve) and decision")
+                          .Register(*registry_)),
+      agent_refused_(BuildCounter()
+                         .Name("sluice_agent_connections_refused_total")
+                         .Help("Connections to an agent listener refused: not from one of its users")
+                         .Register(*registry_)) {}
 
 metrics::~metrics() = default;
 
@@ -152,6 +160,14 @@ void metrics::request(const request_sample &s) {
   if (s.bytes_in) bytes_in_.Increment(static_cast<double>(s.bytes_in));
   if (s.bytes_out) bytes_out_.Increment(static_cast<double>(s.bytes_out));
   if (s.decision == "allow") request_duration.Observe(s.seconds);
+}
+
+void metrics::agent_request(std::string_view agent, std::string_view decision) {
+  agent_requests_.Add({{"agent", std::string(agent)}, {"decision", std::string(decision)}}).Increment();
+}
+
+void metrics::agent_refused(std::string_view agent) {
+  agent_refused_.Add({{"agent", std::string(agent)}}).Increment();
 }
 
 void metrics::tls_handshake(std::string_view side, bool ok) {

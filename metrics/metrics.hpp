@@ -41,6 +41,10 @@ private:
 public:
   void request(const request_sample &s);
   void tls_handshake(std::string_view side, bool ok);
+  // serve's agent listeners ([listen.agents.NAME]): a request judged on one, a connection refused
+  // because its socket belonged to another user. Agents are named in the config: bounded labels.
+  void agent_request(std::string_view agent, std::string_view decision);
+  void agent_refused(std::string_view agent);
   // One `sluice exec` command ended: `result` is exit_zero, exit_nonzero (including 128+N, killed
   // by signal N) or refused (sluice refused or failed: exit 125 of its own).
   void exec_finished(std::string_view profile, std::string_view result, double seconds,
@@ -73,6 +77,8 @@ private:
   prometheus::Family<prometheus::Counter> &tls_;
   prometheus::Counter &bytes_in_;
   prometheus::Counter &bytes_out_;
+  prometheus::Family<prometheus::Counter> &agent_requests_;
+  prometheus::Family<prometheus::Counter> &agent_refused_;
   // Series already created, by their joined label values: prometheus-cpp's Family::Add builds a
   // label map and takes a lock per call, which showed in the keep-alive profile.
   std::mutex cache_mutex_;

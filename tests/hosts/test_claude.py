@@ -352,7 +352,7 @@ class ClaudeProxyMode(ClaudeCase):
 
     def setUp(self):
         super().setUp()
-        self.proxy_port, self.admin_port = free_port(), free_port()
+        self.proxy_port, self.admin_port, self.agent_port = free_port(), free_port(), free_port()
         self.log = os.path.join(self.work, "access.log")
         self.config = os.path.join(self.work, "serve.toml")
         self.bundle = os.path.join(self.work, "bundle.pem")
@@ -362,6 +362,9 @@ class ClaudeProxyMode(ClaudeCase):
                     '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"origin.test" = "127.0.0.1"\n'
                     '[log]\naccess_log = "%s"\n' % (self.profile, self.proxy_port, self.admin_port,
                                                      self.origin_port, self.tmp + "/origin-ca.pem", self.log))
+            # Claude's own listener: only the test's user may use it.
+            f.write('[listen.agents.claude]\naddress = "127.0.0.1:%d"\nuids = [%d]\n'
+                    % (self.agent_port, self.user if self.user is not None else 0))
         self.serve = subprocess.Popen([SLUICE, "serve", "--config", self.config, "--ca-bundle-out", self.bundle],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 10
@@ -404,6 +407,26 @@ class ClaudeProxyMode(ClaudeCase):
         if self.profile == "network-read":
             self.assertIn("method_not_allowed", r["content"])
             self.assertIn("method_not_allowed", r2["content"])
+
+    def test_agent_listener_names_claude_and_refuses_other_users(self):
+        self.sluice("adapter", "install", "claude", "--mode", "proxy", "--config", self.config,
+                    "--ca-bundle", self.bundle, "--agent", "claude")
+        with open(os.path.join(self.home, ".claude", "settings.json")) as f:
+            net = json.load(f)["sandbox"]["network"]
+        self.assertEqual((net["httpProxyPort"], net["socksProxyPort"]), (self.agent_port, self.agent_port))
+        r = self.claude("Bash", "curl -sS -m 10 %s" % self.url("/agent"))
+        self.assertIn("hello from origin /agent", r["content"])
+        # Another user's process on this machine cannot borrow the agent's listener.
+        other = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if self.user is None else []
+        p = subprocess.run(other + ["curl", "-sS", "-m", "10", "--proxy", "http://127.0.0.1:%d" % self.agent_port,
+                                    "--cacert", self.bundle, self.url("/borrowed")], capture_output=True)
+        self.assertNotEqual(p.returncode, 0)
+        time.sleep(0.3)
+        log = self.log_lines()
+        self.assertTrue(any(l["path"] == "/agent" and l["agent"] == "claude" and l["decision"] == "allow"
+                            for l in log), log)
+        self.assertFalse(any(l["path"] == "/borrowed" for l in log))
+        self.assertTrue(any(l["reason"] == "agent_peer_refused" and l["agent"] == "claude" for l in log))
 
     def test_status_sees_a_stale_bundle_and_a_stopped_proxy(self):
         self.install_proxy()
@@ -449,6 +472,7 @@ class ClaudeProxyModePublish(ClaudeProxyMode):
 
     # The same checks; only the DELETEs are allowed.
     test_status_sees_a_stale_bundle_and_a_stopped_proxy = None
+    test_agent_listener_names_claude_and_refuses_other_users = None
     test_remove_restores_the_settings = None
 
 

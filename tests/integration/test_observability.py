@@ -30,7 +30,7 @@ NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 LOG_FIELDS = {"time", "command_id", "skill", "profile", "method", "scheme", "host", "port", "path", "rule",
-              "decision", "reason", "status", "bytes_in", "bytes_out", "duration_seconds", "entry"}
+              "decision", "reason", "status", "bytes_in", "bytes_out", "duration_seconds", "entry", "agent"}
 
 
 def need(path, package):
@@ -193,6 +193,63 @@ def textfile_series(text):
             k, v = line.rsplit(" ", 1)
             out[k] = float(v)
     return out
+
+
+class AgentListeners(LoopbackOrigins):
+    """serve's per-agent listeners: an agent host's traffic is named in the log and metrics, and
+    processes of users not listed are refused (uid from the kernel's socket table)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.agent_port = free_port()
+        body = serve_config(cls) + f"""
+[listen.agents.claude]
+address = "127.0.0.1:{cls.agent_port}"
+uids = [0]
+"""
+        cls.gw = Gateway(cls.procs, cls.tmp.name, body, "agents")
+        wait_port(cls.agent_port, cls.gw.proc)
+
+    def via_agent(self, url, *prefix):
+        return subprocess.run(list(prefix) + ["curl", "-sS", "--max-time", "20", "--proxy",
+                                              f"http://127.0.0.1:{self.agent_port}", "--cacert", self.gw.ca,
+                                              "-o", "-", url], capture_output=True)
+
+    def test_agent_traffic_named_and_other_users_refused(self):
+        p = self.via_agent(f"https://origin.test:{self.https}/bytes/100")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(p.stdout), 100)
+        p = self.via_agent(f"https://origin.test:{self.https}/bytes/100",
+                           "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(p.stdout, b"")
+        # The same user through the ordinary proxy port: not an agent's traffic.
+        self.assertEqual(curl(self.gw, f"https://origin.test:{self.https}/bytes/10").returncode, 0)
+        time.sleep(0.3)
+        lines = self.gw.access_log()
+        named = [(l["agent"], l["decision"], l["reason"]) for l in lines if l["agent"]]
+        self.assertIn(("claude", "allow", "allowed"), named)
+        self.assertIn(("claude", "deny", "agent_peer_refused"), named)
+        self.assertIn("", [l["agent"] for l in lines if l["path"] == "/bytes/10"])
+        self.assertEqual(self.gw.metric("sluice_agent_requests_total", agent="claude", decision="allow"), 1)
+        self.assertEqual(self.gw.metric("sluice_agent_connections_refused_total", agent="claude"), 1)
+        with open(self.gw.stderr_path) as f:
+            err = f.read()
+        self.assertIn("agent claude on 127.0.0.1:%d" % self.agent_port, err)
+        self.assertIn("refused a connection from uid 65534", err)
+
+    def test_agent_listener_config_errors(self):
+        for section, wanted in (('[listen.agents.claude]\naddress = "0.0.0.0:3129"\nuids = [0]', "must be a loopback"),
+                                ('[listen.agents.claude]\naddress = "127.0.0.1:3129"', "needs uids"),
+                                ('[listen.agents.Bad]\naddress = "127.0.0.1:3129"\nuids = [0]', "agent name")):
+            path = os.path.join(self.tmp.name, "bad-agent.toml")
+            with open(path, "w") as f:
+                f.write(section + "\n")
+            p = subprocess.run([SLUICE, "check", "--config", path, "GET", "https://example.com/"],
+                               capture_output=True, timeout=10)
+            self.assertNotEqual(p.returncode, 0, section)
+            self.assertIn(wanted, p.stderr.decode(), section)
 
 
 class ExecTextfileAsRoot(base.ExecCase):

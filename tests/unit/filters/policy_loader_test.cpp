@@ -113,3 +113,22 @@ TEST_CASE("durations", "[filters][config]") {
   CHECK_THROWS(parse_duration("1d"));
   CHECK_THROWS(parse_duration("s"));
 }
+
+TEST_CASE("agent listeners", "[filters][config]") {
+  auto c = load_config_string("[listen]\nproxy = \"127.0.0.1:3128\"\n"
+                              "[listen.agents.claude]\naddress = \"127.0.0.1:3129\"\nuids = [1000, 0]\n"
+                              "[listen.agents.codex-2]\naddress = \"[::1]:3130\"\nuids = [1001]\n",
+                              "test.toml");
+  REQUIRE(c.agents.size() == 2);
+  CHECK(c.agents[0].name == "claude");
+  CHECK(c.agents[0].address == "127.0.0.1:3129");
+  CHECK(c.agents[0].uids == std::vector<unsigned>{1000, 0});
+  CHECK(c.agents[1].name == "codex-2");
+  CHECK(contains(error_of("[listen.agents.x]\naddress = \"10.0.0.1:3129\"\nuids = [1]\n"), "must be a loopback"));
+  CHECK(contains(error_of("[listen.agents.x]\naddress = \"127.0.0.1:3129\"\n"), "needs uids"));
+  CHECK(contains(error_of("[listen.agents.x]\naddress = \"127.0.0.1:3129\"\nuids = [-1]\n"), "user ids"));
+  CHECK(contains(error_of("[listen.agents.X]\naddress = \"127.0.0.1:3129\"\nuids = [1]\n"), "agent name"));
+  CHECK(contains(error_of("[listen.agents.x]\naddress = \"127.0.0.1:3129\"\nuids = [1]\nport = 1\n"),
+                 "unknown key 'port'"));
+  CHECK(contains(error_of("[listen]\nagents = 1\n"), "listen.agents must be a table"));
+}
