@@ -248,7 +248,23 @@ int main(int argc, char **argv) {
       return sluice::adapters::report_status(sluice::adapters::adapter_status(adapter), adapter_json);
     }
     if (*doctor_cmd) {
-      return sluice::exec::report_doctor(sluice::exec::run_doctor(), doctor_json);
+      // Claude Code in proxy mode depends on settings sluice cannot enforce from here: each missing
+      // guarantee is a warning (the runner's readiness is the checks' alone).
+      std::vector<std::string> warnings;
+      for (std::string scope : {"user", "project", "managed"}) {
+        sluice::adapters::adapter_options ao;
+        ao.host = "claude";
+        ao.scope = scope;
+        try {
+          for (auto &st : sluice::adapters::adapter_status(ao)) {
+            if (!st.installed || st.mode != "proxy") continue;
+            for (auto &w : st.warnings) warnings.push_back("claude proxy mode (" + st.settings + "): " + w);
+          }
+        } catch (const std::exception &e) {
+          warnings.push_back(std::string("claude settings (") + scope + " scope): " + e.what());
+        }
+      }
+      return sluice::exec::report_doctor(sluice::exec::run_doctor(), doctor_json, warnings);
     }
     if (*serve_cmd) return sluice::gateway::run_serve(serve);
     if (*check_cmd) {

@@ -145,18 +145,22 @@ std::string doctor_failures(const std::vector<doctor_check> &checks) {
   return failed;
 }
 
-int report_doctor(const std::vector<doctor_check> &checks, bool json) {
+int report_doctor(const std::vector<doctor_check> &checks, bool json,
+                  const std::vector<std::string> &warnings) {
   bool ready = true;
   for (auto &c : checks) ready = ready && c.ok;
   if (json) {
     boost::json::array arr;
     for (auto &c : checks) arr.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
-    boost::json::object o{{"runnerReady", ready}, {"checks", arr}};
+    boost::json::array warn;
+    for (auto &w : warnings) warn.emplace_back(w);
+    boost::json::object o{{"runnerReady", ready}, {"checks", arr}, {"warnings", warn}};
     std::printf("%s\n", boost::json::serialize(o).c_str());
   } else {
     for (auto &c : checks) {
       std::printf("%-4s %-20s %s\n", c.ok ? "ok" : "FAIL", c.name.c_str(), c.detail.c_str());
     }
+    for (auto &w : warnings) std::printf("warn %s\n", w.c_str());
     std::printf("%s\n", ready ? "runner ready" : "runner NOT ready: sluice exec will refuse (exit 125)");
   }
   return ready ? 0 : 1;

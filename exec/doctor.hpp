@@ -18,7 +18,10 @@ std::vector<doctor_check> run_doctor();
 // one failed; empty when the runner is ready.
 std::string doctor_failures(const std::vector<doctor_check> &checks);
 
-// Prints the checks as text or JSON ({"runnerReady": bool, "checks": [...]}); returns 0 when ready.
-int report_doctor(const std::vector<doctor_check> &checks, bool json);
+// Prints the checks as text or JSON ({"runnerReady": bool, "checks": [...], "warnings": [...]});
+// returns 0 when ready. `warnings` (an agent host's settings that leave a guarantee missing) are
+// printed, not counted against readiness.
+int report_doctor(const std::vector<doctor_check> &checks, bool json,
+                  const std::vector<std::string> &warnings = {});
 
 } // namespace sluice::exec

@@ -446,6 +446,10 @@ class ClaudeProxyMode(ClaudeCase):
         self.serve.wait()
         st = json.loads(self.sluice("adapter", "status", "claude", "--json", check=False).stdout)["adapters"][0]
         self.assertTrue(any("nothing answers" in w for w in st["warnings"]), st["warnings"])
+        # doctor says it too (the runner itself stays ready: proxy mode does not use it).
+        d = json.loads(self.sluice("doctor", "--json", check=False).stdout)
+        self.assertTrue(d["runnerReady"])
+        self.assertTrue(any("nothing answers" in w and "claude proxy mode" in w for w in d["warnings"]), d)
 
     def test_remove_restores_the_settings(self):
         settings = os.path.join(self.home, ".claude", "settings.json")
