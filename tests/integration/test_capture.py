@@ -76,14 +76,7 @@ class CaptureAsRoot(base.ExecCase):
     def test_jvm_needs_no_options(self):
         """The JVM reaches the origin through capture and trusts the CA through the view's cacerts:
         no JAVA_TOOL_OPTIONS, so nothing extra on stderr."""
-        java = shutil.which("java")
-        if not java:
-            self.skipTest("no JVM on this machine")
-        src = os.path.join(self.work, "Fetch.java")
-        with open(src, "w") as f:
-            f.write("public class Fetch { public static void main(String[] a) throws Exception {"
-                    " System.out.print(new String(new java.net.URL(a[0]).openStream().readAllBytes())); } }")
-        os.chmod(src, 0o644)
+        java, src = self.java_fetch()
         p, s, log = self.run_captured(f"unset JAVA_TOOL_OPTIONS; {java} {src} https://origin.test:8443/jvm")
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         self.assertEqual(p.stdout, b"hello from origin /jvm\n")

@@ -196,6 +196,19 @@ class ExecCase(unittest.TestCase):
     def outside(self, *args):
         return subprocess.run(self.prefix() + [PYTHON, PROBE] + list(args), capture_output=True, timeout=30)
 
+    def java_fetch(self):
+        """The JVM and a one-file program (java Fetch.java URL) that prints what the URL returns;
+        skips the test where there is no JVM."""
+        java = shutil.which("java")
+        if not java:
+            self.skipTest("no JVM on this machine")
+        src = os.path.join(self.work, "Fetch.java")
+        with open(src, "w") as f:
+            f.write("public class Fetch { public static void main(String[] a) throws Exception {"
+                    " System.out.print(new String(new java.net.URL(a[0]).openStream().readAllBytes())); } }")
+        os.chmod(src, 0o644)
+        return java, src
+
     def assertNoLeftovers(self):
         self.assertEqual([n for n in os.listdir(self.tmpdir) if n.startswith("sluice-")], [])
 
@@ -235,14 +248,7 @@ class ExecAsRoot(ExecCase):
         self.assertGreater(int(p.stdout), 10)
 
     def test_jvm_through_per_command_truststore(self):
-        java = shutil.which("java")
-        if not java:
-            self.skipTest("no JVM on this machine")
-        src = os.path.join(self.work, "Fetch.java")
-        with open(src, "w") as f:
-            f.write("public class Fetch { public static void main(String[] a) throws Exception {"
-                    " System.out.print(new String(new java.net.URL(a[0]).openStream().readAllBytes())); } }")
-        os.chmod(src, 0o644)
+        java, src = self.java_fetch()
         p = self.sx("--sandbox-profile", "network-read", "--", java, src, "https://origin.test:8443/jvm",
                     timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr.decode())
