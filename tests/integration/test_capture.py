@@ -99,6 +99,20 @@ class CaptureAsRoot(base.ExecCase):
         self.assertIn(("origin.test", 8443, "deny", "method_not_allowed"), got)
         self.assertTrue(all(x["entry"] == "capture" for x in log), log)
 
+    def test_allowlist_profile_passes_captured_tls_through(self):
+        """allowlist does not terminate: a captured TLS connection to a listed name is a tunnel to
+        the origin, which shows its own certificate; other names are refused all the same."""
+        shutil.copy(os.path.join(M["tmp"], "origin-ca.pem"), os.path.join(self.work, "origin-ca.crt"))
+        os.chmod(os.path.join(self.work, "origin-ca.crt"), 0o644)
+        summary = os.path.join(self.work, "summary.json")
+        p = self.sx("--sandbox-profile", "allowlist", "--json-summary", summary, "--", "sh", "-c",
+                    "curl --noproxy '*' -sS --cacert origin-ca.crt https://origin.test:8443/tunnel; "
+                    "curl --noproxy '*' -s -o /dev/null -w '%{http_code}\\n' --cacert origin-ca.crt "
+                    "https://other.test:8443/; exit 0")
+        self.assertEqual(p.stdout.decode(), "hello from origin /tunnel\n000\n", p.stderr.decode())
+        self.assertEqual(self.decisions(json.load(open(summary))),
+                         [("origin.test", 8443, "allow", "allowed"), ("other.test", 8443, "deny", "host_not_allowlisted")])
+
     def test_literal_addresses_are_judged_as_literals(self):
         """An address the DNS responder never handed out is judged as the IP literal it is: the
         test host's real address is not allowlisted, so nothing reaches it."""
