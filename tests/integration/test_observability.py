@@ -346,7 +346,10 @@ class PrometheusDashboard(LoopbackOrigins):
         for path, pkg in ((PROMETHEUS, "prometheus"), (NODE_EXPORTER, "prometheus-node-exporter")):
             need(path, pkg)
         d = cls.tmp.name
-        cls.gw = Gateway(cls.procs, d, serve_config(cls), "prom")
+        cls.agent_port = free_port()  # an agent listener, for the dashboard's agent panels
+        cls.gw = Gateway(cls.procs, d, serve_config(cls) + '\n[listen.agents.claude]\naddress = "127.0.0.1:%d"\n'
+                         'uids = [0]\n' % cls.agent_port, "prom")
+        wait_port(cls.agent_port, cls.gw.proc)
         collect = os.path.join(d, "textfile")
         os.makedirs(collect)
         work, home = os.path.join(d, "work"), os.path.join(d, "home")
@@ -376,8 +379,13 @@ class PrometheusDashboard(LoopbackOrigins):
         wait_port(cls.prom, timeout=30)
         # Traffic while Prometheus scrapes, so that rates have two samples and something to show.
         deadline = time.time() + 8
+        agent = ["curl", "-s", "-o", "/dev/null", "--max-time", "10", "--proxy",
+                 "http://127.0.0.1:%d" % cls.agent_port, "--cacert", cls.gw.ca,
+                 "https://origin.test:%d/agent" % cls.https]
         while time.time() < deadline:
             traffic(cls, cls.gw)
+            subprocess.run(agent)
+            subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + agent)  # refused
             time.sleep(0.3)
         cls.wait_for('sluice:rule_bytes:rate5m{job="sluice"} > 0')
         cls.wait_for('sluice_exec_commands_total{job="node"}')
