@@ -79,11 +79,9 @@ std::vector<doctor_check> run_doctor() {
       sb.ready();
       if (sb.listener() < 0) errs["fd_handoff"] = "no listener received";
       ::close(sb.listener());
-      auto capture = sb.take_capture();
-      if (capture.dns_udp < 0 || capture.listeners.empty()) errs["capture"] = "the capture sockets were not handed over";
-      for (int fd : capture.listeners) ::close(fd);
-      if (capture.dns_udp >= 0) ::close(capture.dns_udp);
-      if (capture.dns_tcp >= 0) ::close(capture.dns_tcp);
+      if (sb.capture().dns_udp < 0 || sb.capture().listeners.empty()) { // the sandbox closes them
+        errs["capture"] = "the capture sockets were not handed over";
+      }
       abi = sb.provision({{"probe", "x"}});
       int e = 0;
       if (!sb.start(e)) errs["setsid"] = std::string("the command's process failed its last set-up: ") + std::strerror(e);

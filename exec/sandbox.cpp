@@ -1,5 +1,6 @@
 #include "exec/sandbox.hpp"
 #include "exec/seccomp_filter.hpp"
+#include "gateway/capture.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -253,14 +254,14 @@ std::string add_config_address() {
   req.ifa.ifa_prefixlen = 32;
   req.ifa.ifa_scope = RT_SCOPE_HOST;
   req.ifa.ifa_index = ::if_nametoindex("lo");
-  in_addr a{htonl((198u << 24) | (19u << 16) | 0xffffu)}; // 198.19.255.255
+  in_addr a{htonl(gateway::synthetic_names::config_address)};
   add_attr(&req.nh, IFA_LOCAL, &a, sizeof a);
   add_attr(&req.nh, IFA_ADDRESS, &a, sizeof a);
   return netlink_request(&req.nh);
 }
 
-// A TCP listener on the wildcard address of `family` and `port`, or -1 with `err` set.
-int listen_any(int family, unsigned port, std::string &err) {
+// A TCP listener of `family` on `port` of loopback or of the wildcard address, or -1 with `err` set.
+int tcp_listener(int family, bool loopback, unsigned port, int backlog, std::string &err) {
   int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -270,18 +271,19 @@ int listen_any(int family, unsigned port, std::string &err) {
     auto *a = reinterpret_cast<sockaddr_in6 *>(&ss);
     a->sin6_family = AF_INET6;
     a->sin6_port = htons(static_cast<uint16_t>(port));
-    a->sin6_addr = in6addr_any;
+    a->sin6_addr = loopback ? in6addr_loopback : in6addr_any;
     len = sizeof *a;
     if (fd >= 0) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   } else {
     auto *a = reinterpret_cast<sockaddr_in *>(&ss);
     a->sin_family = AF_INET;
     a->sin_port = htons(static_cast<uint16_t>(port));
-    a->sin_addr.s_addr = htonl(INADDR_ANY);
+    a->sin_addr.s_addr = htonl(loopback ? INADDR_LOOPBACK : INADDR_ANY);
     len = sizeof *a;
   }
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&ss), len) != 0 || ::listen(fd, 1024) != 0) {
-    err = "cannot listen on port " + std::to_string(port) + ": " + std::strerror(errno);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&ss), len) != 0 || ::listen(fd, backlog) != 0) {
+    err = std::string("cannot listen on ") + (loopback ? "127.0.0.1:" : "port ") + std::to_string(port) +
+          ": " + std::strerror(errno);
     if (fd >= 0) ::close(fd);
     return -1;
   }
@@ -303,18 +305,16 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
     return std::string("cannot bind the DNS responder to 127.0.0.1:53/udp: ") + std::strerror(errno);
   }
   out.push_back(udp);
-  int tcp = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (tcp < 0 || ::bind(tcp, reinterpret_cast<sockaddr *>(&dns), sizeof dns) != 0 || ::listen(tcp, 64) != 0) {
-    return std::string("cannot bind the DNS responder to 127.0.0.1:53/tcp: ") + std::strerror(errno);
-  }
+  std::string err;
+  int tcp = tcp_listener(AF_INET, true, 53, 64, err);
+  if (tcp < 0) return "the DNS responder (TCP): " + err;
   out.push_back(tcp);
   for (unsigned port : ports) {
-    std::string err;
-    int fd = listen_any(AF_INET, port, err);
+    int fd = tcp_listener(AF_INET, false, port, 1024, err);
     if (fd < 0) return err;
     out.push_back(fd);
     if (v6) {
-      fd = listen_any(AF_INET6, port, err);
+      fd = tcp_listener(AF_INET6, false, port, 1024, err);
       if (fd >= 0) out.push_back(fd);
     }
   }
@@ -364,18 +364,9 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
 
   int listener = -1;
   if (o.network) {
-    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(o.port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
-        ::listen(listener, 1024) != 0) {
-      fail("fd_handoff", std::string("cannot listen on 127.0.0.1 inside the sandbox: ") +
-                             std::strerror(errno));
-    }
+    std::string err;
+    listener = tcp_listener(AF_INET, true, o.port, 1024, err);
+    if (listener < 0) fail("fd_handoff", err + " inside the sandbox");
   }
 
   std::vector<int> captured; // DNS UDP, DNS TCP, then one listener per captured port and family

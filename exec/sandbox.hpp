@@ -73,6 +73,7 @@ public:
     std::vector<int> listeners;
   };
   capture_sockets take_capture();
+  const capture_sockets &capture() const { return capture_; } // what was handed over (doctor)
 
   // Lets init run the command. Returns false with `errno_out` set when it could not be executed
   // (ENOENT: not found, EPERM: the last set-up step in the command's process failed, else not

@@ -22,6 +22,9 @@ public:
   // internet. Addresses .0.1 to .255.254, one per name, for the life of the command.
   static constexpr std::uint32_t pool_base = (198u << 24) | (19u << 16);
   static constexpr std::size_t capacity = 65'534;
+  // 198.19.255.255, never handed out: exec's sandbox puts it on lo, so that getaddrinfo's
+  // AI_ADDRCONFIG sees an IPv4 address other than 127.0.0.1.
+  static constexpr std::uint32_t config_address = pool_base + 0xffffu;
 
   // The name's address, handing out the next free one for a new name; nullopt when the pool is full.
   std::optional<std::array<std::uint8_t, 4>> address_for(const std::string &name);

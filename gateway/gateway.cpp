@@ -355,11 +355,18 @@ void gateway::drain(std::chrono::milliseconds max_wait) {
       net::post(workers_[i]->ioc, [&] {
         boost::system::error_code ignored;
         set->acceptors[i]->close(ignored);
-        if (i == 0 && dns_) dns_->close();
         done.set_value();
       });
       done.get_future().wait();
     }
+  }
+  if (dns_) { // on its worker, as the acceptors
+    std::promise<void> done;
+    net::post(workers_[0]->ioc, [&] {
+      dns_->close();
+      done.set_value();
+    });
+    done.get_future().wait();
   }
   auto wait = max_wait.count() > 0
                   ? max_wait

@@ -94,8 +94,8 @@ private:
   request_summary summary_;
   std::unique_ptr<gateway_state> state_;
   std::vector<std::unique_ptr<worker>> workers_;
-  std::vector<std::unique_ptr<listener_set>> listeners_;
-  std::atomic<std::int64_t> last_refusal_note_{0}; // steady-clock ticks of the last stderr note // stable addresses: sessions keep the agent name
+  std::vector<std::unique_ptr<listener_set>> listeners_; // stable addresses: sessions keep the agent name
+  std::atomic<std::int64_t> last_refusal_note_{0}; // steady-clock ticks of the last stderr note
   std::unique_ptr<synthetic_names> names_;
   std::unique_ptr<dns_responder> dns_;
   std::unique_ptr<tcp::acceptor> admin_;
