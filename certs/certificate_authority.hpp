@@ -41,6 +41,7 @@ private:
   x509_ptr cert_;
   evp_pkey_ptr key_;
   evp_pkey_ptr leaf_key_;
+  evp_pkey_ptr leaf_public_; // leaf_key_'s public half, as every leaf carries it (see mint)
 };
 
 evp_pkey_ptr generate_p256_key();

@@ -6,9 +6,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <functional>
+#include <memory>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace sluice::exec {
@@ -183,6 +188,72 @@ bool is_under(const std::string &path, const std::string &dir) {
                          path[dir.size()] == '/');
 }
 
+int idmapped_etc(std::string &why) {
+  // The one id the mapping names: the largest valid one, which no user or group holds (checked).
+  constexpr unsigned long unused = 4294967294UL;
+  gid_t groups[256];
+  int n = ::getgroups(256, groups);
+  if (n < 0) {
+    why = std::string("getgroups: ") + std::strerror(errno);
+    return -1;
+  }
+  if (::geteuid() == unused || ::getegid() == unused ||
+      std::find(groups, groups + n, static_cast<gid_t>(unused)) != groups + n) {
+    why = "the caller holds id 4294967294";
+    return -1;
+  }
+  // The mapping lives in a user namespace of its own, held by a child that only waits: it shares
+  // this process's memory (no page tables to copy) and runs nothing but its wait on that stack.
+  constexpr std::size_t stack_size = 16384;
+  auto stack = std::make_unique<char[]>(stack_size);
+  pid_t holder = ::clone([](void *) -> int {
+                           for (;;) ::syscall(SYS_pause);
+                         },
+                         stack.get() + stack_size, CLONE_VM | CLONE_NEWUSER, nullptr);
+  if (holder < 0) {
+    why = std::string("cannot make a user namespace for the id mapping: ") + std::strerror(errno);
+    return -1;
+  }
+  const std::string map = std::to_string(unused) + " " + std::to_string(unused) + " 1\n";
+  const std::string proc = "/proc/" + std::to_string(holder);
+  auto write_map = [&](const char *name) {
+    int fd = ::open((proc + name).c_str(), O_WRONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && ::write(fd, map.data(), map.size()) == static_cast<ssize_t>(map.size());
+    if (fd >= 0) ::close(fd);
+    return ok;
+  };
+  int userns = -1;
+  if (write_map("/uid_map") && write_map("/gid_map")) {
+    userns = ::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  int e = errno;
+  ::kill(holder, SIGKILL);
+  while (::waitpid(holder, nullptr, __WALL) < 0 && errno == EINTR) {
+  }
+  if (userns < 0) {
+    why = std::string("cannot write the id mapping: ") + std::strerror(e);
+    return -1;
+  }
+  int tree = static_cast<int>(::open_tree(AT_FDCWD, "/etc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+  if (tree < 0) {
+    why = std::string("open_tree /etc: ") + std::strerror(errno);
+    ::close(userns);
+    return -1;
+  }
+  mount_attr a{};
+  a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  a.userns_fd = static_cast<std::uint64_t>(userns);
+  bool ok = ::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) == 0;
+  e = errno;
+  ::close(userns);
+  if (!ok) {
+    ::close(tree);
+    why = std::string("cannot id-map /etc: ") + std::strerror(e);
+    return -1;
+  }
+  return tree;
+}
+
 const std::vector<std::string> &system_paths() {
   static const std::vector<std::string> paths = [] {
     std::vector<std::string> out;
@@ -195,7 +266,8 @@ const std::vector<std::string> &system_paths() {
 }
 
 std::string build_view(const view_spec &spec,
-                       const std::function<std::vector<std::string>()> &workspace_masks) {
+                       const std::function<std::vector<std::string>()> &workspace_masks,
+                       const std::function<int()> &system_etc) {
   const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   const auto &sys_paths = system_paths(); // looked up before the host's root moves
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
@@ -223,6 +295,7 @@ std::string build_view(const view_spec &spec,
     return err("cannot mount the new root on", new_root);
   }
 
+  bool etc_idmapped = false; // a root caller's /etc with no file of root's: no walk needed
   for (const auto &p : sys_paths) {
     std::string host = old_root + p;
     if (::lstat(host.c_str(), &st) != 0) continue;
@@ -232,9 +305,23 @@ std::string build_view(const view_spec &spec,
       if (n <= 0) return err("cannot read link", p);
       target[n] = '\0';
       if (::symlink(target, (new_root + p).c_str()) != 0) return err("cannot link", p);
-    } else if (auto e = bind_host(p, ro); !e.empty()) {
-      return e;
+      continue;
     }
+    if (p == "/etc" && spec.hide_unreadable_etc && system_etc) {
+      int tree = system_etc();
+      if (tree >= 0) {
+        std::string to = new_root + p;
+        bool moved = make_dirs(to, 0755) &&
+                     ::move_mount(tree, "", AT_FDCWD, to.c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
+        int e = errno;
+        ::close(tree);
+        errno = e;
+        if (!moved) return err("cannot mount the id-mapped", p);
+        etc_idmapped = true;
+        continue;
+      }
+    }
+    if (auto e = bind_host(p, ro); !e.empty()) return e;
   }
   if (auto e = make_dev(); !e.empty()) return e;
   if (auto e = make_proc(); !e.empty()) return e;
@@ -271,7 +358,7 @@ std::string build_view(const view_spec &spec,
     }
     ::closedir(d);
   }
-  if (spec.hide_unreadable_etc) {
+  if (spec.hide_unreadable_etc && !etc_idmapped) {
     std::vector<std::string> hidden;
     int etc = ::open((old_root + "/etc").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (etc >= 0) collect_unreadable(etc, "/etc", 0, hidden);

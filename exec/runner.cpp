@@ -305,6 +305,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   std::exception_ptr ready_error;
   workspace_scan scan;
   try {
+    sb.share_system_etc(); // once the CA is under way: it is on the way to the start too
     // The workspace walk runs while init builds the view; init waits for its result before it
     // lets go of the host's root.
     auto patterns = default_credential_patterns();

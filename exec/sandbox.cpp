@@ -393,7 +393,18 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
       return out;
     };
   }
-  if (auto e = build_view(o.view, masks); !e.empty()) fail("mounts", e);
+  // A root caller's /etc: the id-mapped copy sluice made, or none (then a walk masks what others
+  // may not read).
+  std::function<int()> system_etc;
+  if (o.view.hide_unreadable_etc) {
+    system_etc = [&]() -> int {
+      std::string m;
+      std::vector<int> fds;
+      if (!recv_msg(control, m, fds, -1) || m.empty() || m[0] != 'T' || fds.size() > 1) _exit(125);
+      return fds.empty() ? -1 : fds[0];
+    };
+  }
+  if (auto e = build_view(o.view, masks, system_etc); !e.empty()) fail("mounts", e);
 
   if (o.fault == "fd_handoff") fail("fd_handoff", "fault injected (SLUICE_FAULT=fd_handoff)");
   // The descriptors travel in one message: the proxy listener, then (with capture) the DNS
@@ -591,6 +602,18 @@ sandbox::sandbox(const sandbox_options &o) {
   }
   if (!send_msg(control_, 'G')) throw setup_error("namespaces", "the sandbox init died early");
   network_ = o.network;
+  etc_pending_ = o.view.hide_unreadable_etc;
+  fault_ = o.fault;
+}
+
+void sandbox::share_system_etc() {
+  if (!etc_pending_) return;
+  etc_pending_ = false;
+  std::string why = "fault injected (SLUICE_FAULT=idmap_etc)";
+  int etc = fault_ == "idmap_etc" ? -1 : idmapped_etc(why);
+  bool sent = send_msg(control_, 'T', why, etc >= 0 ? std::vector<int>{etc} : std::vector<int>{});
+  if (etc >= 0) ::close(etc);
+  if (!sent) throw setup_error("mounts", "the sandbox init died early");
 }
 
 namespace {
@@ -606,6 +629,7 @@ void check_reply(const std::string &msg, char want) {
 } // namespace
 
 void sandbox::ready() {
+  share_system_etc();
   std::string msg;
   std::vector<int> fds;
   if (!recv_msg(control_, msg, fds, 10'000)) throw setup_error("fd_handoff", "no answer from the sandbox init");
@@ -649,6 +673,7 @@ void sandbox::send_files(const std::vector<std::pair<std::string, std::string>> 
 }
 
 void sandbox::send_masks(const std::vector<std::string> &paths) {
+  share_system_etc(); // init reads it first
   std::string payload;
   for (auto &p : paths) payload += p + '\0';
   if (payload.size() + 1 > max_message || !send_msg(control_, 'W', payload)) {

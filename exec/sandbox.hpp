@@ -45,6 +45,11 @@ public:
   // while the caller goes on (see ready()). Throws setup_error; nothing has run then.
   explicit sandbox(const sandbox_options &options);
 
+  // For a root caller (view.hide_unreadable_etc): makes the id-mapped /etc (idmapped_etc) and
+  // hands it to init, which waits for it when it mounts /etc. Once; send_masks() and ready() call
+  // it if the caller has not, so that it can be left to them or done early, beside other work.
+  void share_system_etc();
+
   // Waits for init's set-up and receives the listener by SCM_RIGHTS. Throws setup_error.
   void ready();
 
@@ -98,6 +103,8 @@ private:
   capture_sockets capture_;
   bool reaped_ = false;
   bool network_ = true;
+  bool etc_pending_ = false; // share_system_etc() still to do
+  std::string fault_;
 };
 
 } // namespace sluice::exec

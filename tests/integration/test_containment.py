@@ -389,6 +389,58 @@ class ContainmentAsRoot(base.ExecCase):
         self.assertTrue(os.path.exists(os.path.join(self.work, "x")))
 
 
+    def test_files_in_etc_others_may_not_read_stay_closed(self):
+        """A file or directory in /etc that others may not read stays closed to the command, also
+        for a root caller (whose uid owns it): as root, /etc is an id-mapped mount on which no file is
+        root's, so a file that appears while the command runs is closed too; where that mount cannot
+        be made (SLUICE_FAULT=idmap_etc), a walk of /etc at the start masks what it finds. /etc's
+        other files read as before."""
+        tag = "/etc/sluice-test-%d-%s" % (os.getpid(), self.user)
+        secret, secret_dir, late = tag + ".conf", tag + ".d", tag + ".late"
+        try:
+            with open(secret, "w") as f:
+                f.write("TOP-SECRET\n")
+            os.chmod(secret, 0o600)
+            os.mkdir(secret_dir, 0o700)
+            with open(secret_dir + "/inner", "w") as f:
+                f.write("TOP-SECRET\n")
+            os.chmod(secret_dir + "/inner", 0o644)
+            if self.user is None:  # root outside reads them: the test could fail
+                self.assertEqual(self.outside("read", secret).returncode, 0)
+            script = ("head -c 4 /etc/passwd; echo; cat %s %s/inner 2>/dev/null; echo STARTED; "
+                      "i=0; while [ ! -e %s ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+                      "echo i=$i; ls /etc/ | grep sluice-test; cat %s; echo DONE") % (secret, secret_dir, late, late)
+            for fault in ("", "idmap_etc"):
+                cmd = self.prefix() + [SLUICE, "exec", "--policy", M["policy"], "--sandbox-profile",
+                                       "offline", "--", "sh", "-c", script]
+                env = self.env({"SLUICE_FAULT": fault} if fault else None)
+                p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=self.work)
+                try:
+                    first = p.stdout.readline() + p.stdout.readline()
+                    self.assertEqual(first, b"root\nSTARTED\n", fault)
+                    with open(late + ".tmp", "w") as f:  # appears, whole, while the command runs
+                        f.write("LATE-SECRET\n")
+                    os.chmod(late + ".tmp", 0o600)
+                    os.replace(late + ".tmp", late)
+                    out, err = p.communicate(timeout=30)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+                os.unlink(late)
+                self.assertEqual(p.returncode, 0, err)
+                self.assertNotIn(b"TOP-SECRET", out, fault)
+                if not fault or self.user is not None:  # the walk sees only what exists at the start
+                    self.assertNotIn(b"LATE-SECRET", out, fault)
+                self.assertIn(b"DONE", out)
+        finally:
+            for path in (secret, secret_dir + "/inner", late, late + ".tmp"):
+                if os.path.exists(path):
+                    os.unlink(path)
+            if os.path.isdir(secret_dir):
+                os.rmdir(secret_dir)
+
+
 class ContainmentAsNobody(ContainmentAsRoot):
     """The same suite as an unprivileged user, through user namespaces."""
     user = 65534
