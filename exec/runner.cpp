@@ -185,10 +185,19 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   // Configuration a command must not change for whoever runs next: the repository's sluice policy,
   // Git's config and hooks (a hook runs unsandboxed at the user's next commit), and the agent hosts'
   // project settings.
+  // Agent hosts take a project's settings from the directory they run in, which may be below the
+  // repository's root: the working directory's are protected too.
   for (auto rel : {"/.sluice", "/.git/config", "/.git/hooks", "/.claude", "/.codex", "/.opencode",
                    "/.pi", "/opencode.json", "/opencode.jsonc", "/.mcp.json"}) {
     so.view.protect.push_back(ws.root + rel);
+    if (ws.cwd != ws.root && std::string_view(rel).substr(0, 5) != "/.git") {
+      so.view.protect.push_back(ws.cwd + rel);
+    }
   }
+  // What of that, and of the exact credential names, is absent now: a command that creates one is
+  // not stopped (the view cannot mount over a name that does not exist), but what it made is
+  // moved aside when it ends, before any tool outside reads it.
+  absent_guard guard(ws, resolved.credential_files);
   so.await_masks = true;
   so.cwd = ws.cwd;
   so.pass_fds = opt.pass_fds;
@@ -360,6 +369,22 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
     sb.release_reaped();
   }
   ::close(sfd);
+  // The command and all it started are gone (the PID namespace ended with init): what it created
+  // that it may not is moved aside now, before a tool outside can read it.
+  boost::json::array quarantined;
+  for (auto &m : guard.quarantine(command_id)) {
+    if (m.to.empty()) {
+      std::fprintf(stderr, "sluice: the command created %s, which sandboxed commands may not create "
+                           "(tools outside the sandbox read it), and it could not be moved aside; "
+                           "check it before any tool reads it\n", m.path.c_str());
+    } else {
+      std::fprintf(stderr, "sluice: the command created %s, which sandboxed commands may not create "
+                           "(agent settings and credential files are read by tools outside the "
+                           "sandbox); moved it to %s: review it, and move it back if you want it\n",
+                   m.path.c_str(), m.to.c_str());
+    }
+    quarantined.push_back({{"path", m.path}, {"movedTo", m.to}});
+  }
   gateway::gateway *gw = nullptr;
   if (network) {
     std::lock_guard lock(bs->m);
@@ -430,6 +455,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
                           {"filesystem", resolved.read_only_workspace ? "read-only" : "workspace-write"},
                           {"landlockAbi", landlock},
                           {"workspaceHidden", boost::json::value_from(scan.masks)},
+                          {"quarantined", quarantined},
                           {"environmentDropped", boost::json::value_from(dropped)}};
     std::ofstream f(opt.json_summary, std::ios::trunc);
     f << boost::json::serialize(o) << "\n";

@@ -2,14 +2,18 @@
 #include "exec/mount_view.hpp"
 #include "exec/profile_resolver.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <dirent.h>
 #include <fnmatch.h>
 #include <map>
 #include <cstdlib>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace sluice::exec {
@@ -216,6 +220,87 @@ const std::vector<std::string> &default_credential_patterns() {
       "*.kdbx",   "*.p12",          "*.pfx",   ".aws/",   ".ssh/",       ".gnupg/",
       ".docker/config.json"};
   return p;
+}
+
+const std::vector<std::string> &guarded_names() {
+  static const std::vector<std::string> names = {
+      ".claude", ".codex", ".opencode", ".pi", "opencode.json", "opencode.jsonc", ".mcp.json",
+      ".sluice", ".env", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".aws",
+      ".ssh", ".gnupg", ".docker/config.json"};
+  return names;
+}
+
+namespace {
+
+// The directory holding `rel` (a name, or DIR/NAME) below `base`, opened without following any
+// symlink and without leaving `base`; -1 when there is none.
+int open_parent(int base, const std::string &rel, std::string &name) {
+  auto slash = rel.rfind('/');
+  name = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  std::string parent = slash == std::string::npos ? "." : rel.substr(0, slash);
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return static_cast<int>(::syscall(SYS_openat2, base, parent.c_str(), &how, sizeof how));
+}
+
+bool exists_in(int base, const std::string &rel) {
+  std::string name;
+  int parent = open_parent(base, rel, name);
+  if (parent < 0) return false; // no such directory (or a symlink): nothing there to read later
+  struct stat st {};
+  bool found = ::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  ::close(parent);
+  return found;
+}
+
+} // namespace
+
+absent_guard::absent_guard(const workspace &ws, const std::vector<std::string> &extra) {
+  std::vector<std::string> names = guarded_names();
+  for (auto n : extra) {
+    while (!n.empty() && n.back() == '/') n.pop_back();
+    if (n.empty() || n.find_first_of("*?[") != std::string::npos || n[0] == '/' ||
+        n.find("..") != std::string::npos) {
+      continue;
+    }
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  }
+  for (const auto &path : {ws.root, ws.cwd}) {
+    if (path.empty() || (!dirs_.empty() && dirs_[0].path == path)) continue;
+    int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    dir d{fd, path, {}};
+    for (const auto &n : names) {
+      if (!exists_in(fd, n)) d.absent.push_back(n);
+    }
+    dirs_.push_back(std::move(d));
+  }
+}
+
+absent_guard::~absent_guard() {
+  for (auto &d : dirs_) ::close(d.fd);
+}
+
+std::vector<absent_guard::moved> absent_guard::quarantine(const std::string &id) {
+  std::vector<moved> out;
+  for (auto &d : dirs_) {
+    for (const auto &rel : d.absent) {
+      std::string name;
+      int parent = open_parent(d.fd, rel, name);
+      if (parent < 0) continue;
+      struct stat st {};
+      if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        std::string to = name + ".sluice-quarantine-" + id;
+        bool ok = ::renameat2(parent, name.c_str(), parent, to.c_str(), RENAME_NOREPLACE) == 0;
+        auto slash = rel.rfind('/');
+        std::string dir_rel = slash == std::string::npos ? "" : "/" + rel.substr(0, slash);
+        out.push_back({d.path + "/" + rel, ok ? d.path + dir_rel + "/" + to : std::string()});
+      }
+      ::close(parent);
+    }
+  }
+  return out;
 }
 
 workspace_scan scan_workspace(const std::string &root, const std::vector<std::string> &patterns,

@@ -45,6 +45,44 @@ struct workspace_scan {
 workspace_scan scan_workspace(const std::string &root, const std::vector<std::string> &patterns,
                               std::size_t max_entries);
 
+// Names a sandboxed command may not create where they were absent at its start, at the workspace
+// root and in its working directory, because tools outside the sandbox read them later: the agent
+// hosts' project settings (`.claude/`, `.codex/`, `.opencode/`, `.pi/`, `opencode.json`,
+// `opencode.jsonc`, `.mcp.json`: hooks and MCP servers run unsandboxed), the repository's
+// `.sluice/`, and the exact credential names of default_credential_patterns() (`.env`, `.netrc`,
+// `.git-credentials`, `.npmrc`, `.pypirc`, `.pgpass`, `.aws/`, `.ssh/`, `.gnupg/`,
+// `.docker/config.json`). Where they exist at the start the view already shows them read-only or
+// hides them.
+const std::vector<std::string> &guarded_names();
+
+// The guarded names absent at a command's start, per directory (the workspace root and the
+// working directory). The directories are held open, so that the check at the end looks in the
+// same directories whatever the command renamed meanwhile.
+class absent_guard {
+public:
+  // `extra`: more names (the policy's credential_files entries without wildcards).
+  absent_guard(const workspace &ws, const std::vector<std::string> &extra);
+  ~absent_guard();
+  absent_guard(const absent_guard &) = delete;
+  absent_guard &operator=(const absent_guard &) = delete;
+
+  struct moved {
+    std::string path, to; // host paths
+  };
+  // After the command: every guarded name that exists now is renamed, not followed through
+  // symlinks and never over anything, to NAME.sluice-quarantine-ID beside it. Returns what moved;
+  // a name that could not be moved is returned with an empty `to` (and stays).
+  std::vector<moved> quarantine(const std::string &id);
+
+private:
+  struct dir {
+    int fd;
+    std::string path;
+    std::vector<std::string> absent;
+  };
+  std::vector<dir> dirs_;
+};
+
 // `path` resolved with realpath(3); empty when it does not exist.
 std::string resolved(const std::string &path);
 

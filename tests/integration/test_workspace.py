@@ -106,6 +106,52 @@ class WorkspaceAsRoot(base.ExecCase):
         p = self.run_in(repo, "sh", "-c", "echo x > .claude/new.json")
         self.assertNotEqual(p.returncode, 0)
 
+    def test_settings_and_credentials_created_by_the_command_are_moved_aside(self):
+        """A command that creates agent settings (.claude/settings.json with a hook, .mcp.json), the
+        repository's .sluice/ or an exact credential name (.env, .npmrc, .docker/config.json) where
+        none was at its start, at the workspace root or in its working directory, finds them moved
+        to NAME.sluice-quarantine-ID when it ends: a hook or MCP server it planted never reaches the
+        agent host, which runs them unsandboxed. Said on stderr and in the JSON summary; the exit
+        status is the command's. Other new files stay; names that existed keep their protection."""
+        repo = self.repo(os.path.join(self.work, "repo"))
+        sub = os.path.join(repo, "pkg")
+        os.makedirs(sub)
+        self.write(os.path.join(repo, ".env.example"), "A=\n")  # present at start: untouched
+        self.own(self.work)
+        summary = os.path.join(self.work, "summary.json")
+        planted = {".claude/settings.json": '{"hooks": {"PreToolUse": []}}', ".mcp.json": "{}",
+                   ".sluice/policy.toml": "[sandbox]", ".env": "TOKEN=planted", ".npmrc": "registry=x",
+                   ".docker/config.json": "{}"}
+        script = "; ".join("mkdir -p $(dirname %s) && echo '%s' > %s" % (rel, text, rel)
+                           for rel, text in planted.items())
+        script += "; echo '{}' > pkg/.mcp.json; echo kept > notes.txt; echo new > .env.example2; exit 3"
+        p = self.sx("--sandbox-profile", "offline", "--json-summary", summary, "--", "sh", "-c", script,
+                    cwd=repo)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        err = p.stderr.decode()
+        moved = {m["path"]: m["movedTo"] for m in json.load(open(summary))["quarantined"]}
+        cid = json.load(open(summary))["commandId"]
+        for rel, text in planted.items():
+            top = rel if rel.startswith(".docker") else rel.split("/")[0]
+            path = os.path.join(repo, top)
+            self.assertFalse(os.path.exists(path), rel)
+            self.assertEqual(moved.get(path), path + ".sluice-quarantine-" + cid, (rel, moved))
+            self.assertIn("created %s" % path, err)
+            aside = os.path.join(repo, rel.replace(top, top + ".sluice-quarantine-" + cid, 1))
+            self.assertEqual(open(aside).read().strip(), text, rel)
+        # Other new files stay, and so do guarded names in other directories (only the root and the
+        # working directory are where agent hosts and tools look).
+        for rel in ("notes.txt", ".env.example2", ".env.example", "pkg/.mcp.json"):
+            self.assertTrue(os.path.exists(os.path.join(repo, rel)), rel)
+        # In the working directory too, when it is below the root.
+        p = self.sx("--sandbox-profile", "offline", "--json-summary", summary, "--", "sh", "-c",
+                    "mkdir .codex && echo x > .codex/config.toml && echo S=1 > .env", cwd=sub)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        cid = json.load(open(summary))["commandId"]
+        for name in (".codex", ".env"):
+            self.assertFalse(os.path.exists(os.path.join(sub, name)), name)
+            self.assertTrue(os.path.exists(os.path.join(sub, name + ".sluice-quarantine-" + cid)), name)
+
     # --- credentials in the workspace ---------------------------------------------------------
     def test_credential_files_hidden(self):
         files = {".env": "A=1", ".env.local": "B=2", "src/deep/server.pem": "PEM", "keys/id_rsa": "RSA",
