@@ -194,6 +194,8 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
       so.view.protect.push_back(ws.cwd + rel);
     }
   }
+  // The same for the repository's submodules and linked worktrees: Git outside reads them too.
+  for (auto &f : git_metadata_to_protect(ws.root + "/.git")) so.view.protect.push_back(f);
   // What of that, and of the exact credential names, is absent now: a command that creates one is
   // not stopped (the view cannot mount over a name that does not exist), but what it made is
   // moved aside when it ends, before any tool outside reads it.
@@ -373,7 +375,14 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   // that it may not is moved aside now, before a tool outside can read it.
   boost::json::array quarantined;
   for (auto &m : guard.quarantine(command_id)) {
-    if (m.to.empty()) {
+    if (m.repository) {
+      std::fprintf(stderr, "sluice: the command created the Git repository %s, whose configuration "
+                           "or hooks would run programs when Git runs there outside the sandbox "
+                           "(only the keys git init and git clone write, and sample hooks, are kept); "
+                           "%s\n", m.path.c_str(),
+                   m.to.empty() ? "it could not be moved aside: check it before running Git there"
+                                : ("moved it to " + m.to + ": review it, and move it back if you want it").c_str());
+    } else if (m.to.empty()) {
       std::fprintf(stderr, "sluice: the command created %s, which sandboxed commands may not create "
                            "(tools outside the sandbox read it), and it could not be moved aside; "
                            "check it before any tool reads it\n", m.path.c_str());

@@ -3,6 +3,7 @@
 #include "exec/profile_resolver.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -254,6 +255,109 @@ bool exists_in(int base, const std::string &rel) {
   return found;
 }
 
+// The keys `git init`, `git clone` and ordinary use write: nothing in them runs a program.
+bool harmless_git_key(const std::string &section, const std::string &key) {
+  static const char *const plain[] = {
+      "core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
+      "core.ignorecase", "core.precomposeunicode", "core.symlinks", "core.autocrlf", "core.eol",
+      "core.safecrlf", "extensions.objectformat", "init.defaultbranch", "user.name", "user.email",
+      "pull.rebase", "pull.ff", "fetch.prune", "advice.detachedhead"};
+  std::string full = section + "." + key;
+  for (auto k : plain) {
+    if (full == k) return true;
+  }
+  if (section == "remote") return key == "url" || key == "fetch" || key == "pushurl" || key == "tagopt";
+  if (section == "branch") return key == "remote" || key == "merge" || key == "rebase";
+  return false;
+}
+
+// Reads a Git configuration file as Git does, as far as section and key names go (values are not
+// needed: only the names decide). Anything it does not understand counts as harmful.
+bool harmless_git_config(const std::string &text) {
+  std::string section;
+  std::size_t i = 0;
+  bool continued = false;
+  while (i < text.size()) {
+    auto end = text.find('\n', i);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(i, end - i);
+    i = end + 1;
+    bool next_continues = !line.empty() && line.back() == '\\';
+    if (continued) { // a value's continuation line: nothing to name
+      continued = next_continues;
+      continue;
+    }
+    continued = next_continues;
+    std::size_t a = line.find_first_not_of(" \t\r");
+    if (a == std::string::npos || line[a] == '#' || line[a] == ';') continue;
+    if (line[a] == '[') {
+      auto close = line.find(']', a);
+      if (close == std::string::npos) return false;
+      std::string head = line.substr(a + 1, close - a - 1);
+      auto space = head.find_first_of(" \t.");
+      section = head.substr(0, space);
+      for (auto &c : section) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string rest = line.substr(close + 1);
+      if (rest.find_first_not_of(" \t\r") != std::string::npos &&
+          rest[rest.find_first_not_of(" \t\r")] != '#' && rest[rest.find_first_not_of(" \t\r")] != ';') {
+        return false; // a key on the section's line
+      }
+      continue;
+    }
+    std::size_t b = a;
+    while (b < line.size() && (std::isalnum(static_cast<unsigned char>(line[b])) || line[b] == '-')) ++b;
+    std::string key = line.substr(a, b - a);
+    for (auto &c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (key.empty() || section.empty() || !harmless_git_key(section, key)) return false;
+  }
+  return true;
+}
+
+// A .git the command created: its config holds only harmless keys, and its hooks only Git's
+// samples (git init copies them, inert until renamed).
+bool harmless_new_repository(int base) {
+  struct stat st {};
+  if (::fstatat(base, ".git", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) {
+    return false; // a .git file or link names a Git directory elsewhere
+  }
+  std::string name;
+  int git = open_parent(base, ".git/config", name);
+  if (git < 0) return false;
+  bool ok = true;
+  int fd = ::openat(git, "config", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0) {
+    std::string text;
+    char chunk[4096];
+    ssize_t n;
+    while ((n = ::read(fd, chunk, sizeof chunk)) > 0 && text.size() < (1u << 20)) text.append(chunk, n);
+    ::close(fd);
+    ok = n == 0 && harmless_git_config(text);
+  } else if (errno != ENOENT) {
+    ok = false;
+  }
+  for (auto extra : {"config.worktree", "commondir", "modules", "worktrees"}) {
+    if (::fstatat(git, extra, &st, AT_SYMLINK_NOFOLLOW) == 0) ok = false; // not what git init makes
+  }
+  int hooks = ::openat(git, "hooks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (hooks >= 0) {
+    if (DIR *d = ::fdopendir(hooks)) {
+      while (dirent *de = ::readdir(d)) {
+        std::string n = de->d_name;
+        if (n == "." || n == "..") continue;
+        if (n.size() < 7 || n.compare(n.size() - 7, 7, ".sample") != 0) ok = false;
+      }
+      ::closedir(d);
+    } else {
+      ::close(hooks);
+      ok = false;
+    }
+  } else if (errno != ENOENT) {
+    ok = false;
+  }
+  ::close(git);
+  return ok;
+}
+
 } // namespace
 
 absent_guard::absent_guard(const workspace &ws, const std::vector<std::string> &extra) {
@@ -270,7 +374,7 @@ absent_guard::absent_guard(const workspace &ws, const std::vector<std::string> &
     if (path.empty() || (!dirs_.empty() && dirs_[0].path == path)) continue;
     int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) continue;
-    dir d{fd, path, {}};
+    dir d{fd, path, {}, !exists_in(fd, ".git")};
     for (const auto &n : names) {
       if (!exists_in(fd, n)) d.absent.push_back(n);
     }
@@ -299,6 +403,58 @@ std::vector<absent_guard::moved> absent_guard::quarantine(const std::string &id)
       }
       ::close(parent);
     }
+    // A repository the command made (git init, git clone into .): kept, unless its configuration
+    // or hooks would run something when Git runs there outside the sandbox.
+    if (d.git_absent && exists_in(d.fd, ".git") && !harmless_new_repository(d.fd)) {
+      std::string to = std::string(".git.sluice-quarantine-") + id;
+      bool ok = ::renameat2(d.fd, ".git", d.fd, to.c_str(), RENAME_NOREPLACE) == 0;
+      out.push_back({d.path + "/.git", ok ? d.path + "/" + to : std::string(), true});
+    }
+  }
+  return out;
+}
+
+namespace {
+
+void collect_modules(const std::string &dir, int depth, std::vector<std::string> &out) {
+  if (depth > 8 || out.size() >= 256) return;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> subdirs;
+  while (dirent *de = ::readdir(d)) {
+    std::string n = de->d_name;
+    if (n == "." || n == ".." || de->d_type != DT_DIR) continue;
+    subdirs.push_back(dir + "/" + n);
+  }
+  ::closedir(d);
+  for (auto &sub : subdirs) {
+    struct stat st {};
+    if (::lstat((sub + "/HEAD").c_str(), &st) == 0) { // a submodule's Git directory
+      for (auto f : {"/config", "/hooks", "/config.worktree"}) {
+        if (out.size() < 256 && ::lstat((sub + f).c_str(), &st) == 0) out.push_back(sub + f);
+      }
+      collect_modules(sub + "/modules", depth + 1, out);
+    } else { // a submodule whose name has slashes: its directory is further down
+      collect_modules(sub, depth + 1, out);
+    }
+  }
+}
+
+} // namespace
+
+std::vector<std::string> git_metadata_to_protect(const std::string &git_dir) {
+  std::vector<std::string> out;
+  struct stat st {};
+  if (::lstat((git_dir + "/config.worktree").c_str(), &st) == 0) out.push_back(git_dir + "/config.worktree");
+  collect_modules(git_dir + "/modules", 0, out);
+  if (DIR *d = ::opendir((git_dir + "/worktrees").c_str())) {
+    while (dirent *de = ::readdir(d)) {
+      std::string n = de->d_name;
+      if (n == "." || n == ".." || out.size() >= 256) continue;
+      std::string f = git_dir + "/worktrees/" + n + "/config.worktree";
+      if (::lstat(f.c_str(), &st) == 0) out.push_back(f);
+    }
+    ::closedir(d);
   }
   return out;
 }

@@ -67,11 +67,15 @@ public:
   absent_guard &operator=(const absent_guard &) = delete;
 
   struct moved {
-    std::string path, to; // host paths
+    std::string path, to;    // host paths
+    bool repository = false; // a .git whose config or hooks would run programs
   };
   // After the command: every guarded name that exists now is renamed, not followed through
-  // symlinks and never over anything, to NAME.sluice-quarantine-ID beside it. Returns what moved;
-  // a name that could not be moved is returned with an empty `to` (and stays).
+  // symlinks and never over anything, to NAME.sluice-quarantine-ID beside it. So is a .git the
+  // command created (git init) whose config holds anything but the keys git init, git clone and
+  // ordinary use write (core.fsmonitor, core.hooksPath, filters, aliases, includes... would run a
+  // program when Git runs there outside the sandbox), or whose hooks are more than Git's samples.
+  // Returns what moved; a name that could not be moved is returned with an empty `to` (and stays).
   std::vector<moved> quarantine(const std::string &id);
 
 private:
@@ -79,9 +83,16 @@ private:
     int fd;
     std::string path;
     std::vector<std::string> absent;
+    bool git_absent; // no .git at the start: one the command makes is checked (see quarantine)
   };
   std::vector<dir> dirs_;
 };
+
+// The configuration and hooks of a repository's submodules and linked worktrees inside its Git
+// directory `git_dir` (modules/NAME/{config,hooks}, nested, and worktrees/NAME/config.worktree):
+// Git outside the sandbox reads them (`git status` runs in each submodule), so they are read-only
+// in the view like the repository's own. Existing paths only; at most 256.
+std::vector<std::string> git_metadata_to_protect(const std::string &git_dir);
 
 // `path` resolved with realpath(3); empty when it does not exist.
 std::string resolved(const std::string &path);

@@ -152,6 +152,51 @@ class WorkspaceAsRoot(base.ExecCase):
             self.assertFalse(os.path.exists(os.path.join(sub, name)), name)
             self.assertTrue(os.path.exists(os.path.join(sub, name + ".sluice-quarantine-" + cid)), name)
 
+    def test_submodule_config_and_hooks_cannot_be_planted(self):
+        """A submodule's config and hooks live in the superproject's .git/modules/NAME: Git outside
+        the sandbox reads them (`git status` runs in every submodule), so they are read-only too."""
+        repo = self.repo(os.path.join(self.work, "repo"))
+        sub_src = self.repo(os.path.join(self.work, "subsrc"))
+        subprocess.run(GIT + ["-C", repo, "submodule", "add", "-q", sub_src, "lib/sub"], check=True,
+                       capture_output=True)
+        subprocess.run(GIT + ["-C", repo, "commit", "-qm", "sub"], check=True)
+        self.own(self.work)
+        moddir = os.path.join(repo, ".git", "modules", "lib", "sub")
+        self.assertTrue(os.path.isfile(os.path.join(moddir, "config")), os.listdir(os.path.join(repo, ".git", "modules")))
+        before = open(os.path.join(moddir, "config")).read()
+        p = self.run_in(repo, "sh", "-c",
+                        "git -C lib/sub config core.fsmonitor 'touch /tmp/x' 2>&1; "
+                        "echo '#!/bin/sh' > .git/modules/lib/sub/hooks/post-checkout 2>&1; git status --short; exit 0")
+        self.assertIn(b"could not write config file", p.stdout)  # git's rename onto the mount: EBUSY
+        self.assertIn(b"Read-only file system", p.stderr)  # the hook
+        self.assertEqual(open(os.path.join(moddir, "config")).read(), before)
+        self.assertFalse(os.path.exists(os.path.join(moddir, "hooks", "post-checkout")))
+
+    def test_new_repository_with_programs_in_its_config_is_moved_aside(self):
+        """A repository the command creates (git init, git clone .) stays when its config holds only
+        what git init and git clone write and its hooks only the samples; one that would run a
+        program when Git runs there outside (core.fsmonitor, an alias with !, a hook) is moved to
+        .git.sluice-quarantine-ID."""
+        summary = os.path.join(self.work, "summary.json")
+        for name, extra, kept in (("plain", "git remote add origin https://example.test/r.git; git config user.name me", True),
+                                  ("fsmonitor", "git config core.fsmonitor 'touch /tmp/x'", False),
+                                  ("alias", "git config alias.st '!touch /tmp/x'", False),
+                                  ("include", "git config include.path /tmp/other", False),
+                                  ("hook", "printf '#!/bin/sh\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit", False)):
+            d = os.path.join(self.work, name)
+            os.makedirs(d)
+            self.own(d)
+            p = self.sx("--sandbox-profile", "offline", "--json-summary", summary, "--", "sh", "-c",
+                        "git init -q . && " + extra + " && git -c user.name=t -c user.email=t@t commit -q "
+                        "--allow-empty -m x", cwd=d)
+            self.assertEqual(p.returncode, 0, (name, p.stderr))
+            cid = json.load(open(summary))["commandId"]
+            self.assertEqual(os.path.isdir(os.path.join(d, ".git")), kept, name)
+            self.assertEqual(os.path.isdir(os.path.join(d, ".git.sluice-quarantine-" + cid)), not kept, name)
+            if not kept:
+                self.assertIn(b"created the Git repository", p.stderr)
+                self.assertEqual(json.load(open(summary))["quarantined"][0]["path"], os.path.join(d, ".git"))
+
     # --- credentials in the workspace ---------------------------------------------------------
     def test_credential_files_hidden(self):
         files = {".env": "A=1", ".env.local": "B=2", "src/deep/server.pem": "PEM", "keys/id_rsa": "RSA",
