@@ -44,6 +44,28 @@ SRT_DIR = "/var/cache/sluice-bench/srt"
 SRT_CLI = os.path.join(SRT_DIR, "node_modules/@anthropic-ai/sandbox-runtime/dist/cli.js")
 
 
+def cpu_seconds(pid):
+    """CPU time (user + system) of `pid` and every process below it, from /proc/PID/stat."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children, stats = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(d)] = int(fields[11]) + int(fields[12])  # utime, stime
+        children.setdefault(int(fields[1]), []).append(int(d))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, 0)
+        todo.extend(children.get(p, []))
+    return total / tick
+
+
 def install():
     pkgs = PKGS + ([] if shutil.which("npm") else ["npm"])
     missing = [p for p in pkgs if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
@@ -309,6 +331,33 @@ allow_domains = ["{NAME}"]
             s.close()
         return rss / 1024.0
 
+    def idle_curve(self, t, counts):
+        """RSS of the gateway at each count of idle terminated TLS tunnels, opened one after the
+        other on the same gateway: [(count, MiB)]; None for the counts it could not reach."""
+        import ssl
+        ctx = ssl.create_default_context(cafile=t["cafile"])
+        socks, out = [], []
+        host, port = t["proxy"].rsplit(":", 1)
+        try:
+            for want in sorted(counts):
+                while len(socks) < want:
+                    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+                    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (NAME, NAME)).encode())
+                    if not s.recv(4096).startswith(b"HTTP/1.1 200"):
+                        raise OSError("CONNECT refused")
+                    socks.append(ctx.wrap_socket(s, server_hostname=NAME))
+                time.sleep(1)
+                with open("/proc/%d/status" % t["pid"]) as f:
+                    rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS")][0]
+                out.append((want, rss / 1024.0))
+        except OSError as e:
+            print("idle curve stopped at %d tunnels: %s" % (len(socks), e), file=sys.stderr)
+            out.extend((n, None) for n in sorted(counts) if n not in dict(out))
+        finally:
+            for s in socks:
+                s.close()
+        return out
+
     # --- driver --------------------------------------------------------------------------
     def run(self):
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -317,6 +366,12 @@ allow_domains = ["{NAME}"]
         if self.args.idle and self.args.idle + 100 > want:
             print("note: descriptor limit %d; idle tunnels capped" % want, file=sys.stderr)
             self.args.idle = max(want - 200, 0) // 2
+        if self.args.idle_curve:  # the client holds one descriptor per tunnel, the gateway one
+            counts = [int(c) for c in self.args.idle_curve.split(",")]
+            capped = sorted(set(min(c, max(want - 200, 0)) for c in counts))
+            if capped != sorted(counts):
+                print("note: descriptor limit %d; idle curve at %s" % (want, capped), file=sys.stderr)
+            self.args.idle_curve = ",".join(str(c) for c in capped)
         install()
         self.setup_origin()
         makers = {"direct": lambda: {}, "sluice": self.target_sluice, "sluice-exec": self.target_sluice_exec,
@@ -324,7 +379,7 @@ allow_domains = ["{NAME}"]
                   "mitmproxy": self.target_mitmproxy, "srt": self.target_srt,
                   "srt-tls": lambda: self.target_srt(terminate=True)}
         workloads = ["keep-alive", "handshake", "bulk"]
-        results, spread = {}, {}
+        results, spread, cpus = {}, {}, {}
         for name in self.args.targets.split(","):
             try:
                 t = makers[name]()
@@ -337,22 +392,44 @@ allow_domains = ["{NAME}"]
                 continue
             results[name] = {}
             for w in workloads:
-                vals, unit = [], ""
+                vals, unit, cpu = [], "", []
                 for _ in range(self.args.repeat):
+                    before = cpu_seconds(t["pid"]) if "pid" in t else None
                     v, unit = self.workload(t, w)
                     vals.append(v)
+                    if before is not None and v is not None:
+                        # proxy CPU per unit of work: per request, or per MiB for bulk
+                        work = 160 if w == "bulk" else (self.args.requests if w == "keep-alive"
+                                                        else max(self.args.requests // 8, 50))
+                        cpu.append((cpu_seconds(t["pid"]) - before) / work)
                 results[name][w] = (None if None in vals else statistics.median(vals), unit)
+                if cpu:
+                    cpus.setdefault(name, {})[w] = statistics.median(cpu)
                 if None not in vals and len(vals) > 1:
                     spread.setdefault(name, {})[w] = (min(vals), max(vals), unit)
             if "wrap" in t:
                 results[name]["start-up"] = (self.startup(t), "ms")
             if name == "sluice" and self.args.idle:
                 results[name]["idle"] = (self.idle_rss(t, self.args.idle), "MiB RSS")
+            if name == "sluice" and self.args.idle_curve:
+                counts = [int(c) for c in self.args.idle_curve.split(",")]
+                results[name]["idle-curve"] = self.idle_curve(t, counts)
         if self.args.startup_runs:  # the floor for any namespace sandbox
             bare = [shutil.which("unshare") or "unshare", "-Urn", "true"]
             results.setdefault("unshare -Urn", {})["start-up"] = (measure_startup(bare, self.args.startup_runs)[0],
                                                                   "ms")
         self.report(results, workloads)
+        if cpus:  # the proxy's own CPU (process and children, /proc/PID/stat): less noisy than rates
+            print("\nproxy CPU per unit of work (median of the runs; direct has no proxy)")
+            print("%-14s%24s%24s%24s" % ("target", "keep-alive us/req", "handshake us/req", "bulk ms/MiB"))
+            for name, c in cpus.items():
+                print("%-14s" % name + "".join(
+                    "%24s" % ("%.1f" % (c[w] * (1e3 if w == "bulk" else 1e6)) if w in c else "-")
+                    for w in workloads))
+        curve = results.get("sluice", {}).get("idle-curve")
+        if curve:
+            print("\nsluice RSS with idle terminated tunnels: " + ", ".join(
+                "%d: %s" % (n, "FAILED" if v is None else "%.1f MiB" % v) for n, v in curve))
         if spread:  # how far apart the repeated runs were: read ratios with this in mind
             print("\nspread of the %d runs (min-max)" % self.args.repeat)
             for name, r in spread.items():
@@ -415,6 +492,9 @@ def main():
     ap.add_argument("--requests", type=int, default=8000,
                     help="keep-alive GETs per run; handshake-bound runs an eighth of it")
     ap.add_argument("--idle", type=int, default=0, help="also measure RSS with this many idle tunnels")
+    ap.add_argument("--idle-curve", default="",
+                    help="also measure sluice's RSS at these counts of idle tunnels, e.g. 1000,10000,50000 "
+                         "(capped by the descriptor limit)")
     # One worker: curl and nginx share this machine's cores with the proxy, and a second worker
     # thread only adds context switches (measured: keep-alive 0.54 of direct with 2, 0.61 with 1).
     # Squid and mitmproxy run one process too.
