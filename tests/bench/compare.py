@@ -158,11 +158,11 @@ allow_addresses = ["198.18.0.0/15"]
 "{NAME}" = "{ORIGIN}"
 """
 
-    def target_sluice(self):
+    def target_sluice(self, profile="network-read"):
         port, d = free_port(), self.tmp
         conf = os.path.join(d, "sluice.toml")
         with open(conf, "w") as f:
-            f.write(f"""profile = "network-read"
+            f.write(f"""profile = "{profile}"
 [listen]
 proxy = "127.0.0.1:{port}"
 [policy]
@@ -175,7 +175,9 @@ max_connections = 50000
         if self.args.sluice_threads:
             cmd += ["--threads", str(self.args.sluice_threads)]
         p = self.start(cmd, port)
-        return {"proxy": "http://127.0.0.1:%d" % port, "cafile": cafile, "pid": p.pid}
+        # allowlist passes TLS through: the client checks the origin's own certificate
+        return {"proxy": "http://127.0.0.1:%d" % port, "cafile": cafile if profile != "allowlist" else self.ca[0],
+                "pid": p.pid}
 
     def target_tinyproxy(self):
         port, d = free_port(), self.tmp
@@ -375,6 +377,7 @@ allow_domains = ["{NAME}"]
         install()
         self.setup_origin()
         makers = {"direct": lambda: {}, "sluice": self.target_sluice, "sluice-exec": self.target_sluice_exec,
+                  "sluice-allowlist": lambda: self.target_sluice("allowlist"),
                   "tinyproxy": self.target_tinyproxy, "squid-bump": self.target_squid,
                   "mitmproxy": self.target_mitmproxy, "srt": self.target_srt,
                   "srt-tls": lambda: self.target_srt(terminate=True)}
