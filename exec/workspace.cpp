@@ -271,23 +271,18 @@ bool harmless_git_key(const std::string &section, const std::string &key) {
   return false;
 }
 
-// Reads a Git configuration file as Git does, as far as section and key names go (values are not
-// needed: only the names decide). Anything it does not understand counts as harmful.
+} // namespace
+
 bool harmless_git_config(const std::string &text) {
   std::string section;
   std::size_t i = 0;
-  bool continued = false;
   while (i < text.size()) {
     auto end = text.find('\n', i);
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(i, end - i);
     i = end + 1;
-    bool next_continues = !line.empty() && line.back() == '\\';
-    if (continued) { // a value's continuation line: nothing to name
-      continued = next_continues;
-      continue;
-    }
-    continued = next_continues;
+    auto last = line.find_last_not_of(" \t\r");
+    if (last != std::string::npos && line[last] == '\\') return false;
     std::size_t a = line.find_first_not_of(" \t\r");
     if (a == std::string::npos || line[a] == '#' || line[a] == ';') continue;
     if (line[a] == '[') {
@@ -313,6 +308,8 @@ bool harmless_git_config(const std::string &text) {
   return true;
 }
 
+namespace {
+
 // A .git the command created: its config holds only harmless keys, and its hooks only Git's
 // samples (git init copies them, inert until renamed).
 bool harmless_new_repository(int base) {
@@ -325,16 +322,18 @@ bool harmless_new_repository(int base) {
   if (git < 0) return false;
   bool ok = true;
   int fd = ::openat(git, "config", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd >= 0) {
+  if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    ok = false;
+  } else if (fd >= 0) {
     std::string text;
     char chunk[4096];
     ssize_t n;
     while ((n = ::read(fd, chunk, sizeof chunk)) > 0 && text.size() < (1u << 20)) text.append(chunk, n);
-    ::close(fd);
     ok = n == 0 && harmless_git_config(text);
   } else if (errno != ENOENT) {
     ok = false;
   }
+  if (fd >= 0) ::close(fd);
   for (auto extra : {"config.worktree", "commondir", "modules", "worktrees"}) {
     if (::fstatat(git, extra, &st, AT_SYMLINK_NOFOLLOW) == 0) ok = false; // not what git init makes
   }

@@ -88,6 +88,14 @@ private:
   std::vector<dir> dirs_;
 };
 
+// True when a Git configuration file (its text) sets only keys that git init, git clone and
+// ordinary use write, none of which runs a program: core.repositoryformatversion, core.filemode,
+// core.bare, core.logallrefupdates, remote.*.url/fetch, branch.*.remote/merge, user.name/email and
+// a few more. Read as Git does, as far as section and key names go; anything it does not
+// understand counts as harmful, and so does a line ending in a backslash (whether that continues
+// a value or ends a comment depends on quotes and escapes before it; git init never writes one).
+bool harmless_git_config(const std::string &text);
+
 // The configuration and hooks of a repository's submodules and linked worktrees inside its Git
 // directory `git_dir` (modules/NAME/{config,hooks}, nested, and worktrees/NAME/config.worktree):
 // Git outside the sandbox reads them (`git status` runs in each submodule), so they are read-only
