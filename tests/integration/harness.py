@@ -168,6 +168,17 @@ class Gateway:
         with open(self.log) as f:
             return [json.loads(l) for l in f if l.strip()]
 
+    def logged(self, pred, timeout=5.0):
+        """True once an access-log line satisfies `pred`: the line is written after the client has
+        its answer, so a test that reads the log at once may be early (seen under ASan)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if any(pred(l) for l in self.access_log()):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
     def stderr_text(self):
         with open(self.stderr_path) as f:
             return f.read()
