@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <functional>
 #include <memory>
-#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -311,14 +310,11 @@ std::string build_view(const view_spec &spec,
       int tree = system_etc();
       if (tree >= 0) {
         std::string to = new_root + p;
-        bool moved = make_dirs(to, 0755) &&
-                     ::move_mount(tree, "", AT_FDCWD, to.c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
-        int e = errno;
+        etc_idmapped = make_dirs(to, 0755) &&
+                       ::move_mount(tree, "", AT_FDCWD, to.c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
         ::close(tree);
-        errno = e;
-        if (!moved) return err("cannot mount the id-mapped", p);
-        etc_idmapped = true;
-        continue;
+        if (etc_idmapped) continue;
+        // A kernel that will not attach it here: /etc as for any caller, and the walk below.
       }
     }
     if (auto e = bind_host(p, ro); !e.empty()) return e;
