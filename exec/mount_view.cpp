@@ -6,13 +6,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <functional>
-#include <memory>
-#include <sched.h>
-#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace sluice::exec {
@@ -185,72 +181,6 @@ bool is_under(const std::string &path, const std::string &dir) {
   if (dir == "/") return true;
   return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
                          path[dir.size()] == '/');
-}
-
-int idmapped_etc(std::string &why) {
-  // The one id the mapping names: the largest valid one, which no user or group holds (checked).
-  constexpr unsigned long unused = 4294967294UL;
-  gid_t groups[256];
-  int n = ::getgroups(256, groups);
-  if (n < 0) {
-    why = std::string("getgroups: ") + std::strerror(errno);
-    return -1;
-  }
-  if (::geteuid() == unused || ::getegid() == unused ||
-      std::find(groups, groups + n, static_cast<gid_t>(unused)) != groups + n) {
-    why = "the caller holds id 4294967294";
-    return -1;
-  }
-  // The mapping lives in a user namespace of its own, held by a child that only waits: it shares
-  // this process's memory (no page tables to copy) and runs nothing but its wait on that stack.
-  constexpr std::size_t stack_size = 16384;
-  auto stack = std::make_unique<char[]>(stack_size);
-  pid_t holder = ::clone([](void *) -> int {
-                           for (;;) ::syscall(SYS_pause);
-                         },
-                         stack.get() + stack_size, CLONE_VM | CLONE_NEWUSER, nullptr);
-  if (holder < 0) {
-    why = std::string("cannot make a user namespace for the id mapping: ") + std::strerror(errno);
-    return -1;
-  }
-  const std::string map = std::to_string(unused) + " " + std::to_string(unused) + " 1\n";
-  const std::string proc = "/proc/" + std::to_string(holder);
-  auto write_map = [&](const char *name) {
-    int fd = ::open((proc + name).c_str(), O_WRONLY | O_CLOEXEC);
-    bool ok = fd >= 0 && ::write(fd, map.data(), map.size()) == static_cast<ssize_t>(map.size());
-    if (fd >= 0) ::close(fd);
-    return ok;
-  };
-  int userns = -1;
-  if (write_map("/uid_map") && write_map("/gid_map")) {
-    userns = ::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
-  }
-  int e = errno;
-  ::kill(holder, SIGKILL);
-  while (::waitpid(holder, nullptr, __WALL) < 0 && errno == EINTR) {
-  }
-  if (userns < 0) {
-    why = std::string("cannot write the id mapping: ") + std::strerror(e);
-    return -1;
-  }
-  int tree = static_cast<int>(::open_tree(AT_FDCWD, "/etc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
-  if (tree < 0) {
-    why = std::string("open_tree /etc: ") + std::strerror(errno);
-    ::close(userns);
-    return -1;
-  }
-  mount_attr a{};
-  a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  a.userns_fd = static_cast<std::uint64_t>(userns);
-  bool ok = ::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) == 0;
-  e = errno;
-  ::close(userns);
-  if (!ok) {
-    ::close(tree);
-    why = std::string("cannot id-map /etc: ") + std::strerror(e);
-    return -1;
-  }
-  return tree;
 }
 
 const std::vector<std::string> &system_paths() {

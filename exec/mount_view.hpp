@@ -33,22 +33,14 @@ struct view_spec {
 // Returns an empty string, or what failed.
 // `workspace_masks`, when given, is called once the view stands, before the host's root goes: it
 // returns workspace paths (files or directories) to hide, as scan_workspace finds them.
-// `system_etc`, with `hide_unreadable_etc`, is called for /etc: the descriptor idmapped_etc made
-// (the view shows it at /etc), or -1, and then /etc is bound as for any caller and the entries
-// others may not read are masked one by one (a walk of /etc, about 2 ms).
+// `system_etc`, with `hide_unreadable_etc`, is called for /etc: a detached, id-mapped copy of it
+// that sluice made (the view shows it at /etc; see sandbox.cpp), or -1; without one, or where it
+// cannot be attached, /etc is bound as for any caller and the entries others may not read are
+// masked one by one (a walk of /etc, about 2 ms).
 std::string build_view(const view_spec &spec,
                        const std::function<std::vector<std::string>()> &workspace_masks = {},
                        const std::function<int()> &system_etc = {});
 
-// For a root caller, whose uid owns /etc's secrets: a detached copy of the host's /etc (with the
-// mounts below it), read-only, through an id mapping under which no file belongs to any id the
-// caller holds: uid and gid 0 map to nothing (the files show as 65534). The command then opens
-// what any other user could open and nothing more, whatever appears in /etc while it runs, and no
-// walk of /etc is needed at its start. Runs in sluice, before the view is built: an id-mapped mount
-// needs CAP_SYS_ADMIN over the file system, which only the real root has. Returns the mount's
-// descriptor, or -1 and the reason (a kernel before 5.12, a file system without id-mapped mounts,
-// no CAP_SYS_ADMIN as in most containers).
-int idmapped_etc(std::string &why);
 
 // Writes sluice's files into sandbox_files_dir and makes the view's root read-only. With
 // `replace_trust`, the system's CA bundles (/etc/ssl/certs with its hashed names,

@@ -21,6 +21,7 @@
 #include <sys/random.h>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -196,10 +197,11 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   }
   // The same for the repository's submodules and linked worktrees: Git outside reads them too.
   for (auto &f : git_metadata_to_protect(ws.root + "/.git")) so.view.protect.push_back(f);
-  // What of that, and of the exact credential names, is absent now: a command that creates one is
-  // not stopped (the view cannot mount over a name that does not exist), but what it made is
-  // moved aside when it ends, before any tool outside reads it.
-  absent_guard guard(ws, resolved.credential_files);
+  // What of that, and of the exact credential names, is absent (looked at once the sandbox is
+  // being built, before the command starts): a command that creates one is not stopped (the view
+  // cannot mount over a name that does not exist), but what it made is moved aside when it ends,
+  // before any tool outside reads it.
+  std::optional<absent_guard> guard;
   so.await_masks = true;
   so.cwd = ws.cwd;
   so.pass_fds = opt.pass_fds;
@@ -317,6 +319,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   workspace_scan scan;
   try {
     sb.share_system_etc(); // once the CA is under way: it is on the way to the start too
+    guard.emplace(ws, resolved.credential_files);
     // The workspace walk runs while init builds the view; init waits for its result before it
     // lets go of the host's root.
     auto patterns = default_credential_patterns();
@@ -374,7 +377,8 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   // The command and all it started are gone (the PID namespace ended with init): what it created
   // that it may not is moved aside now, before a tool outside can read it.
   boost::json::array quarantined;
-  for (auto &m : guard.quarantine(command_id)) {
+  // (guard is set: every way out of the set-up before it rethrows)
+  for (auto &m : guard ? guard->quarantine(command_id) : std::vector<absent_guard::moved>{}) {
     if (m.repository) {
       std::fprintf(stderr, "sluice: the command created the Git repository %s, whose configuration "
                            "or hooks would run programs when Git runs there outside the sandbox "

@@ -233,26 +233,47 @@ const std::vector<std::string> &guarded_names() {
 
 namespace {
 
-// The directory holding `rel` (a name, or DIR/NAME) below `base`, opened without following any
-// symlink and without leaving `base`; -1 when there is none.
-int open_parent(int base, const std::string &rel, std::string &name) {
-  auto slash = rel.rfind('/');
-  name = slash == std::string::npos ? rel : rel.substr(slash + 1);
-  std::string parent = slash == std::string::npos ? "." : rel.substr(0, slash);
-  open_how how{};
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  return static_cast<int>(::syscall(SYS_openat2, base, parent.c_str(), &how, sizeof how));
-}
-
-bool exists_in(int base, const std::string &rel) {
+// Where `rel` (a name, or DIR/NAME) lies below `base`: `base` itself for a plain name, else its
+// directory opened without following any symlink and without leaving `base` (fd -1 when there is
+// none: then nothing is there to read later).
+struct parent_dir {
+  int fd = -1;
+  bool owned = false;
   std::string name;
-  int parent = open_parent(base, rel, name);
-  if (parent < 0) return false; // no such directory (or a symlink): nothing there to read later
-  struct stat st {};
-  bool found = ::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
-  ::close(parent);
-  return found;
+  parent_dir(int base, const std::string &rel) {
+    auto slash = rel.rfind('/');
+    if (slash == std::string::npos) {
+      fd = base;
+      name = rel;
+      return;
+    }
+    name = rel.substr(slash + 1);
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    fd = static_cast<int>(::syscall(SYS_openat2, base, rel.substr(0, slash).c_str(), &how, sizeof how));
+    owned = fd >= 0;
+  }
+  ~parent_dir() {
+    if (owned) ::close(fd);
+  }
+  parent_dir(const parent_dir &) = delete;
+  parent_dir &operator=(const parent_dir &) = delete;
+  bool has_name() const {
+    struct stat st {};
+    return fd >= 0 && ::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  }
+};
+
+bool exists_in(int base, const std::string &rel) { return parent_dir(base, rel).has_name(); }
+
+// Renames `rel` below `base` to NAME.sluice-quarantine-ID beside it, never over anything. Returns
+// the new name relative to `base`, or "" when it could not be moved.
+std::string move_aside(int base, const std::string &rel, const std::string &id) {
+  parent_dir parent(base, rel);
+  std::string to = parent.name + ".sluice-quarantine-" + id;
+  if (::renameat2(parent.fd, parent.name.c_str(), parent.fd, to.c_str(), RENAME_NOREPLACE) != 0) return {};
+  return rel.substr(0, rel.size() - parent.name.size()) + to;
 }
 
 // The keys `git init`, `git clone` and ordinary use write: nothing in them runs a program.
@@ -313,13 +334,10 @@ namespace {
 // A .git the command created: its config holds only harmless keys, and its hooks only Git's
 // samples (git init copies them, inert until renamed).
 bool harmless_new_repository(int base) {
+  parent_dir dot_git(base, ".git/config");
+  if (dot_git.fd < 0) return false; // a .git file or link names a Git directory elsewhere
+  const int git = dot_git.fd;
   struct stat st {};
-  if (::fstatat(base, ".git", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) {
-    return false; // a .git file or link names a Git directory elsewhere
-  }
-  std::string name;
-  int git = open_parent(base, ".git/config", name);
-  if (git < 0) return false;
   bool ok = true;
   int fd = ::openat(git, "config", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
@@ -353,7 +371,6 @@ bool harmless_new_repository(int base) {
   } else if (errno != ENOENT) {
     ok = false;
   }
-  ::close(git);
   return ok;
 }
 
@@ -388,27 +405,16 @@ absent_guard::~absent_guard() {
 std::vector<absent_guard::moved> absent_guard::quarantine(const std::string &id) {
   std::vector<moved> out;
   for (auto &d : dirs_) {
+    auto aside = [&](const std::string &rel, bool repository) {
+      std::string to = move_aside(d.fd, rel, id);
+      out.push_back({d.path + "/" + rel, to.empty() ? to : d.path + "/" + to, repository});
+    };
     for (const auto &rel : d.absent) {
-      std::string name;
-      int parent = open_parent(d.fd, rel, name);
-      if (parent < 0) continue;
-      struct stat st {};
-      if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        std::string to = name + ".sluice-quarantine-" + id;
-        bool ok = ::renameat2(parent, name.c_str(), parent, to.c_str(), RENAME_NOREPLACE) == 0;
-        auto slash = rel.rfind('/');
-        std::string dir_rel = slash == std::string::npos ? "" : "/" + rel.substr(0, slash);
-        out.push_back({d.path + "/" + rel, ok ? d.path + dir_rel + "/" + to : std::string()});
-      }
-      ::close(parent);
+      if (exists_in(d.fd, rel)) aside(rel, false);
     }
     // A repository the command made (git init, git clone into .): kept, unless its configuration
     // or hooks would run something when Git runs there outside the sandbox.
-    if (d.git_absent && exists_in(d.fd, ".git") && !harmless_new_repository(d.fd)) {
-      std::string to = std::string(".git.sluice-quarantine-") + id;
-      bool ok = ::renameat2(d.fd, ".git", d.fd, to.c_str(), RENAME_NOREPLACE) == 0;
-      out.push_back({d.path + "/.git", ok ? d.path + "/" + to : std::string(), true});
-    }
+    if (d.git_absent && exists_in(d.fd, ".git") && !harmless_new_repository(d.fd)) aside(".git", true);
   }
   return out;
 }
