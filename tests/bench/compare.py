@@ -297,41 +297,23 @@ allow_domains = ["{NAME}"]
         return elapsed, lines
 
     def workload(self, t, name):
+        """(rate or None when a response was wrong, unit, the work done: requests or MiB)."""
         n = self.args.requests
         if name == "keep-alive":
             el, out = self.curl(t, "https://%s/1k.bin" % NAME, n, 8)
             ok = out.count("200") == n and out.count("1024") == n
-            return (n / el if ok else None), "req/s"
+            return (n / el if ok else None), "req/s", n
         if name == "handshake":
             m = max(n // 8, 50)
             el, out = self.curl(t, "https://%s/1k.bin" % NAME, m, 8, ["-H", "Connection: close"])
             ok = out.count("200") == m and out.count("1024") == m
-            return (m / el if ok else None), "req/s"
+            return (m / el if ok else None), "req/s", m
         if name == "bulk":
             m = 16
             el, out = self.curl(t, "https://%s/10m.bin" % NAME, m, 4)
             ok = out.count("200") == m and out.count(str(10 * 1024 * 1024)) == m
-            return (m * 10 / el if ok else None), "MiB/s"
+            return (m * 10 / el if ok else None), "MiB/s", m * 10
         raise ValueError(name)
-
-    def idle_rss(self, t, tunnels):
-        """RSS of the gateway process holding `tunnels` idle terminated TLS tunnels."""
-        import ssl
-        ctx = ssl.create_default_context(cafile=t["cafile"])
-        socks = []
-        host, port = t["proxy"].rsplit(":", 1)
-        for _ in range(tunnels):
-            s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
-            s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (NAME, NAME)).encode())
-            if not s.recv(4096).startswith(b"HTTP/1.1 200"):
-                return None
-            socks.append(ctx.wrap_socket(s, server_hostname=NAME))
-        time.sleep(1)
-        with open("/proc/%d/status" % t["pid"]) as f:
-            rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS")][0]
-        for s in socks:
-            s.close()
-        return rss / 1024.0
 
     def idle_curve(self, t, counts):
         """RSS of the gateway at each count of idle terminated TLS tunnels, opened one after the
@@ -341,7 +323,7 @@ allow_domains = ["{NAME}"]
         socks, out = [], []
         host, port = t["proxy"].rsplit(":", 1)
         try:
-            for want in sorted(counts):
+            for want in sorted(set(counts)):
                 while len(socks) < want:
                     s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
                     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (NAME, NAME)).encode())
@@ -354,7 +336,7 @@ allow_domains = ["{NAME}"]
                 out.append((want, rss / 1024.0))
         except OSError as e:
             print("idle curve stopped at %d tunnels: %s" % (len(socks), e), file=sys.stderr)
-            out.extend((n, None) for n in sorted(counts) if n not in dict(out))
+            out.extend((n, None) for n in sorted(set(counts)) if n not in dict(out))
         finally:
             for s in socks:
                 s.close()
@@ -398,12 +380,9 @@ allow_domains = ["{NAME}"]
                 vals, unit, cpu = [], "", []
                 for _ in range(self.args.repeat):
                     before = cpu_seconds(t["pid"]) if "pid" in t else None
-                    v, unit = self.workload(t, w)
+                    v, unit, work = self.workload(t, w)
                     vals.append(v)
-                    if before is not None and v is not None:
-                        # proxy CPU per unit of work: per request, or per MiB for bulk
-                        work = 160 if w == "bulk" else (self.args.requests if w == "keep-alive"
-                                                        else max(self.args.requests // 8, 50))
+                    if before is not None and v is not None:  # proxy CPU per request, or per MiB
                         cpu.append((cpu_seconds(t["pid"]) - before) / work)
                 results[name][w] = (None if None in vals else statistics.median(vals), unit)
                 if cpu:
@@ -412,11 +391,15 @@ allow_domains = ["{NAME}"]
                     spread.setdefault(name, {})[w] = (min(vals), max(vals), unit)
             if "wrap" in t:
                 results[name]["start-up"] = (self.startup(t), "ms")
-            if name == "sluice" and self.args.idle:
-                results[name]["idle"] = (self.idle_rss(t, self.args.idle), "MiB RSS")
-            if name == "sluice" and self.args.idle_curve:
-                counts = [int(c) for c in self.args.idle_curve.split(",")]
-                results[name]["idle-curve"] = self.idle_curve(t, counts)
+            if name == "sluice" and (self.args.idle or self.args.idle_curve):
+                # One pass, the counts in rising order: the heap keeps its peak after tunnels close,
+                # so a count measured after a larger one would read the larger one's RSS.
+                wanted = [int(c) for c in self.args.idle_curve.split(",")] if self.args.idle_curve else []
+                curve = dict(self.idle_curve(t, wanted + ([self.args.idle] if self.args.idle else [])))
+                if self.args.idle:
+                    results[name]["idle"] = (curve[self.args.idle], "MiB RSS")
+                if wanted:
+                    results[name]["idle-curve"] = [(n, curve[n]) for n in sorted(set(wanted))]
         if self.args.startup_runs:  # the floor for any namespace sandbox
             bare = [shutil.which("unshare") or "unshare", "-Urn", "true"]
             results.setdefault("unshare -Urn", {})["start-up"] = (measure_startup(bare, self.args.startup_runs)[0],
