@@ -18,21 +18,35 @@ bool hop_by_hop(std::string_view name) {
   return false;
 }
 
-// Copies end-to-end fields, leaving out hop-by-hop ones and any the Connection header names.
-template <class Fields> void copy_fields(const Fields &from, http::fields &to) {
-  std::vector<std::string> named;
-  for (auto &f : from) {
-    if (f.name() == http::field::connection) {
-      for (auto token : http::token_list(f.value())) named.emplace_back(token);
+// Calls `f` with each end-to-end field of `from`: hop-by-hop fields and any the Connection header
+// names are left out.
+template <class Fields, class F> void for_each_end_to_end(const Fields &from, F &&f) {
+  std::vector<std::string_view> named; // views into `from`, which does not change meanwhile
+  for (auto &field : from) {
+    if (field.name() == http::field::connection) {
+      for (auto token : http::token_list(field.value())) named.push_back(token);
     }
   }
-  for (auto &f : from) {
-    auto name = f.name_string();
+  for (auto &field : from) {
+    auto name = field.name_string();
     if (hop_by_hop(name)) continue;
     bool listed = false;
-    for (auto &n : named) listed = listed || beast::iequals(n, name);
-    if (!listed) to.insert(f.name(), name, f.value());
+    for (auto n : named) listed = listed || beast::iequals(n, name);
+    if (!listed) f(field);
   }
+}
+
+// Copies end-to-end fields into a message Beast will serialize (chunked bodies).
+template <class Fields> void copy_fields(const Fields &from, http::fields &to) {
+  for_each_end_to_end(from, [&](auto &f) { to.insert(f.name(), f.name_string(), f.value()); });
+}
+
+// Appends end-to-end fields as "Name: value" lines of a head sluice serializes itself (sized
+// bodies): one string, where a Beast message would allocate each field and walk them again.
+template <class Fields> void append_fields(const Fields &from, std::string &to) {
+  for_each_end_to_end(from, [&](auto &f) {
+    to.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+  });
 }
 
 } // namespace
@@ -187,6 +201,71 @@ net::awaitable<error_code> session::relay(In &in, beast::flat_buffer &in_buf,
   co_return error_code{};
 }
 
+template <bool isRequest, class In, class Out>
+net::awaitable<error_code> session::relay_sized(In &in, beast::flat_buffer &in_buf, Out &out,
+                                                const std::string &head, std::uint64_t length,
+                                                std::uint64_t &bytes, bool &in_failed,
+                                                bool &complete, clock::time_point deadline,
+                                                std::uint64_t max_bytes) {
+  complete = false;
+  auto first = static_cast<std::size_t>(std::min<std::uint64_t>(in_buf.size(), length));
+  std::uint64_t left = length - first;
+  // A trickling or endless body is cut at the request deadline or the byte cap.
+  auto over = [&]() -> error_code {
+    if (clock::now() > deadline) return beast::error::timeout;
+    if (max_bytes && bytes > max_bytes) return http::error::body_limit;
+    return {};
+  };
+  bytes += first;
+  if (error_code e = over()) {
+    in_failed = true;
+    co_return e;
+  }
+  lowest(out).expires_after(cfg().timeouts.io);
+  net::const_buffer body_start(in_buf.data().data(), first);
+  if (left > 0 && (isRequest || first == 0)) {
+    // As relay(): the head alone while body bytes are still to come from the network (a request
+    // body may wait for 100 Continue; a response head is not held back for its body).
+    auto [hec, hn] = co_await net::async_write(out, net::buffer(head), use_tuple);
+    if (hec) co_return hec;
+    if (first) {
+      lowest(out).expires_after(cfg().timeouts.io);
+      auto [bec, bn] = co_await net::async_write(out, body_start, use_tuple);
+      if (bec) co_return bec;
+    }
+  } else { // head and what is here of the body in one write: one TLS record for a small message
+    std::array<net::const_buffer, 2> both{net::buffer(head), body_start};
+    auto [wec, wn] = co_await net::async_write(out, both, use_tuple);
+    if (wec) co_return wec;
+  }
+  in_buf.consume(first);
+  if (left > 0) {
+    chunk buffer;
+    while (left > 0) {
+      lowest(in).expires_after(cfg().timeouts.io);
+      auto want = static_cast<std::size_t>(std::min<std::uint64_t>(left, chunk_size));
+      auto [rec, got] = co_await in.async_read_some(net::buffer(buffer.get(), want), use_tuple);
+      if (rec || got == 0) {
+        in_failed = true; // the sender stopped short of its Content-Length
+        co_return (!rec || rec == net::error::eof || rec == net::ssl::error::stream_truncated)
+            ? error_code(http::error::partial_message)
+            : rec;
+      }
+      left -= got;
+      bytes += got;
+      if (error_code e = over()) {
+        in_failed = true;
+        co_return e;
+      }
+      lowest(out).expires_after(cfg().timeouts.io);
+      auto [wec, wn] = co_await net::async_write(out, net::buffer(buffer.get(), got), use_tuple);
+      if (wec) co_return wec;
+    }
+  }
+  complete = true;
+  co_return error_code{};
+}
+
 template <class Stream>
 net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
                              http::request_parser<http::buffer_body> &parser, outcome &o,
@@ -197,20 +276,29 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
   std::string key = o.scheme + "://" + o.host + ":" + std::to_string(o.port);
   bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
 
-  http::request<http::buffer_body> out{req.method(), o.target, 11};
-  if (req.method() == http::verb::unknown) out.method_string(req.method_string());
-  copy_fields(req.base(), out.base());
   if (req[http::field::host].empty()) {
     // An HTTP/1.0 request may come without Host; it leaves as HTTP/1.1, which requires one.
     std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
     if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
-    out.set(http::field::host, authority);
     req.set(http::field::host, authority);
   }
+  // A chunked body is re-framed by Beast's serializer; any other request leaves as a head sluice
+  // writes itself followed by the body's bytes as they are.
+  std::optional<http::request<http::buffer_body>> out;
+  std::string head;
   if (parser.chunked()) {
-    out.chunked(true);
-  } else if (parser.content_length()) {
-    out.content_length(*parser.content_length());
+    out.emplace(req.method(), o.target, 11);
+    if (req.method() == http::verb::unknown) out->method_string(req.method_string());
+    copy_fields(req.base(), out->base());
+    out->chunked(true);
+  } else if (!preread) {
+    head.reserve(512);
+    head.append(req.method_string()).append(" ").append(o.target).append(" HTTP/1.1\r\n");
+    append_fields(req.base(), head);
+    if (auto cl = parser.content_length()) {
+      head.append("Content-Length: ").append(std::to_string(*cl)).append("\r\n");
+    }
+    head.append("\r\n");
   }
 
   std::unique_ptr<upstream_connection> conn;
@@ -244,10 +332,16 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
         co_return e;
       });
       o.bytes_in = preread->size();
-    } else {
+    } else if (out) {
       ec = co_await conn->visit([&](auto &up) {
-        return relay<true>(s, buf, parser, up, out, o.bytes_in, in_failed,
+        return relay<true>(s, buf, parser, up, *out, o.bytes_in, in_failed,
                            o.start + cfg().timeouts.request);
+      });
+    } else {
+      bool sent = false;
+      ec = co_await conn->visit([&](auto &up) {
+        return relay_sized<true>(s, buf, up, head, parser.content_length().value_or(0),
+                                 o.bytes_in, in_failed, sent, o.start + cfg().timeouts.request);
       });
     }
     if (ec && in_failed) {
@@ -278,7 +372,8 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
         // upgrades were refused before the request left.
         while (!e && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101) {
           if (version >= 11) {
-            http::response<http::empty_body> interim{rp->get().result(), 11};
+            http::response<http::empty_body> interim;
+            interim.result(rp->get().result_int());
             lowest(s).expires_after(cfg().timeouts.io);
             co_await http::async_write(s, interim, use_tuple);
           }
@@ -310,39 +405,60 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
   }
 
   auto &up_res = rp->get();
-  http::response<http::buffer_body> res{up_res.result(), version};
-  res.reason(up_res.reason());
-  copy_fields(up_res.base(), res.base());
   unsigned code = up_res.result_int();
   bool no_body = req.method() == http::verb::head || code == 204 || code == 304 || code / 100 == 1;
   bool client_keep = req.keep_alive();
   bool upstream_framed = no_body || rp->chunked() || rp->content_length().has_value();
-  if (no_body) {
-    if (auto cl = up_res[http::field::content_length]; !cl.empty() && code != 204) {
-      res.set(http::field::content_length, cl); // HEAD and 304 describe the body they omit
-    }
-  } else if (rp->chunked()) {
-    if (version >= 11) {
-      res.chunked(true);
-    } else {
-      client_keep = false; // an HTTP/1.0 client cannot read chunks: delimit the body by close
-    }
-  } else if (rp->content_length()) {
-    res.content_length(*rp->content_length());
-  } else {
-    client_keep = false; // the origin delimits the body by closing; so must we
+  if (!no_body && !rp->content_length() && (!rp->chunked() || version < 11)) {
+    // The origin delimits the body by closing, so must we; an HTTP/1.0 client cannot read
+    // chunks: its body is delimited by close too.
+    client_keep = false;
   }
   if (state_.draining.load()) client_keep = false;
-  res.keep_alive(client_keep);
   o.status = code;
   o.decision = "allow";
   o.reason = "allowed";
 
   bool in_failed = false;
-  error_code ec = co_await conn->visit([&](auto &up) {
-    return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed,
-                        o.start + cfg().timeouts.request, cfg().limits.max_response_body_bytes);
-  });
+  bool complete = false;
+  error_code ec;
+  if (no_body || (!rp->chunked() && rp->content_length())) {
+    // A sized response: the head written here, the body's bytes relayed as they are.
+    std::string rhead;
+    rhead.reserve(512);
+    rhead.append(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ").append(std::to_string(code)).append(" ");
+    auto reason = up_res.reason();
+    rhead.append(reason.empty() ? http::obsolete_reason(up_res.result()) : reason).append("\r\n");
+    append_fields(up_res.base(), rhead);
+    if (!no_body) {
+      rhead.append("Content-Length: ").append(std::to_string(*rp->content_length())).append("\r\n");
+    } else if (auto cl = up_res[http::field::content_length]; !cl.empty() && code != 204) {
+      rhead.append("Content-Length: ").append(cl).append("\r\n"); // HEAD and 304 describe the body they omit
+    }
+    // What Beast's keep_alive() would write: HTTP/1.1 keeps alive unless told, HTTP/1.0 closes.
+    if (version >= 11 && !client_keep) rhead.append("Connection: close\r\n");
+    if (version < 11 && client_keep) rhead.append("Connection: keep-alive\r\n");
+    rhead.append("\r\n");
+    ec = co_await conn->visit([&](auto &up) {
+      return relay_sized<false>(up, conn->buffer, s, rhead,
+                                no_body ? 0 : *rp->content_length(), o.bytes_out, in_failed,
+                                complete, o.start + cfg().timeouts.request,
+                                cfg().limits.max_response_body_bytes);
+    });
+  } else {
+    http::response<http::buffer_body> res;
+    res.version(version);
+    res.result(code); // the number itself: result() would turn a code Beast has no name for into 0
+    res.reason(up_res.reason());
+    copy_fields(up_res.base(), res.base());
+    if (rp->chunked() && version >= 11) res.chunked(true);
+    res.keep_alive(client_keep);
+    ec = co_await conn->visit([&](auto &up) {
+      return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed,
+                          o.start + cfg().timeouts.request, cfg().limits.max_response_body_bytes);
+    });
+    complete = rp->is_done();
+  }
   if (ec) {
     o.decision = "error";
     o.reason = !in_failed                       ? "client_aborted"
@@ -353,7 +469,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     co_return false;
   }
   finish(o);
-  if (upstream_framed && up_res.keep_alive() && rp->is_done()) {
+  if (upstream_framed && up_res.keep_alive() && complete) {
     worker_.pool.put(std::move(conn));
   }
   co_return client_keep;

@@ -2,6 +2,9 @@
 /hang      reads the request and never answers
 /trickle   answers a 1 MiB Content-Length body one byte every 0.3 s
 /endless   answers a chunked body that never ends
+/short     promises a 1 MiB Content-Length body, sends 1000 bytes and closes
+/huge      sends a 3 MiB Content-Length body (above the adversarial gateway's 2 MiB cap)
+/reason    answers "299 Words Of Its Own" with a small body (/reason-chunked: a chunked one)
 anything else: a normal small response. Also counts connections (GET /count on the same port)."""
 import socket
 import sys
@@ -33,6 +36,17 @@ def serve(conn):
             for _ in range(100):
                 conn.sendall(b"x")
                 time.sleep(0.3)
+        elif path.endswith(b"/short"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n" + b"s" * 1000)
+        elif path.endswith(b"/huge"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3145728\r\n\r\n")
+            for _ in range(48):
+                conn.sendall(b"h" * 65536)
+        elif path.endswith(b"/reason"):
+            conn.sendall(b"HTTP/1.1 299 Words Of Its Own\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+        elif path.endswith(b"/reason-chunked"):
+            conn.sendall(b"HTTP/1.1 299 Words Of Its Own\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                         b"3\r\nok\n\r\n0\r\n\r\n")
         elif path.endswith(b"/endless"):
             conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
             block = b"y" * 65536

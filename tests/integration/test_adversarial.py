@@ -452,6 +452,27 @@ max_header_bytes = 16384
         self.assertEqual(reasons.get("/endless"), "response_too_large")
         self.still_serving()
 
+    def test_sized_responses_cut_short_or_too_large_are_never_passed_off_as_whole_and_codes_kept(self):
+        # A Content-Length body is relayed as raw bytes (no parser): the gateway itself must notice
+        # an origin that stops early and a body over the cap, and must not pool that connection.
+        p = curl(self.gw, f"http://bad.test:{self.bad}/short")
+        self.assertNotEqual(p.returncode, 0)  # curl: transfer closed with bytes outstanding
+        self.assertEqual(len(p.stdout), 1000)
+        p = curl(self.gw, f"http://bad.test:{self.bad}/huge")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertLessEqual(len(p.stdout), 2097152 + 65536)
+        for path in ("/reason", "/reason-chunked"):  # a code Beast has no name for, its own words
+            p = curl(self.gw, f"http://bad.test:{self.bad}{path}")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(b"HTTP/1.1 299 Words Of Its Own", p.stderr)
+            self.assertEqual(p.stdout, b"ok\n")
+        self.assertTrue(self.gw.logged(lambda r: r["path"] == "/reason"))
+        reasons = {r["path"]: r["reason"] for r in self.gw.access_log() if r["host"] == "bad.test"}
+        self.assertEqual(reasons.get("/short"), "response_incomplete")
+        self.assertEqual(reasons.get("/huge"), "response_too_large")
+        self.assertEqual(reasons.get("/reason"), "allowed")
+        self.still_serving()
+
     # --- TLS -------------------------------------------------------------------------------------
     def test_expired_and_wrong_host_upstream_certificates(self):
         for url in (f"https://expired.test:{self.expired}/", f"https://wrong.test:{self.wrong}/"):
