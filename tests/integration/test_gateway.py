@@ -85,6 +85,23 @@ dns = "2s"
         self.assertNotIn(b"chunked", head.lower())
         self.assertEqual(body, payload(5000))
 
+    def test_client_resumes_its_tls_session_with_the_gateway(self):
+        # A client that opens a new tunnel per request (Connection: close) resumes its TLS session
+        # from a ticket instead of a full handshake with the minted leaf (docs/benchmarks.md).
+        sess = os.path.join(self.tmp.name, "client.sess")
+        request = (f"GET /resume HTTP/1.1\r\nHost: origin.test:{self.https}\r\n"
+                   "Connection: close\r\n\r\n").encode()
+        outputs = []
+        for flag in ("-sess_out", "-sess_in"):
+            p = subprocess.run(["openssl", "s_client", "-proxy", "127.0.0.1:%d" % self.gw.port,
+                                "-connect", "origin.test:%d" % self.https, "-servername", "origin.test",
+                                "-CAfile", self.gw.ca, "-verify_return_error", "-ign_eof", flag, sess],
+                               input=request, capture_output=True, timeout=20)
+            outputs.append(p.stdout.decode(errors="replace"))
+            self.assertIn("hello from origin /resume", outputs[-1], p.stderr)
+        self.assertIn("New, TLSv1.3", outputs[0])
+        self.assertIn("Reused, TLSv1.3", outputs[1])
+
     def test_hop_by_hop_and_proxy_headers_not_forwarded(self):
         p = curl(self.gw, self.http_url("/headers"), "-H", "Proxy-Authorization: Basic eDp5", "-H", "Proxy-Foo: 1",
                  "-H", "Connection: close, X-Secret", "-H", "X-Secret: 1", "-H", "X-Keep: yes")
