@@ -135,7 +135,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
     }
   }
   SSL_CTX_set_ciphersuites(upstream_tls_.native_handle(), suites); // TLS 1.2 upstream: OpenSSL's list
-  SSL_CTX_set_session_cache_mode(upstream_tls_.native_handle(), SSL_SESS_CACHE_CLIENT);
+  upstream_sessions::install(upstream_tls_.native_handle()); // resumption with origins
   SSL_CTX_set_default_read_buffer_len(upstream_tls_.native_handle(), 64 * 1024);
 
   state_ = std::unique_ptr<gateway_state>(new gateway_state{

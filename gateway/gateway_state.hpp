@@ -39,6 +39,8 @@ struct gateway_state {
   std::atomic<int> in_flight{0};
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> draining{false};
+  // Sessions origins issued, for resumption (a few KiB each with the origin's chain: 2 MiB at most).
+  upstream_sessions origin_sessions{512};
 };
 
 // One thread's share of the gateway: its io_context, resolver and upstream pool. Sessions run on the

@@ -105,6 +105,9 @@ session::connect_upstream(const std::string &host, const std::optional<net::ip::
                                              state_.upstream_tls.native_handle());
     SSL *ssl = conn->tls->native_handle();
     if (!ip) SSL_set_tlsext_host_name(ssl, host.c_str());
+    // A session this origin issued before is offered (resumption: no chain to send and verify);
+    // sessions are kept per name (or address) verified and port, only after verification passed.
+    state_.origin_sessions.prepare(ssl, host + ":" + std::to_string(port));
     // Hostname (or IP) check inside OpenSSL's chain verification.
     X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
     X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);

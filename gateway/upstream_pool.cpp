@@ -77,4 +77,57 @@ void upstream_pool::evict_oldest() {
   }
 }
 
+void upstream_sessions::prepare(SSL *ssl, const std::string &key) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = sessions_.find(key);
+    if (it != sessions_.end()) SSL_set_session(ssl, it->second.get()); // takes its own reference
+  }
+  SSL_set_ex_data(ssl, ex_index(), new owner{this, key});
+}
+
+void upstream_sessions::keep(const std::string &key, SSL_SESSION *session) {
+  std::unique_ptr<SSL_SESSION, decltype(&SSL_SESSION_free)> held(session, &SSL_SESSION_free);
+  if (max_ == 0) return;
+  std::lock_guard lock(mutex_);
+  auto it = sessions_.find(key);
+  if (it != sessions_.end()) {
+    it->second.swap(held); // the newest ticket replaces the one before (freed after the lock)
+    return;
+  }
+  while (sessions_.size() >= max_ && !order_.empty()) {
+    sessions_.erase(order_.front());
+    order_.pop_front();
+  }
+  sessions_.emplace(key, std::move(held));
+  order_.push_back(key);
+}
+
+int upstream_sessions::ex_index() {
+  static const int index =
+      SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &upstream_sessions::free_owner);
+  return index;
+}
+
+void upstream_sessions::free_owner(void *, void *ptr, CRYPTO_EX_DATA *, int, long, void *) {
+  delete static_cast<owner *>(ptr);
+}
+
+void upstream_sessions::install(SSL_CTX *ctx) {
+  ex_index(); // allocated before any worker runs
+  // Sessions live here only: OpenSSL's internal client cache is never consulted by a client.
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(ctx, &upstream_sessions::on_new_session);
+}
+
+int upstream_sessions::on_new_session(SSL *ssl, SSL_SESSION *session) {
+  auto *o = static_cast<owner *>(SSL_get_ex_data(ssl, ex_index()));
+  // Only a verified handshake gets here with a session to keep; a resumable one is kept.
+  if (!o || SSL_get_verify_result(ssl) != X509_V_OK || !SSL_SESSION_is_resumable(session)) return 0;
+  // A copy: `session` stays the connection's own, and OpenSSL marks it not resumable when the
+  // connection is freed without a close_notify (the usual end of an upstream connection).
+  if (SSL_SESSION *copy = SSL_SESSION_dup(session)) o->cache->keep(o->key, copy);
+  return 0; // the connection keeps its reference
+}
+
 } // namespace sluice::gateway

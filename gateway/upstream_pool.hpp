@@ -5,6 +5,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -30,6 +31,39 @@ struct upstream_connection {
   }
   tcp::socket &socket() { return tls ? tls->socket() : tcp.socket(); }
   template <class F> decltype(auto) visit(F &&f) { return tls ? f(*tls) : f(tcp); }
+};
+
+// TLS sessions origins issued, kept to resume the next connection to the same origin (no
+// certificate chain to send and verify again when no pooled connection is idle). Shared by the
+// workers (a lock, taken once per new upstream TLS connection and per ticket). Keyed by the name or
+// address verified and the port; a session enters only from a handshake that passed verification
+// for that key, so a resumption never stands in for a check that was not made. Bounded: the
+// oldest key goes first.
+class upstream_sessions {
+public:
+  explicit upstream_sessions(std::size_t max_entries) : max_(max_entries) {}
+  // Before a client handshake: offers the session kept for `key`, if any, and has the sessions
+  // this connection receives kept under `key`.
+  void prepare(SSL *ssl, const std::string &key);
+
+  // Installs the new-session callback on the upstream context (once, at start-up).
+  static void install(SSL_CTX *ctx);
+
+private:
+  struct owner {
+    upstream_sessions *cache;
+    std::string key;
+  };
+  void keep(const std::string &key, SSL_SESSION *session); // takes ownership
+  static int on_new_session(SSL *ssl, SSL_SESSION *session);
+  static void free_owner(void *, void *ptr, CRYPTO_EX_DATA *, int, long, void *);
+  static int ex_index();
+
+  std::size_t max_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<SSL_SESSION, decltype(&SSL_SESSION_free)>>
+      sessions_;
+  std::deque<std::string> order_; // keys, oldest first
 };
 
 // Idle upstream connections of one worker, keyed by scheme, host and port. Bounded per key and in

@@ -4,6 +4,7 @@ GET /bytes/N        N deterministic bytes (Content-Length)
 GET /chunked/N      N bytes in chunked encoding
 GET /status/CODE    an empty response with that status (204, 304, ...)
 GET /headers        the request head as received, as the body
+GET /tls-session    "reused" when this connection resumed a TLS session, else "new"
 GET|POST /git/...   Git smart HTTP: `git http-backend` (CGI) on the repositories in ORIGIN_ROOT
 GET|POST /private-git/...   the same, only with an Authorization header listed in ORIGIN_AUTH
 GET /files/PATH     a file under ORIGIN_ROOT (a directory: its index.html)
@@ -134,6 +135,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                   content_type="text/html" if path.endswith(".html") else None)
         if parts[0] == "status":
             return self._send(int(parts[1]), b"")
+        if parts[0] == "tls-session":
+            reused = getattr(self.connection, "session_reused", False)
+            return self._send(200, b"reused\n" if reused else b"new\n", head=head)
         if parts[0] == "headers":
             return self._send(200, (self.requestline + "\n" + str(self.headers)).encode(), head=head)
         return self._send(200, b"hello from origin " + self.path.encode() + b"\n", head=head)

@@ -102,6 +102,14 @@ dns = "2s"
         self.assertIn("New, TLSv1.3", outputs[0])
         self.assertIn("Reused, TLSv1.3", outputs[1])
 
+    def test_gateway_resumes_its_tls_session_with_the_origin(self):
+        # With no idle connection to reuse (pooling off), the next connection to the same origin
+        # resumes the session the origin issued on the first, instead of a full handshake.
+        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' + self.base +
+                     "[limits]\npool_idle_per_host = 0\n", "nopool")
+        seen = [curl(gw, self.https_url("/tls-session")).stdout for _ in range(3)]
+        self.assertEqual(seen, [b"new\n", b"reused\n", b"reused\n"])
+
     def test_hop_by_hop_and_proxy_headers_not_forwarded(self):
         p = curl(self.gw, self.http_url("/headers"), "-H", "Proxy-Authorization: Basic eDp5", "-H", "Proxy-Foo: 1",
                  "-H", "Connection: close, X-Secret", "-H", "X-Secret: 1", "-H", "X-Keep: yes")
