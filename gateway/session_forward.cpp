@@ -6,16 +6,29 @@
 namespace sluice::gateway::detail {
 namespace {
 
-// Fields a proxy must not forward (RFC 9110 section 7.6.1) plus the proxy's own credentials.
-bool hop_by_hop(std::string_view name) {
-  if (name.size() >= 6 && beast::iequals(name.substr(0, 6), "proxy-")) {
-    return true; // Proxy-Authorization, Proxy-Connection and any other proxy-addressed field
+// Fields a proxy must not forward (RFC 9110 section 7.6.1) plus the proxy's own credentials. Beast
+// names every one of them, so only a field it does not know needs its name read.
+bool hop_by_hop(http::field f, std::string_view name) {
+  switch (f) {
+  case http::field::connection:
+  case http::field::keep_alive:
+  case http::field::te:
+  case http::field::trailer:
+  case http::field::transfer_encoding:
+  case http::field::upgrade:
+  case http::field::content_length:
+  case http::field::proxy_authenticate:
+  case http::field::proxy_authentication_info:
+  case http::field::proxy_authorization:
+  case http::field::proxy_connection:
+  case http::field::proxy_features:
+  case http::field::proxy_instruction:
+    return true;
+  case http::field::unknown: // any other proxy-addressed field
+    return name.size() >= 6 && beast::iequals(name.substr(0, 6), "proxy-");
+  default:
+    return false;
   }
-  for (auto h : {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
-                 "content-length"}) {
-    if (beast::iequals(name, h)) return true;
-  }
-  return false;
 }
 
 // Calls `f` with each end-to-end field of `from`: hop-by-hop fields and any the Connection header
@@ -29,7 +42,7 @@ template <class Fields, class F> void for_each_end_to_end(const Fields &from, F 
   }
   for (auto &field : from) {
     auto name = field.name_string();
-    if (hop_by_hop(name)) continue;
+    if (hop_by_hop(field.name(), name)) continue;
     bool listed = false;
     for (auto n : named) listed = listed || beast::iequals(n, name);
     if (!listed) f(field);
