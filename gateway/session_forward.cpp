@@ -443,8 +443,14 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     std::string rhead;
     rhead.reserve(512);
     rhead.append(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ").append(std::to_string(code)).append(" ");
-    auto reason = up_res.reason();
-    rhead.append(reason.empty() ? http::obsolete_reason(up_res.result()) : reason).append("\r\n");
+    // The origin's reason phrase; without one, Beast supplies the standard phrase of a code that
+    // has one, and "<unknown-status>" for one that has none, which is left out (it is optional).
+    beast::string_view reason = up_res.reason();
+    if (up_res.result() == http::status::unknown &&
+        reason == http::obsolete_reason(http::status::unknown)) {
+      reason = {};
+    }
+    rhead.append(reason).append("\r\n");
     append_fields(up_res.base(), rhead);
     if (!no_body) {
       rhead.append("Content-Length: ").append(std::to_string(*rp->content_length())).append("\r\n");

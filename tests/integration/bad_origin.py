@@ -5,6 +5,7 @@
 /short     promises a 1 MiB Content-Length body, sends 1000 bytes and closes
 /huge      sends a 3 MiB Content-Length body (above the adversarial gateway's 2 MiB cap)
 /reason    answers "299 Words Of Its Own" with a small body (/reason-chunked: a chunked one)
+/no-reason answers "299" and "204" with no reason phrase at all (/no-reason-204 for the second)
 anything else: a normal small response. Also counts connections (GET /count on the same port)."""
 import socket
 import sys
@@ -44,6 +45,10 @@ def serve(conn):
                 conn.sendall(b"h" * 65536)
         elif path.endswith(b"/reason"):
             conn.sendall(b"HTTP/1.1 299 Words Of Its Own\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+        elif path.endswith(b"/no-reason"):
+            conn.sendall(b"HTTP/1.1 299 \r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+        elif path.endswith(b"/no-reason-204"):
+            conn.sendall(b"HTTP/1.1 204 \r\nConnection: close\r\n\r\n")
         elif path.endswith(b"/reason-chunked"):
             conn.sendall(b"HTTP/1.1 299 Words Of Its Own\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                          b"3\r\nok\n\r\n0\r\n\r\n")

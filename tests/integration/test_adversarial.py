@@ -466,6 +466,11 @@ max_header_bytes = 16384
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn(b"HTTP/1.1 299 Words Of Its Own", p.stderr)
             self.assertEqual(p.stdout, b"ok\n")
+        # No reason phrase from the origin: the standard one where the code has one, else none.
+        p = curl(self.gw, f"http://bad.test:{self.bad}/no-reason")
+        self.assertIn(b"HTTP/1.1 299 \r\n", p.stderr)
+        p = curl(self.gw, f"http://bad.test:{self.bad}/no-reason-204")
+        self.assertIn(b"HTTP/1.1 204 No Content\r\n", p.stderr)
         self.assertTrue(self.gw.logged(lambda r: r["path"] == "/reason"))
         reasons = {r["path"]: r["reason"] for r in self.gw.access_log() if r["host"] == "bad.test"}
         self.assertEqual(reasons.get("/short"), "response_incomplete")
