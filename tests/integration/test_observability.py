@@ -80,8 +80,15 @@ class ServeObservability(LoopbackOrigins):
         cls.gw = Gateway(cls.procs, cls.tmp.name, serve_config(cls), "obs")
         traffic(cls, cls.gw)
 
-    def log_lines(self, **match):
-        return [l for l in self.gw.access_log() if all(l.get(k) == v for k, v in match.items())]
+    def log_lines(self, at_least=1, **match):
+        """Log lines matching `match`, waiting up to 5 s for `at_least` of them: a line is written
+        after the client has its answer, so reading at once may be early (seen under ASan)."""
+        deadline = time.monotonic() + 5
+        while True:
+            found = [l for l in self.gw.access_log() if all(l.get(k) == v for k, v in match.items())]
+            if len(found) >= at_least or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
 
     def test_every_log_line_has_the_documented_fields(self):
         lines = self.gw.access_log()
@@ -112,7 +119,7 @@ class ServeObservability(LoopbackOrigins):
             got = raw_exchange(self.gw.port, greeting, read_timeout=10)
             self.assertLess(time.monotonic() - t0, 5, "the SOCKS client waited for a deadline")
             self.assertTrue(got.startswith(answer), got)
-        self.assertGreaterEqual(len(self.log_lines(reason="socks_refused", decision="error")), 2)
+        self.assertGreaterEqual(len(self.log_lines(2, reason="socks_refused", decision="error")), 2)
         # curl, as a real SOCKS4 client, fails at once rather than after the header deadline.
         t0 = time.monotonic()
         p = subprocess.run(["curl", "-sS", "--max-time", "20", "--socks4",
