@@ -425,7 +425,9 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
   bool no_body = req.method() == http::verb::head || code == 204 || code == 304 || code / 100 == 1;
   bool client_keep = req.keep_alive();
   bool upstream_framed = no_body || rp->chunked() || rp->content_length().has_value();
-  if (!no_body && !rp->content_length() && (!rp->chunked() || version < 11)) {
+  // A sized response (known length, or none) is relayed by relay_sized; the rest by Beast's relay.
+  bool sized = no_body || (!rp->chunked() && rp->content_length());
+  if (!sized && (!rp->chunked() || version < 11)) {
     // The origin delimits the body by closing, so must we; an HTTP/1.0 client cannot read
     // chunks: its body is delimited by close too.
     client_keep = false;
@@ -438,8 +440,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
   bool in_failed = false;
   bool complete = false;
   error_code ec;
-  if (no_body || (!rp->chunked() && rp->content_length())) {
-    // A sized response: the head written here, the body's bytes relayed as they are.
+  if (sized) { // the head written here, the body's bytes relayed as they are
     std::string rhead;
     rhead.reserve(512);
     rhead.append(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ").append(std::to_string(code)).append(" ");
