@@ -99,6 +99,11 @@ int main(int argc, char **argv) {
                        "let the gateway add credential NAME ([credentials.NAME]) to its hosts' requests");
   std::string ex_filesystem;
   exec_cmd->add_option("--filesystem", ex_filesystem, "read-only|workspace-write");
+  exec_cmd->add_option("--allow-write", ex.request.allow_write,
+                       "also let the command write directory PATH (repeatable; not system paths, "
+                       "the home or policy directories)");
+  exec_cmd->add_option("--cache", ex.request.caches,
+                       "keep tool cache NAME between runs: npm, pip, uv, yarn, pnpm, cargo, go, maven, gradle");
   exec_cmd->add_option("--pass-fd", ex.pass_fds, "keep descriptor N open for the command (repeatable)");
   exec_cmd->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
   exec_cmd->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");

@@ -87,8 +87,9 @@ std::string mask(const std::string &host_path) {
                 "mode=0755,size=4k") != 0) {
       return err("cannot mask", host_path);
     }
-  } else if (S_ISREG(st.st_mode)) {
-    // An empty read-only regular file (not /dev/null, which would swallow writes silently).
+  } else if (S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    // An empty read-only regular file (not /dev/null, which would swallow writes silently); over a
+    // socket, a connect() finds no one listening.
     const char *empty = "/empty";
     if (::mount(empty, to.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
         !set_attr(to, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) {
@@ -195,7 +196,7 @@ const std::vector<std::string> &system_paths() {
 }
 
 std::string build_view(const view_spec &spec,
-                       const std::function<std::vector<std::string>()> &workspace_masks,
+                       const std::function<view_marks()> &workspace_marks,
                        const std::function<int()> &system_etc) {
   const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   const auto &sys_paths = system_paths(); // looked up before the host's root moves
@@ -268,6 +269,19 @@ std::string build_view(const view_spec &spec,
   bool home_inside = !spec.home.empty() && !spec.workspace.empty() && is_under(spec.home, spec.workspace);
   if (auto e = home_inside ? mount_workspace() : mount_home(); !e.empty()) return e;
   if (auto e = home_inside ? mount_home() : mount_workspace(); !e.empty()) return e;
+  // Granted writable directories (never inside the workspace or the home: the policy refuses
+  // those), then the tool caches in the private home.
+  for (auto &w : spec.writable) {
+    if (auto e = bind_host(w, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV); !e.empty()) return e;
+  }
+  for (auto &[from, to] : spec.binds) {
+    std::string target = new_root + to;
+    if (!make_dirs(target, 0700) ||
+        ::mount((old_root + from).c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        !set_attr(target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
+      return err("cannot show the cache " + from + " at", to);
+    }
+  }
 
   for (auto p : etc_secrets) {
     if (auto e = mask(p); !e.empty()) return e;
@@ -309,19 +323,28 @@ std::string build_view(const view_spec &spec,
     bound.push_back(f);
   }
   // Trusted files (the policy) that show in the view, in the workspace say, are read-only there.
-  for (auto &f : spec.protect) {
+  auto protect = [&](const std::string &f) -> std::string {
     std::string to = new_root + f;
-    if (::lstat(to.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) continue;
+    if (::lstat(to.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) return {};
     bool dir = S_ISDIR(st.st_mode);
     if (::mount(to.c_str(), to.c_str(), nullptr, MS_BIND | (dir ? MS_REC : 0), nullptr) != 0 ||
         !set_attr(to, ro, dir)) {
       return err("cannot make read-only the trusted", f);
     }
+    return {};
+  };
+  for (auto &f : spec.protect) {
+    if (auto e = protect(f); !e.empty()) return e;
   }
 
-  // Credential-shaped files in the workspace, found by sluice meanwhile (scan_workspace).
-  if (workspace_masks) {
-    for (auto &p : workspace_masks()) {
+  // What sluice's walk of the workspace found meanwhile (workspace_guard::scan): guarded names and
+  // Git metadata read-only, credential files and host sockets hidden.
+  if (workspace_marks) {
+    view_marks marks = workspace_marks();
+    for (auto &p : marks.protect) {
+      if (auto e = protect(p); !e.empty()) return e;
+    }
+    for (auto &p : marks.hide) {
       if (auto e = mask(p); !e.empty()) return e;
     }
   }
@@ -424,6 +447,34 @@ std::string point_resolver_at_stub() {
   return {};
 }
 
+// The host's /etc/hosts maps names to addresses sluice never judges by name (a client resolving
+// through it connects to a bare address, which capture refuses): the view's names the loopback
+// addresses and the sandbox's own host name only.
+std::string loopback_hosts() {
+  const std::string file = std::string(sandbox_files_dir) + "/hosts";
+  char host[256] = {};
+  std::string text = "# sluice: every other name resolves through sluice\n"
+                     "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  if (::gethostname(host, sizeof host - 1) == 0 && host[0] && std::strcmp(host, "localhost") != 0 &&
+      std::strpbrk(host, " \t\n#") == nullptr) {
+    text += "127.0.1.1\t" + std::string(host) + "\n";
+  }
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    if (fd >= 0) ::close(fd);
+    return err("cannot write", file);
+  }
+  ::close(fd);
+  struct stat st {};
+  const char *hosts = "/etc/hosts";
+  if (::stat(hosts, &st) != 0 || !S_ISREG(st.st_mode)) return {}; // none: glibc knows localhost
+  if (::mount(file.c_str(), hosts, nullptr, MS_BIND, nullptr) != 0 ||
+      !set_attr(hosts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false)) {
+    return err("cannot replace", hosts);
+  }
+  return {};
+}
+
 } // namespace
 
 std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files, bool replace_trust,
@@ -444,6 +495,7 @@ std::string seal_view(const std::vector<std::pair<std::string, std::string>> &fi
   if (dns_stub) {
     if (auto e = point_resolver_at_stub(); !e.empty()) return e;
   }
+  if (auto e = loopback_hosts(); !e.empty()) return e;
   if (!set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
     return err("cannot make read-only", "the view's root");
   }
@@ -459,6 +511,8 @@ landlock_rules view_landlock_rules(const view_spec &spec) {
   r.write = {"/tmp", "/dev/shm"};
   if (!spec.home.empty()) r.write.push_back(spec.home);
   if (!spec.workspace.empty()) (spec.workspace_writable ? r.write : r.read).push_back(spec.workspace);
+  for (auto &w : spec.writable) r.write.push_back(w);
+  for (auto &b : spec.binds) r.write.push_back(b.second);
   return r;
 }
 

@@ -20,10 +20,20 @@ struct view_spec {
   std::string home;                // an empty private tmpfs here; "" for none
   std::vector<std::string> protect; // trusted files and directories: read-only where they show
   std::vector<std::string> extra;   // files outside the system paths the command needs: read-only
+  std::vector<std::string> writable; // directories the trusted side granted (--allow-write): read-write
+  // Directories of sluice's shown at another path in the private home (tool caches: host path,
+  // view path), read-write.
+  std::vector<std::pair<std::string, std::string>> binds;
   bool hide_unreadable_etc = false; // mask /etc entries others may not read (a root caller)
   bool bind_sys = true;             // a read-only /sys
   bool replace_trust = false;       // the system CA bundles become the per-command CA (seal_view)
   bool dns_stub = false;            // /etc/resolv.conf names the capture responder on 127.0.0.1
+};
+
+// What the workspace walk found (workspace_guard::scan): paths to hide (credential files, Unix
+// sockets) and paths to show read-only (guarded names, Git metadata).
+struct view_marks {
+  std::vector<std::string> hide, protect;
 };
 
 // Runs in the sandbox's init, in its own user and mount namespaces: builds a new root on a tmpfs
@@ -31,14 +41,14 @@ struct view_spec {
 // /dev/shm, an empty $HOME, the workspace, secret-bearing /etc files masked) and pivots into it, so
 // that nothing else of the host's filesystem, its Unix sockets among it, exists for the command.
 // Returns an empty string, or what failed.
-// `workspace_masks`, when given, is called once the view stands, before the host's root goes: it
-// returns workspace paths (files or directories) to hide, as scan_workspace finds them.
+// `workspace_marks`, when given, is called once the view stands, before the host's root goes: it
+// returns the workspace paths to hide and to show read-only, as workspace_guard::scan finds them.
 // `system_etc`, with `hide_unreadable_etc`, is called for /etc: a detached, id-mapped copy of it
 // that sluice made (the view shows it at /etc; see sandbox.cpp), or -1; without one, or where it
 // cannot be attached, /etc is bound as for any caller and the entries others may not read are
 // masked one by one (a walk of /etc, about 2 ms).
 std::string build_view(const view_spec &spec,
-                       const std::function<std::vector<std::string>()> &workspace_masks = {},
+                       const std::function<view_marks()> &workspace_marks = {},
                        const std::function<int()> &system_etc = {});
 
 
@@ -48,6 +58,8 @@ std::string build_view(const view_spec &spec,
 // names its hashed link (`xxxxxxxx.0`). After build_view, before the command starts. Returns an
 // empty string, or what failed.
 // With `dns_stub`, /etc/resolv.conf (or the file its symlink names) says `nameserver 127.0.0.1`.
+// /etc/hosts holds the loopback names only (and the sandbox's host name), so that every other name
+// goes through sluice's naming and capture judges a connection by its name.
 std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files,
                       bool replace_trust = false, bool dns_stub = false);
 

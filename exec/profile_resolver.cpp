@@ -181,6 +181,26 @@ resolved_exec resolve_exec(const exec_request &req) {
   out.require_landlock = trusted.require_landlock;
   out.credential_files = trusted.credential_files;
   out.max_workspace_entries = trusted.max_workspace_entries;
+  out.guarded_names = trusted.guarded_names;
+  out.caches = trusted.caches;
+  out.caches.insert(out.caches.end(), req.caches.begin(), req.caches.end());
+  const char *home = std::getenv("HOME");
+  for (const auto &w : skill.writable) {
+    std::string path = w;
+    if (path.rfind("~/", 0) == 0) {
+      if (!home || home[0] != '/') {
+        throw refusal("[skills." + out.skill + "] writable \"" + w + "\" in " + trusted.source +
+                      " names the home, but HOME is unset; set HOME or give an absolute path");
+      }
+      path = home + path.substr(1);
+    }
+    out.writable.push_back({path, "[skills." + out.skill + "] writable in " + trusted.source});
+  }
+  for (const auto &w : req.allow_write) {
+    if (w.empty()) throw refusal("--allow-write: the path is empty; name a directory");
+    std::string path = w[0] == '/' ? w : req.working_dir + "/" + w;
+    out.writable.push_back({path, "--allow-write"});
+  }
   out.gateway = trusted;
   out.gateway.mode = mode;
   out.gateway.skills.clear();

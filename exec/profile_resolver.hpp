@@ -25,6 +25,15 @@ struct exec_request {
   bool confirm_side_effects = false;
   std::string policy_file;                // --policy; empty: search
   std::string working_dir;                // where a repository policy may narrow
+  std::vector<std::string> allow_write;   // --allow-write PATH: more writable directories
+  std::vector<std::string> caches;        // --cache NAME: tool caches kept between runs
+};
+
+// A directory the trusted side lets the command write besides the workspace, and who granted it
+// (for the message when it is refused).
+struct granted_path {
+  std::string path;   // as given, made absolute (relative to the working directory, ~/ expanded)
+  std::string origin; // "--allow-write" or "[skills.NAME] writable in FILE"
 };
 
 // The outcome: the gateway config for this command plus what the environment may keep.
@@ -40,6 +49,9 @@ struct resolved_exec {
   bool require_landlock = false;
   std::vector<std::string> credential_files; // the defaults plus the policy's
   std::size_t max_workspace_entries = 0;
+  std::vector<std::string> guarded_names; // the policy's, beside guarded_names()
+  std::vector<granted_path> writable;     // checked by the runner (check_writable)
+  std::vector<std::string> caches;        // [sandbox] caches and --cache, not yet validated
 };
 
 // The policy file search: --policy, $XDG_CONFIG_HOME/sluice/policy.toml (or ~/.config/...),

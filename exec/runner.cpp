@@ -2,7 +2,9 @@
 #include "certs/java_truststore.hpp"
 #include "exec/environment.hpp"
 #include "exec/sandbox.hpp"
+#include "exec/tool_cache.hpp"
 #include "exec/workspace.hpp"
+#include "exec/workspace_guard.hpp"
 #include "gateway/gateway.hpp"
 #include "metrics/live_stats.hpp"
 #include "metrics/textfile.hpp"
@@ -130,11 +132,28 @@ struct exec_progress {
   bool written = false; // run_command wrote the textfile itself
 };
 
-int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t0,
-                exec_progress &progress) {
+// Everything decided before anything runs (start-up step 1): the policy, the workspace, the
+// sandbox's options and the command's environment.
+struct exec_plan {
+  resolved_exec resolved;
+  filters::profile mode = filters::profile::offline;
+  bool network = false;
+  std::string command_id;
+  workspace ws;
+  std::string caller_home;
+  workspace_guard::options guard;
+  sandbox_options so;
+  bool truststore = false; // the JVM trust store goes into the view
+  std::vector<std::string> dropped;
+  std::shared_ptr<const filters::policy> policy;
+};
+
+// Step 1: resolves the policy and the workspace and decides what the view shows. Throws refusal.
+exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   if (opt.argv.empty()) {
     throw refusal("no command given; write `sluice exec [options] -- CMD [ARGS...]`");
   }
+  exec_plan plan;
   std::string fault;
   if (const char *f = std::getenv("SLUICE_FAULT")) fault = f;
   if (fault == "policy") throw refusal("policy: fault injected (SLUICE_FAULT=policy)");
@@ -145,21 +164,22 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
                     "; name a descriptor above 2 that this shell has open");
     }
   }
-  auto resolved = resolve_exec(opt.request);
+  plan.resolved = resolve_exec(opt.request);
+  auto &resolved = plan.resolved;
   resolved.gateway.access_log = opt.access_log;
-  const auto mode = resolved.gateway.mode;
+  plan.mode = resolved.gateway.mode;
   progress.skill = resolved.skill;
-  progress.profile = std::string(filters::to_string(mode));
-  const bool network = mode != filters::profile::offline;
-  const std::string command_id = random_id();
-  const bool root_caller = ::geteuid() == 0;
+  progress.profile = std::string(filters::to_string(plan.mode));
+  plan.network = plan.mode != filters::profile::offline;
+  plan.command_id = random_id();
 
   const char *home_env = std::getenv("HOME");
-  std::string caller_home = home_env && home_env[0] == '/' ? resolved_or(home_env) : std::string();
-  workspace ws = find_workspace(opt.request.working_dir, caller_home);
+  plan.caller_home = home_env && home_env[0] == '/' ? resolved_or(home_env) : std::string();
+  plan.ws = find_workspace(opt.request.working_dir, plan.caller_home);
+  const workspace &ws = plan.ws;
   // A trusted policy directory must never be writable from inside, even where no file exists yet:
   // a command that created one there would set the policy of every later run.
-  std::string view_home = sandbox_home(caller_home);
+  std::string view_home = sandbox_home(plan.caller_home);
   for (const auto &dir : trusted_policy_dirs()) {
     std::string d = resolved_or(dir);
     bool hidden_by_home = !view_home.empty() && is_under(d, view_home);
@@ -169,108 +189,94 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
                     "Run sluice exec from a project directory, or move the policy (--policy FILE)");
     }
   }
+  std::string policy_file = resolved.policy_source == "built-in" ? std::string() : resolved_or(resolved.policy_source);
+  auto writable = check_writable(resolved.writable, ws, plan.caller_home, trusted_policy_dirs(), policy_file);
   const char *path_env = std::getenv("PATH");
 
-  sandbox_options so;
+  sandbox_options &so = plan.so;
   so.view.workspace = ws.root;
   so.view.workspace_writable = !resolved.read_only_workspace;
+  so.view.writable = writable;
   so.view.home = view_home;
-  so.view.hide_unreadable_etc = root_caller;
-  so.view.bind_sys = !root_caller;
-  so.view.replace_trust = filters::terminates_tls(mode);
-  so.view.extra = command_files(opt.argv[0], path_env ? path_env : "/usr/bin:/bin", ws.cwd, caller_home);
+  so.view.binds = cache_binds(resolved.caches, cache_root(plan.caller_home), view_home);
+  so.view.hide_unreadable_etc = ::geteuid() == 0;
+  so.view.bind_sys = ::geteuid() != 0;
+  so.view.replace_trust = filters::terminates_tls(plan.mode);
+  so.view.extra = command_files(opt.argv[0], path_env ? path_env : "/usr/bin:/bin", ws.cwd, plan.caller_home);
   so.view.extra.insert(so.view.extra.end(), ws.git_meta.begin(), ws.git_meta.end());
-  // Trusted files the command must not change: the policy in use and the repository's narrowing
-  // of it (it may only narrow, but a command must not loosen a later run's narrowing either).
-  if (resolved.policy_source != "built-in") so.view.protect.push_back(resolved_or(resolved.policy_source));
-  // Configuration a command must not change for whoever runs next: the repository's sluice policy,
-  // Git's config and hooks (a hook runs unsandboxed at the user's next commit), and the agent hosts'
-  // project settings.
-  // Agent hosts take a project's settings from the directory they run in, which may be below the
-  // repository's root: the working directory's are protected too.
-  for (auto rel : {"/.sluice", "/.git/config", "/.git/hooks", "/.claude", "/.codex", "/.opencode",
-                   "/.pi", "/opencode.json", "/opencode.jsonc", "/.mcp.json"}) {
-    so.view.protect.push_back(ws.root + rel);
-    if (ws.cwd != ws.root && std::string_view(rel).substr(0, 5) != "/.git") {
-      so.view.protect.push_back(ws.cwd + rel);
+  // The policy in use must not change, wherever it shows. The rest of what must not change for
+  // whoever runs next (agent settings, shell and editor configuration, Git's config and hooks, the
+  // repository's .sluice/) is found by the guard's walk, wherever it is in the writable places.
+  if (!policy_file.empty()) so.view.protect.push_back(policy_file);
+  plan.guard.roots = {ws.root};
+  plan.guard.roots.insert(plan.guard.roots.end(), writable.begin(), writable.end());
+  plan.guard.hidden = default_credential_patterns();
+  plan.guard.hidden.insert(plan.guard.hidden.end(), resolved.credential_files.begin(),
+                           resolved.credential_files.end());
+  plan.guard.names = guarded_names();
+  plan.guard.names.insert(plan.guard.names.end(), resolved.guarded_names.begin(), resolved.guarded_names.end());
+  // The policy's exact credential names are guarded as the built-in ones are.
+  for (auto n : resolved.credential_files) {
+    while (!n.empty() && n.back() == '/') n.pop_back();
+    if (!n.empty() && n.find_first_of("*?[") == std::string::npos && n[0] != '/' &&
+        n.find("..") == std::string::npos) {
+      plan.guard.names.push_back(n);
     }
   }
-  // The same for the repository's submodules and linked worktrees: Git outside reads them too.
-  for (auto &f : git_metadata_to_protect(ws.root + "/.git")) so.view.protect.push_back(f);
-  // What of that, and of the exact credential names, is absent (looked at once the sandbox is
-  // being built, before the command starts): a command that creates one is not stopped (the view
-  // cannot mount over a name that does not exist), but what it made is moved aside when it ends,
-  // before any tool outside reads it.
-  std::optional<absent_guard> guard;
+  plan.guard.home = plan.caller_home;
+  plan.guard.max_entries = resolved.max_workspace_entries;
   so.await_masks = true;
   so.cwd = ws.cwd;
   so.pass_fds = opt.pass_fds;
   so.require_landlock = resolved.require_landlock;
 
   environment_spec spec;
-  spec.mode = mode;
+  spec.mode = plan.mode;
   spec.grants = resolved.grants;
   spec.keep = resolved.keep;
   spec.placeholders = resolved.placeholders;
   spec.home = so.view.home.empty() ? "/tmp" : so.view.home;
   spec.cwd = ws.cwd;
-  if (network) {
+  if (plan.network) {
     spec.proxy_port = 3128;
     spec.ca_file = std::string(sandbox_files_dir) + "/ca.pem";
-    if (filters::terminates_tls(mode)) spec.java_truststore = std::string(sandbox_files_dir) + "/truststore.p12";
+    if (filters::terminates_tls(plan.mode)) spec.java_truststore = std::string(sandbox_files_dir) + "/truststore.p12";
   }
-  std::vector<std::string> dropped;
-  so.network = network;
+  plan.truststore = !spec.java_truststore.empty();
+  so.network = plan.network;
   so.port = spec.proxy_port ? spec.proxy_port : 3128;
-  auto policy = std::make_shared<const filters::policy>(resolved.gateway);
-  if (network) {
-    so.capture_ports = capture_ports(*policy, so.port);
+  plan.policy = std::make_shared<const filters::policy>(resolved.gateway);
+  if (plan.network) {
+    so.capture_ports = capture_ports(*plan.policy, so.port);
     so.view.dns_stub = true;
   }
   so.argv = opt.argv;
-  so.env = child_environment(environ, spec, &dropped);
+  so.env = child_environment(environ, spec, &plan.dropped);
   so.fault = fault;
+  return plan;
+}
 
-  // Signals to forward are taken by this thread only; the gateway's threads inherit the mask.
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCHLD}) {
-    sigaddset(&set, sig);
-  }
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
-  int sfd = ::signalfd(-1, &set, SFD_CLOEXEC);
+// Steps 3 and 4, the parent's half: the CA, then the gateway, built on a thread of their own. Only
+// the CA is on the way to the command's start (its certificate goes into the view); the rest of
+// the gateway (TLS contexts, workers) is built while the command already runs: its first
+// connections wait in the listener's backlog. A waiting main thread also leaves its core to init
+// (the scheduler tends to start a child on its parent's core). The thread's state lives on the
+// heap: when the command ends before the gateway is up (`-- true`), sluice leaves without waiting.
+class gateway_build {
+public:
+  using files_t = std::vector<std::pair<std::string, std::string>>;
 
-  // The sandbox is made before any key exists, so its init never holds key material. From here
-  // on this process is not dumpable: no core dumps, no ptrace, no /proc/PID/mem for others.
-  sandbox sb(so);
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  // The gateway is built on a thread of its own. Only the CA is on the way to the command's start
-  // (its certificate goes into the view); the rest of the gateway (TLS contexts, workers) is built
-  // while the command already runs: its first connections wait in the listener's backlog. A
-  // waiting main thread also leaves its core to init (the scheduler tends to start a child on its
-  // parent's core). The thread's state lives on the heap: when the command ends before the gateway
-  // is up (`-- true`), sluice leaves without waiting for it.
-  struct build_state {
-    std::mutex m;
-    bool started = false, abandoned = false;
-    std::unique_ptr<gateway::gateway> gw;
-    std::exception_ptr late_error; // after the command started: the sandbox is killed
-    std::promise<std::vector<std::pair<std::string, std::string>>> files;
-    std::promise<std::pair<int, sandbox::capture_sockets>> sockets; // listener -1: the sandbox failed
-  };
-  auto bs = std::make_shared<build_state>();
-  auto files_future = bs->files.get_future();
-  std::thread builder;
-  if (network) {
+  // Starts the thread (nothing for an offline command).
+  gateway_build(const exec_plan &plan, pid_t init) {
+    if (!plan.network) return;
+    files_ = state_->files.get_future();
     gateway::gateway_options go;
     go.threads = 1;
-    go.command_id = command_id;
-    go.skill = resolved.skill;
+    go.command_id = plan.command_id;
+    go.skill = plan.resolved.skill;
     go.keep_summary = true;
-    bool truststore = !spec.java_truststore.empty();
-    pid_t init = sb.init_pid();
-    builder = std::thread([bs, policy, go, truststore, init, fault]() mutable {
+    thread_ = std::thread([bs = state_, policy = plan.policy, go, truststore = plan.truststore, init,
+                           fault = plan.so.fault]() mutable {
       try {
         if (fault == "ca") throw setup_error("ca", "fault injected (SLUICE_FAULT=ca)");
         try {
@@ -279,7 +285,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
         } catch (const certs::crypto_error &e) {
           throw setup_error("ca", e.what());
         }
-        std::vector<std::pair<std::string, std::string>> files;
+        files_t files;
         files.emplace_back("ca.pem", go.ca->cert_pem());
         char hash[16];
         std::snprintf(hash, sizeof hash, "%08lx.0", X509_subject_name_hash(go.ca->cert()));
@@ -309,40 +315,88 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
       }
     });
   }
-  struct join_guard {
-    std::thread &t;
-    ~join_guard() {
-      if (t.joinable()) t.join();
+  ~gateway_build() {
+    if (thread_.joinable()) thread_.join();
+  }
+  gateway_build(const gateway_build &) = delete;
+  gateway_build &operator=(const gateway_build &) = delete;
+
+  bool running() const { return thread_.joinable(); }
+  // The listener and capture's sockets, or -1 when the sandbox failed.
+  void hand_sockets(int listener, sandbox::capture_sockets capture) {
+    if (running()) state_->sockets.set_value({listener, std::move(capture)});
+  }
+  // sluice's files for the view; a CA failure is thrown here.
+  files_t files() { return files_.get(); }
+
+  // After the command: the gateway that served it, or nullptr (offline, or the command ended
+  // before it was up). Throws what stopped the gateway from starting.
+  gateway::gateway *finish() {
+    gateway::gateway *gw = nullptr;
+    if (running()) {
+      std::lock_guard lock(state_->m);
+      if (state_->started) {
+        gw = state_->gw.get();
+      } else if (!state_->late_error) {
+        state_->abandoned = true; // the command ended before the gateway was up: it served nothing
+      }
     }
-  } joiner{builder};
+    if (gw || state_->late_error) {
+      thread_.join();
+    } else if (thread_.joinable()) {
+      thread_.detach(); // it holds only its own state; the process exits soon
+    }
+    if (state_->late_error) std::rethrow_exception(state_->late_error);
+    return gw;
+  }
+
+private:
+  struct state {
+    std::mutex m;
+    bool started = false, abandoned = false;
+    std::unique_ptr<gateway::gateway> gw;
+    std::exception_ptr late_error; // after the command started: the sandbox is killed
+    std::promise<files_t> files;
+    std::promise<std::pair<int, sandbox::capture_sockets>> sockets; // listener -1: the sandbox failed
+  };
+  std::shared_ptr<state> state_ = std::make_shared<state>();
+  std::future<files_t> files_;
+  std::thread thread_;
+};
+
+// Steps 3 and 4 on the main thread, while init builds the view: the guard's walk (init waits for
+// its result before it lets go of the host's root), the hand-over of the listeners and sluice's
+// files, and the seal. Returns the Landlock ABI applied and what the walk found.
+int set_up(const exec_plan &plan, sandbox &sb, workspace_guard &guard, gateway_build &build,
+           workspace_scan &scan) {
   std::exception_ptr ready_error;
-  workspace_scan scan;
   try {
     sb.share_system_etc(); // once the CA is under way: it is on the way to the start too
-    guard.emplace(ws, resolved.credential_files);
-    // The workspace walk runs while init builds the view; init waits for its result before it
-    // lets go of the host's root.
-    auto patterns = default_credential_patterns();
-    patterns.insert(patterns.end(), resolved.credential_files.begin(), resolved.credential_files.end());
-    scan = scan_workspace(ws.root, patterns, resolved.max_workspace_entries);
-    sb.send_masks(scan.masks);
-    if (!network) sb.send_files({}); // nothing to wait for: init seals its view once it is built
+    scan = guard.scan();
+    sb.send_marks({scan.masks, scan.protect});
+    if (!plan.network) sb.send_files({}); // nothing to wait for: init seals its view once it is built
     sb.ready(); // init's own failure (loopback, listener, mounts) is the one to report
   } catch (...) {
     ready_error = std::current_exception();
   }
-  if (network) {
-    bs->sockets.set_value(ready_error ? std::pair<int, sandbox::capture_sockets>{-1, {}}
-                                      : std::pair{sb.listener(), sb.take_capture()});
+  if (plan.network) {
+    if (ready_error) {
+      build.hand_sockets(-1, {});
+    } else {
+      build.hand_sockets(sb.listener(), sb.take_capture());
+    }
   }
   if (ready_error) std::rethrow_exception(ready_error);
-  if (network) sb.send_files(files_future.get()); // a CA failure is thrown here
-  int landlock = sb.sealed();
+  if (plan.network) sb.send_files(build.files());
+  return sb.sealed();
+}
+
+// Steps 5 and 6: starts the command and forwards signals until init has exited. Returns the exit
+// status; `result` is the textfile's exit_zero, exit_nonzero or refused.
+int run_to_end(const exec_options &opt, sandbox &sb, int sfd, std::string_view &result) {
   int exec_errno = 0;
-  int status;
-  std::string_view result; // for the textfile: exit_zero, exit_nonzero or refused
   if (!sb.start(exec_errno)) {
-    status = exec_errno == ENOENT ? 127 : exec_errno == EPERM ? 125 : 126;
+    int status = exec_errno == ENOENT ? 127 : exec_errno == EPERM ? 125 : 126;
     result = exec_errno == EPERM ? "refused" : "exit_nonzero";
     if (exec_errno == EPERM) {
       std::fprintf(stderr, "sluice: sandbox set-up failed at setsid: the command could not be given "
@@ -356,68 +410,94 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
                        : (std::string("cannot execute: ") + std::strerror(exec_errno)).c_str());
     }
     sb.wait();
-  } else {
-    for (;;) {
-      signalfd_siginfo si{};
-      if (::read(sfd, &si, sizeof si) != sizeof si) continue;
-      if (si.ssi_signo == SIGCHLD) {
-        int st = 0;
-        if (::waitpid(sb.init_pid(), &st, WNOHANG) == sb.init_pid()) {
-          status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-          result = status == 0 ? "exit_zero" : "exit_nonzero"; // 128+N: died of signal N
-          break;
-        }
-        continue;
+    return status;
+  }
+  int status = 125;
+  for (;;) {
+    signalfd_siginfo si{};
+    if (::read(sfd, &si, sizeof si) != sizeof si) continue;
+    if (si.ssi_signo == SIGCHLD) {
+      int st = 0;
+      if (::waitpid(sb.init_pid(), &st, WNOHANG) == sb.init_pid()) {
+        status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        result = status == 0 ? "exit_zero" : "exit_nonzero"; // 128+N: died of signal N
+        break;
       }
-      sb.signal(static_cast<int>(si.ssi_signo));
+      continue;
     }
-    sb.release_reaped();
+    sb.signal(static_cast<int>(si.ssi_signo));
   }
+  sb.release_reaped();
+  return status;
+}
+
+// After the command, once it and all it started are gone (the PID namespace ended with init):
+// what it left under a guarded name is moved aside, before a tool outside can read it, and said
+// on stderr. Returns the summary's `quarantined` entries.
+boost::json::array quarantine(workspace_guard &guard, const std::string &command_id) {
+  boost::json::array out;
+  for (auto &m : guard.quarantine(command_id)) {
+    std::string fate = m.to.empty() ? "it could not be moved aside: check it before any tool reads it"
+                                    : "moved it to " + m.to + ": review it, and move it back if you want it";
+    const char *why = nullptr;
+    switch (m.what) {
+    case workspace_guard::moved::kind::repository:
+      why = "a Git repository whose configuration or hooks would run programs when Git runs there "
+            "outside the sandbox (only the keys git init and git clone write, and sample hooks, are kept)";
+      break;
+    case workspace_guard::moved::kind::git_metadata:
+      why = "Git metadata (configuration, hooks, commondir) that would run programs when Git runs "
+            "outside the sandbox";
+      break;
+    case workspace_guard::moved::kind::name:
+      why = "which sandboxed commands may not create (shell, editor, Git and agent settings and "
+            "credential files are read by tools outside the sandbox)";
+      break;
+    }
+    std::fprintf(stderr, "sluice: the command created %s, %s; %s\n", m.path.c_str(), why, fate.c_str());
+    out.push_back({{"path", m.path}, {"movedTo", m.to}});
+  }
+  if (!guard.complete()) {
+    std::fprintf(stderr, "sluice: the workspace grew past what sluice walks after a command (4 x "
+                         "[sandbox] max_workspace_entries); guarded names beyond that were not "
+                         "checked: review new shell, editor, Git and agent settings before opening it\n");
+  }
+  return out;
+}
+
+int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t0,
+                exec_progress &progress) {
+  exec_plan plan = plan_command(opt, progress);
+  const auto &resolved = plan.resolved;
+
+  // Signals to forward are taken by this thread only; the gateway's threads inherit the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCHLD}) {
+    sigaddset(&set, sig);
+  }
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  int sfd = ::signalfd(-1, &set, SFD_CLOEXEC);
+
+  // Step 2. The sandbox is made before any key exists, so its init never holds key material. From
+  // here on this process is not dumpable: no core dumps, no ptrace, no /proc/PID/mem for others.
+  sandbox sb(plan.so);
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  gateway_build build(plan, sb.init_pid());
+  workspace_guard guard(plan.guard);
+  workspace_scan scan;
+  int landlock = set_up(plan, sb, guard, build, scan);
+  std::string_view result;
+  int status = run_to_end(opt, sb, sfd, result);
   ::close(sfd);
-  // The command and all it started are gone (the PID namespace ended with init): what it created
-  // that it may not is moved aside now, before a tool outside can read it.
-  boost::json::array quarantined;
-  // (guard is set: every way out of the set-up before it rethrows)
-  for (auto &m : guard ? guard->quarantine(command_id) : std::vector<absent_guard::moved>{}) {
-    if (m.repository) {
-      std::fprintf(stderr, "sluice: the command created the Git repository %s, whose configuration "
-                           "or hooks would run programs when Git runs there outside the sandbox "
-                           "(only the keys git init and git clone write, and sample hooks, are kept); "
-                           "%s\n", m.path.c_str(),
-                   m.to.empty() ? "it could not be moved aside: check it before running Git there"
-                                : ("moved it to " + m.to + ": review it, and move it back if you want it").c_str());
-    } else if (m.to.empty()) {
-      std::fprintf(stderr, "sluice: the command created %s, which sandboxed commands may not create "
-                           "(tools outside the sandbox read it), and it could not be moved aside; "
-                           "check it before any tool reads it\n", m.path.c_str());
-    } else {
-      std::fprintf(stderr, "sluice: the command created %s, which sandboxed commands may not create "
-                           "(agent settings and credential files are read by tools outside the "
-                           "sandbox); moved it to %s: review it, and move it back if you want it\n",
-                   m.path.c_str(), m.to.c_str());
-    }
-    quarantined.push_back({{"path", m.path}, {"movedTo", m.to}});
-  }
+  boost::json::array quarantined = quarantine(guard, plan.command_id);
+
   gateway::gateway *gw = nullptr;
-  if (network) {
-    std::lock_guard lock(bs->m);
-    if (bs->started) {
-      gw = bs->gw.get();
-    } else if (!bs->late_error) {
-      bs->abandoned = true; // the command ended before the gateway was up: it served nothing
-    }
-  }
-  if (gw || (network && bs->late_error)) {
-    builder.join();
-  } else if (builder.joinable()) {
-    builder.detach(); // it holds only its own state; the process exits soon
-  }
-  if (bs->late_error) {
-    try {
-      std::rethrow_exception(bs->late_error);
-    } catch (const std::exception &e) {
-      std::fprintf(stderr, "sluice: the gateway could not start: %s; the command was stopped\n", e.what());
-    }
+  try {
+    gw = build.finish();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "sluice: the gateway could not start: %s; the command was stopped\n", e.what());
     status = 125;
     result = "refused";
   }
@@ -455,21 +535,26 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
     }
   }
   if (!opt.json_summary.empty()) {
-    boost::json::object o{{"commandId", command_id},
+    boost::json::array caches;
+    for (const auto &c : resolved.caches) caches.push_back(boost::json::string(c));
+    boost::json::object o{{"commandId", plan.command_id},
                           {"exitStatus", status},
                           {"durationSeconds", seconds},
-                          {"profile", std::string(filters::to_string(mode))},
+                          {"profile", std::string(filters::to_string(plan.mode))},
                           {"skill", resolved.skill},
                           {"policy", resolved.policy_source},
                           {"requestsAllowed", allowed},
                           {"requestsDenied", denied},
                           {"requests", entries},
-                          {"workspace", ws.root},
+                          {"workspace", plan.ws.root},
+                          {"writable", boost::json::value_from(plan.so.view.writable)},
+                          {"caches", caches},
                           {"filesystem", resolved.read_only_workspace ? "read-only" : "workspace-write"},
                           {"landlockAbi", landlock},
                           {"workspaceHidden", boost::json::value_from(scan.masks)},
+                          {"workspaceProtected", boost::json::value_from(scan.protect)},
                           {"quarantined", quarantined},
-                          {"environmentDropped", boost::json::value_from(dropped)}};
+                          {"environmentDropped", boost::json::value_from(plan.dropped)}};
     std::ofstream f(opt.json_summary, std::ios::trunc);
     f << boost::json::serialize(o) << "\n";
     if (!f) std::fprintf(stderr, "sluice: cannot write --json-summary %s\n", opt.json_summary.c_str());

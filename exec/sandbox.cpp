@@ -446,17 +446,17 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
 
   // The filesystem view: built, not inherited.
   if (o.fault == "mounts") fail("mounts", "fault injected (SLUICE_FAULT=mounts)");
-  std::function<std::vector<std::string>()> masks;
+  std::function<view_marks()> masks;
   if (o.await_masks) {
-    masks = [&]() -> std::vector<std::string> {
+    masks = [&]() -> view_marks {
       std::string m;
       if (!recv_msg(control, m, -1) || m.empty() || m[0] != 'W') _exit(125);
-      std::vector<std::string> out;
+      view_marks out;
       std::size_t start = 1;
       while (start < m.size()) {
         auto end = m.find('\0', start);
         if (end == std::string::npos) end = m.size();
-        out.push_back(m.substr(start, end - start));
+        if (end > start + 1) (m[start] == 'p' ? out.protect : out.hide).push_back(m.substr(start + 1, end - start - 1));
         start = end + 1;
       }
       return out;
@@ -741,10 +741,11 @@ void sandbox::send_files(const std::vector<std::pair<std::string, std::string>> 
   }
 }
 
-void sandbox::send_masks(const std::vector<std::string> &paths) {
+void sandbox::send_marks(const view_marks &marks) {
   share_system_etc(); // init reads it first
   std::string payload;
-  for (auto &p : paths) payload += p + '\0';
+  for (auto &p : marks.hide) payload += 'h' + p + '\0';
+  for (auto &p : marks.protect) payload += 'p' + p + '\0';
   if (payload.size() + 1 > max_message || !send_msg(control_, 'W', payload)) {
     throw setup_error("mounts", "cannot hand the workspace's credential files to the sandbox init");
   }

@@ -32,7 +32,7 @@ struct sandbox_options {
   std::string cwd;                 // where it starts (inside the view)
   std::vector<int> pass_fds;       // descriptors above 2 it keeps (--pass-fd)
   bool require_landlock = false;   // refuse when the kernel has no Landlock
-  bool await_masks = false;        // init waits for send_masks() before finishing the view
+  bool await_masks = false;        // init waits for send_marks() before finishing the view
   std::string fault;               // test hook: the named step fails (SLUICE_FAULT)
   bool probe = false;              // doctor: set up, hand the fd over, start nothing
 };
@@ -46,7 +46,7 @@ public:
   explicit sandbox(const sandbox_options &options);
 
   // For a root caller (view.hide_unreadable_etc): makes the id-mapped /etc (idmapped_etc) and
-  // hands it to init, which waits for it when it mounts /etc. Once; send_masks() and ready() call
+  // hands it to init, which waits for it when it mounts /etc. Once; send_marks() and ready() call
   // it if the caller has not, so that it can be left to them or done early, beside other work.
   void share_system_etc();
 
@@ -60,9 +60,9 @@ public:
   // provision() in two halves: the files may be sent before ready() (init reads them after its
   // set-up), and sealed() waits for the answer.
   void send_files(const std::vector<std::pair<std::string, std::string>> &files);
-  // The workspace paths to hide (scan_workspace), which init waits for before it leaves the host's
-  // root. Sent first, before send_files.
-  void send_masks(const std::vector<std::string> &paths);
+  // The workspace paths to hide and to show read-only (workspace_guard::scan), which init waits
+  // for before it leaves the host's root. Sent first, before send_files.
+  void send_marks(const view_marks &marks);
   int sealed();
 
   ~sandbox();

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace sluice::exec {
@@ -60,6 +61,41 @@ std::vector<sock_filter> build_seccomp(std::string &error) {
         rc < 0) {
       return fail("ioctl rule", rc);
     }
+  }
+  // No set-user-ID or set-group-ID bit, on any file the command makes or changes: the owner needs
+  // no capability to set them, so a root caller's command could leave a setuid-root copy of a shell
+  // in the workspace for anyone to run after it ends (inside, the view's mounts are nosuid). The
+  // chmod family and the calls that create a file with a mode. seccomp sees the mode, not the file
+  // type, so a directory cannot be made setgid either; one that inherits the bit from its parent
+  // (the kernel's doing, no call sets it) keeps it, which is harmless: it sets the group of new
+  // files and grants nothing.
+  struct mode_call {
+    const char *name;
+    long fallback; // the number where libseccomp is older than the call (fchmodat2, Linux 6.6)
+    unsigned arg;
+  };
+  const mode_call mode_calls[] = {{"chmod", -1, 1},  {"fchmod", -1, 1}, {"fchmodat", -1, 2},
+                                  {"fchmodat2", 452, 2}, {"creat", -1, 1}, {"open", -1, 2},
+                                  {"openat", -1, 3}, {"mknod", -1, 1}, {"mknodat", -1, 2}};
+  for (const auto &c : mode_calls) {
+    int nr = seccomp_syscall_resolve_name(c.name);
+    if (nr == __NR_SCMP_ERROR || nr < 0) {
+      if (c.fallback < 0) continue; // not on this architecture
+      nr = static_cast<int>(c.fallback);
+    }
+    for (scmp_datum_t bit : {scmp_datum_t{S_ISUID}, scmp_datum_t{S_ISGID}}) {
+      scmp_arg_cmp cmp{c.arg, SCMP_CMP_MASKED_EQ, bit, bit};
+      if (int rc = seccomp_rule_add_array(g.ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, &cmp); rc < 0) {
+        return fail(c.name, rc);
+      }
+    }
+  }
+  // openat2 carries its mode in a structure seccomp cannot read: callers fall back to openat
+  // when the kernel says it has no such call (as on kernels before 5.6).
+  if (int nr = seccomp_syscall_resolve_name("openat2"); nr != __NR_SCMP_ERROR && nr >= 0) {
+    if (int rc = seccomp_rule_add(g.ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0); rc < 0) return fail("openat2", rc);
+  } else if (int rc = seccomp_rule_add(g.ctx, SCMP_ACT_ERRNO(ENOSYS), 437, 0); rc < 0) {
+    return fail("openat2", rc);
   }
   // Socket families: AF_UNIX (1), AF_INET (2), AF_INET6 (10), AF_NETLINK (16) pass; every other
   // value, including any with high bits set, is refused.

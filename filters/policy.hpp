@@ -49,6 +49,7 @@ struct skill_config {
   bool read_only_workspace = false;  // filesystem = "read-only" (default "workspace-write")
   bool may_write_workspace = true;   // "workspace-write" is the default or a declared escalation
   std::vector<std::string> credentials; // [credentials.NAME] it may ask for (--credential); "*" any
+  std::vector<std::string> writable; // directories its commands may write besides the workspace
 };
 
 // [listen.agents.NAME] (serve): a proxy listener of one agent host. Its traffic is named in the
@@ -88,6 +89,8 @@ struct config {
   bool require_landlock = false; // [sandbox] require_landlock: exec refuses without Landlock
   std::vector<std::string> credential_files; // [sandbox] more credential-shaped names to hide
   std::size_t max_workspace_entries = 200'000; // [sandbox] the workspace walk's bound
+  std::vector<std::string> guarded_names; // [sandbox] more names guarded as guarded_names() are
+  std::vector<std::string> caches;        // [sandbox] tool caches kept between runs (exec --cache)
 };
 
 // A loaded policy: the config plus the compiled matchers. Pure: const methods, no I/O.

@@ -292,11 +292,22 @@ struct loader {
       c.redact_query = bool_of(*t, "redact_query", "log", true);
     }
     if (auto *t = root["sandbox"].as_table()) {
-      check_keys(*t, "[sandbox]", {"require_landlock", "credential_files", "max_workspace_entries"});
+      check_keys(*t, "[sandbox]", {"require_landlock", "credential_files", "max_workspace_entries",
+                                   "guarded_names", "caches"});
       c.require_landlock = bool_of(*t, "require_landlock", "sandbox", false);
       c.credential_files = strings_of(*t, "credential_files", "sandbox");
       c.max_workspace_entries = int_of(*t, "max_workspace_entries", "sandbox", c.max_workspace_entries,
                                        1, 100'000'000);
+      c.guarded_names = strings_of(*t, "guarded_names", "sandbox");
+      for (const auto &n : c.guarded_names) {
+        auto slash = n.find('/');
+        if (n.empty() || n[0] == '/' || n.back() == '/' || n.find("..") != std::string::npos ||
+            (slash != std::string::npos && n.find('/', slash + 1) != std::string::npos)) {
+          fail_at(*t, "guarded_names", "[sandbox] guarded_names: \"" + n + "\" must be a name (a glob "
+                  "such as \"Makefile.local\" or \"*.code-workspace\") or DIR/NAME, not a path");
+        }
+      }
+      c.caches = strings_of(*t, "caches", "sandbox");
     }
     if (auto *t = root["credentials"].as_table()) {
       for (auto &&[k, v] : *t) {
@@ -338,7 +349,8 @@ struct loader {
         std::string where = "[skills." + std::string(k.str()) + "]";
         if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
         check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
-                               "keep_env", "filesystem", "filesystem_escalations", "credentials"});
+                               "keep_env", "filesystem", "filesystem_escalations", "credentials",
+                               "writable"});
         skill_config sk;
         sk.name = std::string(k.str());
         if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -350,6 +362,12 @@ struct loader {
         sk.grants = strings_of(*s, "grants", "skills." + sk.name);
         sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
         sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);
+        sk.writable = strings_of(*s, "writable", "skills." + sk.name);
+        for (const auto &w : sk.writable) {
+          if (w.empty() || (w[0] != '/' && w.rfind("~/", 0) != 0)) {
+            fail_at(*s, "writable", where + " writable: \"" + w + "\" must be an absolute path or ~/PATH");
+          }
+        }
         for (auto &name : sk.credentials) {
           bool known = name == "*";
           for (auto &cc : c.credentials) known = known || cc.name == name;

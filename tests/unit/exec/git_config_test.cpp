@@ -1,4 +1,4 @@
-#include "exec/workspace.hpp"
+#include "exec/git_metadata.hpp"
 
 #include <catch2/catch.hpp>
 
