@@ -109,7 +109,7 @@ class WorkspaceAsRoot(base.ExecCase):
     def test_settings_and_credentials_created_by_the_command_are_moved_aside(self):
         """A command that creates agent settings (.claude/settings.json with a hook, .mcp.json), the
         repository's .sluice/ or an exact credential name (.env, .npmrc, .docker/config.json) where
-        none was at its start, at the workspace root or in its working directory, finds them moved
+        none was at its start, anywhere in the workspace, finds them moved
         to NAME.sluice-quarantine-ID when it ends: a hook or MCP server it planted never reaches the
         agent host, which runs them unsandboxed. Said on stderr and in the JSON summary; the exit
         status is the command's. Other new files stay; names that existed keep their protection."""
@@ -139,10 +139,12 @@ class WorkspaceAsRoot(base.ExecCase):
             self.assertIn("created %s" % path, err)
             aside = os.path.join(repo, rel.replace(top, top + ".sluice-quarantine-" + cid, 1))
             self.assertEqual(open(aside).read().strip(), text, rel)
-        # Other new files stay, and so do guarded names in other directories (only the root and the
-        # working directory are where agent hosts and tools look).
-        for rel in ("notes.txt", ".env.example2", ".env.example", "pkg/.mcp.json"):
+        # Other new files stay; a guarded name in another directory is moved aside too (agent
+        # hosts and editors take settings from whatever directory they are started in).
+        for rel in ("notes.txt", ".env.example2", ".env.example"):
             self.assertTrue(os.path.exists(os.path.join(repo, rel)), rel)
+        self.assertEqual(moved.get(os.path.join(repo, "pkg", ".mcp.json")),
+                         os.path.join(repo, "pkg", ".mcp.json.sluice-quarantine-" + cid))
         # In the working directory too, when it is below the root.
         p = self.sx("--sandbox-profile", "offline", "--json-summary", summary, "--", "sh", "-c",
                     "mkdir .codex && echo x > .codex/config.toml && echo S=1 > .env", cwd=sub)
@@ -194,7 +196,7 @@ class WorkspaceAsRoot(base.ExecCase):
             self.assertEqual(os.path.isdir(os.path.join(d, ".git")), kept, name)
             self.assertEqual(os.path.isdir(os.path.join(d, ".git.sluice-quarantine-" + cid)), not kept, name)
             if not kept:
-                self.assertIn(b"created the Git repository", p.stderr)
+                self.assertIn(b"/.git, a Git repository whose configuration or hooks would run programs", p.stderr)
                 self.assertEqual(json.load(open(summary))["quarantined"][0]["path"], os.path.join(d, ".git"))
 
     # --- credentials in the workspace ---------------------------------------------------------
