@@ -5,6 +5,7 @@ at 198.18.0.2 (HTTPS on 8443, plain HTTP on 8080), as root and as 65534."""
 import json
 import os
 import shutil
+import subprocess
 import unittest
 
 import test_exec as base
@@ -161,6 +162,42 @@ class CaptureAsRoot(base.ExecCase):
         p, s, _ = self.run_captured(script)
         self.assertEqual(p.stdout.decode().split(), ["ConnectionRefusedError", "ConnectionRefusedError"],
                          p.stderr.decode())
+
+    def test_names_the_host_file_maps_resolve_through_sluice(self):
+        """A name only the host's /etc/hosts knows (a line added for this test) reaches the gateway
+        by its name from Node's fetch, curl --noproxy and the JVM: inside, /etc/hosts holds the
+        loopback names only, so the name goes through sluice's resolver and capture judges it by
+        name, where before the client connected to the bare address and was refused."""
+        line = "198.18.0.2 hostsfile.test\n"
+        with open("/etc/hosts") as f:
+            original = f.read()
+        if "hostsfile.test" in original:
+            self.fail("/etc/hosts already names hostsfile.test; remove that line and run again")
+        try:
+            with open("/etc/hosts", "a") as f:
+                f.write(("" if original.endswith("\n") or not original else "\n") + line)
+            outside = subprocess.run(["getent", "hosts", "hostsfile.test"], capture_output=True, text=True)
+            self.assertEqual(outside.stdout.split()[:1], ["198.18.0.2"])  # the line is live outside
+            script = ["grep -c hostsfile.test /etc/hosts",
+                      "curl --noproxy '*' -sS http://hostsfile.test:8080/curl"]
+            if shutil.which("node"):
+                script.append("node -e \"fetch('http://hostsfile.test:8080/node').then(r=>r.text())"
+                              ".then(t=>process.stdout.write(t),e=>{console.log('error',e.message)})\"")
+            if shutil.which("java"):
+                java, src = self.java_fetch()
+                script.append(f"unset JAVA_TOOL_OPTIONS; {java} {src} http://hostsfile.test:8080/jvm")
+            p, s, log = self.run_captured("; ".join(script) + "; exit 0", "--allow-domain", "hostsfile.test:8080")
+            want = ["0", "hello from origin /curl"]
+            if shutil.which("node"):
+                want.append("hello from origin /node")
+            if shutil.which("java"):
+                want.append("hello from origin /jvm")
+            self.assertEqual(p.stdout.decode().splitlines(), want, p.stderr.decode())
+            self.assertEqual(self.decisions(s), [("hostsfile.test", 8080, "allow", "allowed")])
+            self.assertTrue(all(x["entry"] == "capture" for x in log), log)
+        finally:
+            with open("/etc/hosts", "w") as f:
+                f.write(original)
 
 
 class CaptureAsNobody(CaptureAsRoot):

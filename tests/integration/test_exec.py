@@ -136,6 +136,7 @@ allow_addresses = ["198.18.0.0/15"]
 [upstream.resolve]
 "origin.test" = "198.18.0.2"
 "other.test" = "198.18.0.2"
+"hostsfile.test" = "198.18.0.2"
 """)
     os.chmod(M["policy"], 0o644)
 
