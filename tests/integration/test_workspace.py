@@ -391,6 +391,73 @@ setup(name="probe", version="1.0", py_modules=["probe"])
         self.assertFalse(os.path.exists(os.path.join(self.work, "w")))
         os.unlink(pol)
 
+    # --- tool caches ----------------------------------------------------------------------------
+    def npm_registry(self):
+        """A one-package npm registry on the test origin (static files under its /files/): the
+        packument and the tarball it names, with the integrity npm checks."""
+        import base64, hashlib, io, tarfile
+        name = "sluice-probe-pkg"
+        reg = os.path.join(M["tmp"], "www", "npmreg")
+        os.makedirs(os.path.join(reg, "tarballs"), exist_ok=True)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as t:
+            data = json.dumps({"name": name, "version": "1.0.0", "main": "index.js"}).encode()
+            for member, body in (("package/package.json", data), ("package/index.js", b"module.exports = 42;\n")):
+                info = tarfile.TarInfo(member)
+                info.size = len(body)
+                info.mode = 0o644
+                t.addfile(info, io.BytesIO(body))
+        tgz = buf.getvalue()
+        tar_path = "/files/npmreg/tarballs/%s-1.0.0.tgz" % name
+        with open(os.path.join(reg, "tarballs", name + "-1.0.0.tgz"), "wb") as f:
+            f.write(tgz)
+        dist = {"tarball": "https://origin.test:8443" + tar_path,
+                "integrity": "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode(),
+                "shasum": hashlib.sha1(tgz).hexdigest()}
+        with open(os.path.join(reg, name), "w") as f:
+            json.dump({"name": name, "dist-tags": {"latest": "1.0.0"},
+                       "versions": {"1.0.0": {"name": name, "version": "1.0.0", "dist": dist}}}, f)
+        subprocess.run(["chmod", "-R", "a+rX", reg], check=True)
+        return name, tar_path
+
+    def test_npm_cache_persists_between_runs_outside_the_real_home(self):
+        """--cache npm: a second `npm install` of the same registry package in a new project asks
+        the registry for no tarball (the access log), the cache is sluice's directory under
+        ~/.cache/sluice, and the real ~/.npm is never made; without --cache the tarball is fetched
+        again."""
+        if not shutil.which("npm"):
+            self.skipTest("no npm on this machine")
+        name, tar_path = self.npm_registry()
+        # Every directory above the cache must be the user's or root's and not open to others
+        # (the scratch workspace is 0777): give it to the user.
+        self.own(self.work)
+
+        def install(project, *extra):
+            d = os.path.join(self.work, project)
+            os.makedirs(d)
+            self.write(os.path.join(d, "package.json"), json.dumps({"name": project, "version": "1.0.0"}))
+            self.own(d)
+            log = os.path.join(self.work, project + ".log")
+            p = self.sx("--sandbox-profile", "network-read", "--access-log", log, *extra, "--", "npm", "install",
+                        name, "--registry", "https://origin.test:8443/files/npmreg/", "--no-audit", "--no-fund",
+                        "--update-notifier=false", cwd=d, timeout=180)
+            self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
+            self.assertTrue(os.path.isfile(os.path.join(d, "node_modules", name, "index.js")))
+            lines = [json.loads(x) for x in open(log)]
+            return sum(1 for x in lines if x["path"] == tar_path and x["decision"] == "allow")
+
+        self.assertEqual(install("first", "--cache", "npm"), 1)
+        self.assertEqual(install("second", "--cache", "npm"), 0)  # from the cache
+        self.assertEqual(install("uncached"), 1)  # no cache: fetched again
+        cache = os.path.join(self.home, ".cache", "sluice", "caches", "npm", ".npm")
+        self.assertTrue(os.path.isdir(os.path.join(cache, "_cacache")), os.listdir(cache))
+        self.assertFalse(os.path.exists(os.path.join(self.home, ".npm")))
+        # A name sluice does not know is refused before anything runs.
+        p = self.sx("--sandbox-profile", "offline", "--cache", "npmm", "--", "touch", "ran")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("--cache npmm: no such cache", p.stderr.decode())
+        self.assertFalse(os.path.exists(os.path.join(self.work, "ran")))
+
 
 class WorkspaceAsNobody(WorkspaceAsRoot):
     """The same suite as an unprivileged user, through user namespaces."""
