@@ -158,11 +158,11 @@ std::vector<std::string> check_writable(const std::vector<granted_path> &granted
     if (!policy_file.empty() && is_under(policy_file, r)) {
       refuse("holds the policy file in use (" + policy_file + "); grant another directory");
     }
+    if (is_under(r, ws.root)) continue; // the workspace or in it: writable already
     if (is_under(ws.root, r)) {
       refuse("holds the workspace " + ws.root + ", whose guarded files would be writable from "
              "outside it; run sluice exec from that directory instead, or grant a directory beside it");
     }
-    if (is_under(r, ws.root)) continue; // in the workspace: writable already
     out.push_back(r);
   }
   std::sort(out.begin(), out.end(), [](const std::string &a, const std::string &b) { return a.size() < b.size(); });
