@@ -465,6 +465,53 @@ boost::json::array quarantine(workspace_guard &guard, const std::string &command
   return out;
 }
 
+// After the command: one line on stderr per distinct denial, so that an agent sees why and what
+// would allow it, and the --json-summary file.
+void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw, int status,
+            double seconds, int landlock, const workspace_scan &scan, const boost::json::array &quarantined) {
+  const auto &resolved = plan.resolved;
+  // One line per distinct denial, so that an agent sees why and what would allow it.
+  std::map<gateway::request_summary::key, std::size_t> summary;
+  if (gw) summary = gw->summary().snapshot();
+  std::size_t allowed = 0, denied = 0;
+  boost::json::array entries;
+  for (auto &[k, n] : summary) {
+    (k.decision == "allow" ? allowed : denied) += n;
+    entries.push_back({{"host", k.host}, {"port", k.port}, {"method", k.method},
+                       {"decision", k.decision}, {"reason", k.reason}, {"count", n}});
+    if (k.decision != "allow") {
+      std::fprintf(stderr, "sluice: %s %s %s %s (%zu request%s); %s\n",
+                   k.decision == "deny" ? "denied" : "failed", k.method.c_str(), k.host.c_str(),
+                   k.reason.c_str(), n, n == 1 ? "" : "s", hint(k.host, k.port, k.reason).c_str());
+    }
+  }
+  if (!opt.json_summary.empty()) {
+    boost::json::array caches;
+    for (const auto &c : resolved.caches) caches.push_back(boost::json::string(c));
+    boost::json::object o{{"commandId", plan.command_id},
+                          {"exitStatus", status},
+                          {"durationSeconds", seconds},
+                          {"profile", std::string(filters::to_string(plan.mode))},
+                          {"skill", resolved.skill},
+                          {"policy", resolved.policy_source},
+                          {"requestsAllowed", allowed},
+                          {"requestsDenied", denied},
+                          {"requests", entries},
+                          {"workspace", plan.ws.root},
+                          {"writable", boost::json::value_from(plan.so.view.writable)},
+                          {"caches", caches},
+                          {"filesystem", resolved.read_only_workspace ? "read-only" : "workspace-write"},
+                          {"landlockAbi", landlock},
+                          {"workspaceHidden", boost::json::value_from(scan.masks)},
+                          {"workspaceProtected", boost::json::value_from(scan.protect)},
+                          {"quarantined", quarantined},
+                          {"environmentDropped", boost::json::value_from(plan.dropped)}};
+    std::ofstream f(opt.json_summary, std::ios::trunc);
+    f << boost::json::serialize(o) << "\n";
+    if (!f) std::fprintf(stderr, "sluice: cannot write --json-summary %s\n", opt.json_summary.c_str());
+  }
+}
+
 int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t0,
                 exec_progress &progress) {
   exec_plan plan = plan_command(opt, progress);
@@ -519,46 +566,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
     }
   }
 
-  // One line per distinct denial, so that an agent sees why and what would allow it.
-  std::map<gateway::request_summary::key, std::size_t> summary;
-  if (gw) summary = gw->summary().snapshot();
-  std::size_t allowed = 0, denied = 0;
-  boost::json::array entries;
-  for (auto &[k, n] : summary) {
-    (k.decision == "allow" ? allowed : denied) += n;
-    entries.push_back({{"host", k.host}, {"port", k.port}, {"method", k.method},
-                       {"decision", k.decision}, {"reason", k.reason}, {"count", n}});
-    if (k.decision != "allow") {
-      std::fprintf(stderr, "sluice: %s %s %s %s (%zu request%s); %s\n",
-                   k.decision == "deny" ? "denied" : "failed", k.method.c_str(), k.host.c_str(),
-                   k.reason.c_str(), n, n == 1 ? "" : "s", hint(k.host, k.port, k.reason).c_str());
-    }
-  }
-  if (!opt.json_summary.empty()) {
-    boost::json::array caches;
-    for (const auto &c : resolved.caches) caches.push_back(boost::json::string(c));
-    boost::json::object o{{"commandId", plan.command_id},
-                          {"exitStatus", status},
-                          {"durationSeconds", seconds},
-                          {"profile", std::string(filters::to_string(plan.mode))},
-                          {"skill", resolved.skill},
-                          {"policy", resolved.policy_source},
-                          {"requestsAllowed", allowed},
-                          {"requestsDenied", denied},
-                          {"requests", entries},
-                          {"workspace", plan.ws.root},
-                          {"writable", boost::json::value_from(plan.so.view.writable)},
-                          {"caches", caches},
-                          {"filesystem", resolved.read_only_workspace ? "read-only" : "workspace-write"},
-                          {"landlockAbi", landlock},
-                          {"workspaceHidden", boost::json::value_from(scan.masks)},
-                          {"workspaceProtected", boost::json::value_from(scan.protect)},
-                          {"quarantined", quarantined},
-                          {"environmentDropped", boost::json::value_from(plan.dropped)}};
-    std::ofstream f(opt.json_summary, std::ios::trunc);
-    f << boost::json::serialize(o) << "\n";
-    if (!f) std::fprintf(stderr, "sluice: cannot write --json-summary %s\n", opt.json_summary.c_str());
-  }
+  report(opt, plan, gw, status, seconds, landlock, scan, quarantined);
   return status;
 }
 

@@ -2,7 +2,11 @@
 """Benchmark: wall time of `sluice exec ... -- true`, network-read and offline, against a bare
 `true` and a bare `unshare` (user + network namespaces, no gateway). Prints medians; asserts nothing.
 
-usage: exec_startup.py [--runs N] [--sluice PATH] [--user UID]
+usage: exec_startup.py [--runs N] [--sluice PATH] [--user UID] [--files N]
+
+--files N adds rows in a scratch workspace of N files (100 directories, a Git repository with hooks
+at its root and N/1000 nested ones): the guard walks it before the command and again after it.
+The --cache rows show the cost of the tool caches' mounts (npm, pip, cargo: five binds).
 
 Run it from a project directory (the working directory is the sandbox's workspace). As root, sluice
 also masks every /etc entry others may not read; --user 65534 measures an unprivileged caller."""
@@ -11,6 +15,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,24 +48,59 @@ def main():
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--sluice", default=None)
     ap.add_argument("--user", type=int, default=None, help="run everything as this uid (setpriv)")
+    ap.add_argument("--files", type=int, default=0, help="also run in a scratch workspace of N files")
     a = ap.parse_args()
     s = a.sluice or default_binary()
+    cache_home = tempfile.mkdtemp(prefix="sluice-bench-home-")
+    if a.user is not None:
+        os.chown(cache_home, a.user, a.user)
+    cache_env = dict(os.environ, HOME=cache_home, XDG_CACHE_HOME=cache_home + "/.cache")
     rows = [
         ("true (no sandbox)", ["true"]),
         ("unshare -Urn true", [shutil.which("unshare") or "unshare", "-Urn", "true"]),
         ("sluice exec offline", [s, "exec", "--sandbox-profile", "offline", "--", "true"]),
         ("sluice exec network-read", [s, "exec", "--sandbox-profile", "network-read",
                                       "--allow-domain", "example.com", "--", "true"]),
+        ("offline --cache npm,pip,cargo", [s, "exec", "--sandbox-profile", "offline", "--cache", "npm",
+                                           "--cache", "pip", "--cache", "cargo", "--", "true"], cache_env),
     ]
+    scratch = None
+    if a.files:
+        scratch = make_workspace(a.files, a.user)
+        rows.append(("offline, %d-file workspace" % a.files,
+                     ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", scratch, s, "exec",
+                      "--sandbox-profile", "offline", "--", "true"]))
     if a.user is not None:
         pre = ["setpriv", "--reuid=%d" % a.user, "--regid=%d" % a.user, "--clear-groups"]
         rows = [(name, pre + cmd) for name, cmd in rows]
     print("binary: %s, runs: %d, cores: %d, uid: %s" % (s, a.runs, os.cpu_count(),
                                                         os.getuid() if a.user is None else a.user))
-    print("%-28s %10s %10s" % ("command", "median ms", "p90 ms"))
-    for name, cmd in rows:
-        med, p90 = measure(cmd, a.runs)
-        print("%-28s %10.2f %10.2f" % (name, med, p90))
+    print("%-32s %10s %10s" % ("command", "median ms", "p90 ms"))
+    for row in rows:
+        name, cmd, env = row if len(row) == 3 else (*row, None)
+        med, p90 = measure(cmd, a.runs, env)
+        print("%-32s %10.2f %10.2f" % (name, med, p90))
+    shutil.rmtree(cache_home, ignore_errors=True)
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def make_workspace(files, user):
+    """A scratch project of `files` files in 100 directories, with a Git repository (hooks) at its
+    root and one nested repository per 1,000 files."""
+    d = tempfile.mkdtemp(prefix="sluice-bench-ws-")
+    git = ["git", "-c", "init.defaultBranch=main"]
+    subprocess.run(git + ["init", "-q", d], check=True)
+    for i in range(files):
+        sub = os.path.join(d, "src", "d%02d" % (i % 100))
+        os.makedirs(sub, exist_ok=True)
+        with open(os.path.join(sub, "f%d.txt" % i), "w") as f:
+            f.write("x\n")
+    for k in range(files // 1000):
+        subprocess.run(git + ["init", "-q", os.path.join(d, "vendor", "lib%d" % k)], check=True)
+    if user is not None:
+        subprocess.run(["chown", "-R", "%d:%d" % (user, user), d], check=True)
+    return d
 
 
 if __name__ == "__main__":
