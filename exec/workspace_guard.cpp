@@ -131,7 +131,8 @@ struct workspace_guard::walk {
     return identity_of(p, id, st) && g.known_.count(id);
   }
 
-  // At the start: remembers `p` (and a symlink's target) and marks it read-only in the view.
+  // At the start: remembers `p` (a symlink with where it leads) and marks it read-only in the
+  // view (a symlink's target, when that is in a walked directory: elsewhere it is not writable).
   void remember(const std::string &p) {
     identity id;
     struct stat st {};
@@ -140,19 +141,22 @@ struct workspace_guard::walk {
     std::string shown = p;
     if (S_ISLNK(st.st_mode)) {
       shown = resolved(p);
-      if (shown.empty() || !in_roots(shown) || !identity_of(shown, id, st)) return; // elsewhere: not writable
+      g.link_targets_[id] = shown;
+      if (shown.empty() || !in_roots(shown) || !identity_of(shown, id, st)) return;
       g.known_.insert(id);
     }
     if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) out.protect.push_back(shown);
   }
-  // After the command: whether `p` (a guarded name that exists) is what existed at the start, and
-  // for a symlink, whether its target is.
+  // After the command: whether `p` (a guarded name that exists) is what existed at the start; a
+  // symlink must lead where it led, to what was there.
   bool unchanged(const std::string &p) const {
     identity id;
     struct stat st {};
     if (!identity_of(p, id, st) || !g.known_.count(id)) return false;
     if (!S_ISLNK(st.st_mode)) return true;
+    auto was = g.link_targets_.find(id);
     std::string target = resolved(p);
+    if (was == g.link_targets_.end() || was->second != target) return false;
     return target.empty() || !in_roots(target) || known(target);
   }
 
@@ -206,6 +210,8 @@ struct workspace_guard::walk {
       identity id;
       struct stat st {};
       if (identity_of(dot_git, id, st)) g.known_.insert(id);
+      // A .git file names the Git directory: rewritten, it could send Git outside to any other.
+      if (S_ISREG(st.st_mode)) out.protect.push_back(dot_git);
       if (git_dir.empty() || !in_roots(git_dir)) return; // elsewhere: read-only (linked worktrees)
       if (::stat(git_dir.c_str(), &st) == 0) g.git_dirs_.insert({st.st_dev, st.st_ino});
       for (const auto &p : git_metadata(git_dir, dir)) remember(p);
@@ -272,8 +278,8 @@ struct workspace_guard::walk {
                                       : DT_FIFO;
       }
       std::string child = path + "/" + n;
-      if (type == DT_SOCK) { // a host service's socket: hidden (the command's own are made later)
-        if (start) out.masks.push_back(child);
+      if (type == DT_SOCK && start) { // a host service's socket: hidden (the command's own come later)
+        out.masks.push_back(child);
         continue;
       }
       if (std::strcmp(n, ".git") == 0) {

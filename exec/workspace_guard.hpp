@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <map>
 #include <set>
 #include <string>
 #include <sys/types.h>
@@ -75,6 +76,7 @@ private:
   using identity = std::tuple<dev_t, ino_t, long, long>;
   options opt_;
   std::set<identity> known_;
+  std::map<identity, std::string> link_targets_; // a guarded symlink: where it led ("" nowhere)
   std::set<std::pair<dev_t, ino_t>> git_dirs_; // the repositories' Git directories at the start
   bool complete_ = true;
 };

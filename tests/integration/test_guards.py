@@ -386,6 +386,46 @@ class GuardsAsRoot(base.ExecCase):
         self.assertEqual(content(os.path.join(meta, "config")), before)
         self.assertFalse(os.path.exists(os.path.join(meta, "hooks", "pre-commit")))
 
+    def test_git_file_cannot_be_pointed_elsewhere(self):
+        """The .git file names the Git directory: rewritten, it could send Git outside to another
+        directory's config (one a command cannot write, but someone else prepared). It is
+        read-only, and a .git file the command replaces the directory with is moved aside when the
+        directory it names runs a program."""
+        repo = self.mkdir("repo", 0o755)
+        subprocess.run(GIT + ["init", "-q", "--separate-git-dir=.repo-meta"], cwd=repo, check=True)
+        before = content(os.path.join(repo, ".git"))
+        lib = self.mkdir("lib", 0o755)
+        self.own()
+        run = self.run_cases([("rewrite", "echo 'gitdir: /tmp/elsewhere' > .git")], cwd=repo)
+        self.assertFailedWith(run, "rewrite", EROFS)
+        self.assertEqual(content(os.path.join(repo, ".git")), before)
+        # A new .git file in a directory without one, naming a Git directory that runs a program.
+        run = self.sandboxed("mkdir evil && printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n' > evil/config && "
+                             "mkdir evil/hooks && echo 'gitdir: evil' > .git", cwd=lib)
+        self.assertEqual(run.rc, 0, run)
+        self.assertMovedAside(run, os.path.join(lib, ".git"), "new .git file naming a harmful Git directory")
+
+    def test_symlink_pointed_outside_is_moved_aside(self):
+        """.claude -> real-claude, absent at the start; the command makes real-claude a symlink to
+        a directory outside the workspace (which someone else could have filled): the link now
+        leads somewhere new and is moved aside."""
+        os.symlink("real-claude", self.p(".claude"))
+        outside = self.outside_dir("claude-elsewhere")
+        self.own()
+        run = self.sandboxed("ln -s %s real-claude" % outside)
+        self.assertEqual(run.rc, 0, run)
+        self.assertMovedAside(run, self.p(".claude"), ".claude -> real-claude -> outside")
+
+    def test_guarded_name_made_a_fifo_is_moved_aside(self):
+        """A guarded name the command makes a FIFO or a socket (`git submodule` outside would hang
+        on a .gitmodules FIFO) is moved aside like a file."""
+        self.own()
+        run = self.sandboxed("mkfifo .gitmodules && " + PYTHON + " -c \"import socket; "
+                             "socket.socket(socket.AF_UNIX).bind('.bashrc')\"")
+        self.assertEqual(run.rc, 0, run)
+        self.assertMovedAside(run, self.p(".gitmodules"), "fifo")
+        self.assertMovedAside(run, self.p(".bashrc"), "socket")
+
     def test_nested_repository_config_and_hooks_are_read_only(self):
         """vendor/lib, a repository of its own inside the workspace's: Git outside reads its config
         and runs its hooks whenever someone works there."""
