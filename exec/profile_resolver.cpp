@@ -63,16 +63,25 @@ void apply_repo_policy(const std::string &path, resolved_exec &out) {
     }
   }
   if (auto *pol = root["policy"].as_table()) {
-    if (auto *deny = (*pol)["deny"].as_array()) {
-      for (auto &&e : *deny) {
-        if (auto s = e.value<std::string>()) out.gateway.deny.push_back(*s);
+    auto hosts_only = [&](const toml::node &e, const char *key) {
+      auto s = e.value<std::string>();
+      if (!s) {
+        throw refusal("repository policy " + path + ":" + std::to_string(e.source().begin.line) +
+                      ": [policy] " + key + " may list host patterns only; routes (methods and "
+                      "paths) belong in the trusted policy");
       }
+      return *s;
+    };
+    if (auto *deny = (*pol)["deny"].as_array()) {
+      for (auto &&e : *deny) out.gateway.deny.push_back(hosts_only(e, "deny"));
     }
     if (auto *allow = (*pol)["allow"].as_array()) {
       std::vector<std::string> repo;
-      for (auto &&e : *allow) {
-        if (auto s = e.value<std::string>()) repo.push_back(*s);
-      }
+      for (auto &&e : *allow) repo.push_back(hosts_only(e, "allow"));
+      // A route survives when the repository lists its host.
+      std::erase_if(out.gateway.allow_routes, [&](const filters::route_rule &r) {
+        return std::find(repo.begin(), repo.end(), r.host) == repo.end();
+      });
       // Intersection: an entry survives only when the trusted policy already had it.
       std::vector<std::string> kept;
       for (auto &a : out.gateway.allow) {
@@ -205,6 +214,7 @@ resolved_exec resolve_exec(const exec_request &req) {
   out.gateway.mode = mode;
   out.gateway.skills.clear();
   out.gateway.allow = skill.allow_domains;
+  out.gateway.allow_routes = skill.allow_routes;
   for (const auto &d : req.allow_domains) {
     try {
       filters::host_matcher compiled({d}); // a bad regex is reported first, with RE2's words
@@ -233,10 +243,12 @@ resolved_exec resolve_exec(const exec_request &req) {
       throw refusal("--credential " + name + ": the " + std::string(filters::to_string(mode)) +
                     " profile has no request sluice could add it to; use network-read or publish");
     }
-    filters::host_matcher allowlist(out.gateway.allow);
+    std::vector<std::string> listed_hosts = out.gateway.allow;
+    for (const auto &r : out.gateway.allow_routes) listed_hosts.push_back(r.host);
+    filters::host_matcher allowlist(listed_hosts);
     for (const auto &h : def->hosts) {
       auto p = filters::parse_host_pattern(h);
-      bool listed = std::find(out.gateway.allow.begin(), out.gateway.allow.end(), h) != out.gateway.allow.end();
+      bool listed = std::find(listed_hosts.begin(), listed_hosts.end(), h) != listed_hosts.end();
       if (!listed && p.type == filters::host_pattern::kind::exact) {
         unsigned port = p.port ? p.port : 443;
         listed = allowlist.match(p.value, "https", port).has_value();

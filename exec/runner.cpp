@@ -95,6 +95,12 @@ std::string hint(const std::string &host, unsigned port, const std::string &reas
     return "the name resolves to a private or special address; list it in upstream.allow_addresses";
   }
   if (reason == "host_denied") return "a deny rule in the policy matches it";
+  if (reason == "route_denied") return "a deny route in the policy matches its method and path";
+  if (reason == "route_not_allowed") {
+    return "the skill allows this host only on the methods and paths of its routes (allow_domains)";
+  }
+  if (reason == "ambiguous_path") return "routes compare paths one way only: no '//', ';' or dot segments";
+  if (reason == "route_needs_termination") return "a route's methods and paths need network-read or publish";
   if (reason == "dns_error") {
     return "DNS has no address for it; sluice does not read /etc/hosts: pin the name with "
            "[upstream.resolve] in the policy";

@@ -3,11 +3,22 @@
 namespace sluice::filters {
 
 // A deny rule without a port denies the host on every port: the conservative reading.
+namespace {
+
+std::vector<std::string> with_route_hosts(std::vector<std::string> hosts, const std::vector<route_rule> &routes) {
+  for (const auto &r : routes) hosts.push_back(r.host);
+  return hosts;
+}
+
+} // namespace
+
 policy::policy(config cfg)
-    : cfg_(std::move(cfg)), allow_(cfg_.allow), deny_(cfg_.deny, true), credentials_(cfg_.credentials) {}
+    : cfg_(std::move(cfg)), allow_(with_route_hosts(cfg_.allow, cfg_.allow_routes)), plain_(cfg_.allow),
+      deny_(cfg_.deny, true), allow_routes_(cfg_.allow_routes, false), deny_routes_(cfg_.deny_routes, true),
+      credentials_(cfg_.credentials) {}
 
 decision policy::decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
-                             std::string &rule) const {
+                             std::string &rule, std::string &host_out) const {
   // The gateway passes normalized names, which write an IPv6 literal without its brackets.
   std::string bracketed;
   if (!raw_host.empty() && raw_host.front() != '[' && raw_host.find(':') != std::string_view::npos) {
@@ -19,6 +30,7 @@ decision policy::decide_host(std::string_view scheme, std::string_view raw_host,
     return decision::deny(parsed.reason);
   }
   const auto &host = parsed.host->name;
+  host_out = host;
   // "localhost" names this machine whatever DNS says; refuse it before any lookup.
   if (!parsed.host->ip && (host == "localhost" || host.ends_with(".localhost"))) {
     if (!allow_.match(host, scheme, port)) {
@@ -37,24 +49,42 @@ decision policy::decide_host(std::string_view scheme, std::string_view raw_host,
 }
 
 decision policy::decide(std::string_view method, std::string_view scheme, std::string_view raw_host,
-                        unsigned port) const {
-  std::string rule;
-  auto d = decide_host(scheme, raw_host, port, rule);
+                        unsigned port, std::string_view target) const {
+  std::string rule, host;
+  auto d = decide_host(scheme, raw_host, port, rule, host);
   if (!d.allowed) {
     return d;
   }
-  if (!method_allowed(cfg_.mode, method)) {
-    return decision::deny("method_not_allowed", rule);
+  if (const auto *r = deny_routes_.match(method, target, host, scheme, port, true)) {
+    return decision::deny("route_denied", r->text);
   }
-  return d;
+  // TRACE (and CONNECT inside a tunnel) pass no profile and no route.
+  const bool profile_allows = method_allowed(cfg_.mode, method);
+  auto plain = plain_.match(host, scheme, port);
+  if (plain && profile_allows) {
+    return decision::allow(*plain);
+  }
+  bool forbidden = method == "TRACE" || method == "CONNECT";
+  if (const auto *r = forbidden ? nullptr : allow_routes_.match(method, target, host, scheme, port, profile_allows)) {
+    return decision::allow(r->text); // a route from the trusted policy may widen the profile
+  }
+  if (plain || !profile_allows) {
+    return decision::deny("method_not_allowed", plain ? *plain : rule);
+  }
+  return decision::deny(route_path(target) ? "route_not_allowed" : "ambiguous_path", rule);
 }
 
 decision policy::decide_connect(std::string_view raw_host, unsigned port) const {
   if (cfg_.mode == profile::offline) {
     return decision::deny("offline");
   }
-  std::string rule;
-  return decide_host("https", raw_host, port, rule);
+  std::string rule, host;
+  auto d = decide_host("https", raw_host, port, rule, host);
+  // allowlist passes tunnels it does not open: a route's methods and paths could not be held there.
+  if (d.allowed && cfg_.mode == profile::allowlist && !plain_.match(host, "https", port)) {
+    return decision::deny("route_needs_termination", rule);
+  }
+  return d;
 }
 
 decision policy::decide_address(const boost::asio::ip::address &addr,

@@ -5,6 +5,7 @@
 #include "filters/host_matcher.hpp"
 #include "filters/host_name.hpp"
 #include "filters/method_policy.hpp"
+#include "filters/route_matcher.hpp"
 
 #include <chrono>
 #include <map>
@@ -44,6 +45,7 @@ struct skill_config {
   profile default_profile = profile::offline;
   std::vector<profile> escalations;
   std::vector<std::string> allow_domains;
+  std::vector<route_rule> allow_routes; // allow_domains entries that are route tables
   std::vector<std::string> grants;   // credential variable names it may keep (--allow-env)
   std::vector<std::string> keep_env; // non-secret variable names its commands always keep
   bool read_only_workspace = false;  // filesystem = "read-only" (default "workspace-write")
@@ -69,6 +71,7 @@ struct config {
   std::vector<agent_listener> agents; // [listen.agents.NAME]
   std::vector<std::string> allow;   // host patterns
   std::vector<std::string> deny;
+  std::vector<route_rule> allow_routes, deny_routes; // entries with methods and paths (trusted files only)
   std::string ca_cert, ca_key;      // empty: ephemeral CA
   std::string upstream_ca_bundle;   // extra trust besides the system store
   bool upstream_system_trust = true;
@@ -101,25 +104,31 @@ public:
   const config &cfg() const { return cfg_; }
   profile mode() const { return cfg_.mode; }
 
-  // Before resolution: host syntax, deny list, allowlist with port, method by profile.
+  // Before resolution: host syntax, deny list and deny routes, allowlist with port, method by
+  // profile, or an allow route for the method and the target's path. `target` is the request
+  // target (origin form: path and query).
   decision decide(std::string_view method, std::string_view scheme, std::string_view raw_host,
-                  unsigned port) const;
-  // A CONNECT authority (method rules are applied per request inside the tunnel).
+                  unsigned port, std::string_view target = "/") const;
+  // A CONNECT authority (method and route rules are applied per request inside the tunnel). Under
+  // allowlist, which does not look inside, a host only routes name is refused.
   decision decide_connect(std::string_view raw_host, unsigned port) const;
   // After resolution: every address the gateway might dial.
   decision decide_address(const boost::asio::ip::address &addr,
                           const std::vector<boost::asio::ip::address> &own = {}) const;
 
+  // Every allowed host pattern, routes' included (name constraints, capture ports).
   const host_matcher &allow_matcher() const { return allow_; }
   const credential_injector &credentials() const { return credentials_; }
 
 private:
   decision decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
-                       std::string &rule) const;
+                       std::string &rule, std::string &host) const;
 
   config cfg_;
-  host_matcher allow_;
+  host_matcher allow_; // plain entries and routes' hosts
+  host_matcher plain_; // plain entries only
   host_matcher deny_;
+  route_matcher allow_routes_, deny_routes_;
   credential_injector credentials_;
 };
 

@@ -124,6 +124,75 @@ struct loader {
     }
   }
 
+  // An allow or deny list whose entries are host patterns or route tables
+  // ({ host = PATTERN, methods = [...] | "read-only", paths = [...] }).
+  void entries_of(const toml::table &t, std::string_view key, const std::string &where,
+                  std::vector<std::string> &hosts, std::vector<route_rule> &routes) const {
+    auto *n = t.get(key);
+    if (!n) return;
+    auto *arr = n->as_array();
+    if (!arr) fail(*n, where + "." + std::string(key) + " must be an array of host patterns and route tables");
+    const bool deny = key == "deny";
+    for (auto &&e : *arr) {
+      std::string at = where + "." + std::string(key);
+      auto check_host = [&](const toml::node &node, const std::string &text) {
+        try {
+          host_matcher m({text});
+          if (!deny) require_constrainable(parse_host_pattern(text));
+        } catch (const pattern_error &err) {
+          fail(node, at + ": " + err.what());
+        }
+      };
+      if (auto text = e.value<std::string>()) {
+        check_host(e, *text);
+        hosts.push_back(*text);
+        continue;
+      }
+      auto *rt = e.as_table();
+      if (!rt) fail(e, at + " must contain host patterns (strings) or route tables { host = ..., methods = [...], paths = [...] }");
+      for (auto &&[k, v] : *rt) {
+        if (k.str() != "host" && k.str() != "methods" && k.str() != "paths") {
+          fail(v, at + ": a route has host, methods and paths only, not '" + std::string(k.str()) + "'");
+        }
+      }
+      route_rule r;
+      auto host = (*rt)["host"].value<std::string>();
+      if (!host) fail(e, at + ": a route needs host = \"PATTERN\"");
+      check_host(*rt->get("host"), *host);
+      r.host = *host;
+      if (auto *m = rt->get("methods")) {
+        if (auto word = m->value<std::string>()) {
+          if (*word != "read-only") fail(*m, at + ": methods must be a list of methods or \"read-only\"");
+          r.methods = {"GET", "HEAD", "OPTIONS"};
+        } else if (auto *list = m->as_array()) {
+          for (auto &&x : *list) {
+            auto v = x.value<std::string>();
+            if (!v) fail(x, at + ": methods must be strings such as \"POST\"");
+            r.methods.push_back(*v);
+          }
+          if (r.methods.empty()) fail(*m, at + ": methods = [] allows nothing; leave it out for the profile's methods");
+        } else {
+          fail(*m, at + ": methods must be a list of methods or \"read-only\"");
+        }
+      }
+      if (auto *ps = rt->get("paths")) {
+        auto *list = ps->as_array();
+        if (!list || list->empty()) fail(*ps, at + ": paths must be a non-empty list such as [\"/graphql\", \"/repos/*\"]");
+        for (auto &&x : *list) {
+          auto v = x.value<std::string>();
+          if (!v) fail(x, at + ": paths must be strings such as \"/graphql\"");
+          r.paths.push_back(*v);
+        }
+      }
+      try {
+        r.text = describe_route(r);
+      } catch (const pattern_error &err) {
+        fail(e, at + ": " + err.what());
+      }
+      routes.push_back(std::move(r));
+    }
+  }
+
   void check_readable(const toml::table &t, std::string_view key, const std::string &path) const {
     if (path.empty()) return;
     std::ifstream f(path);
@@ -190,10 +259,8 @@ struct loader {
     }
     if (auto *t = root["policy"].as_table()) {
       check_keys(*t, "[policy]", {"allow", "deny"});
-      check_patterns(*t, "allow", "policy");
-      check_patterns(*t, "deny", "policy");
-      c.allow = strings_of(*t, "allow", "policy");
-      c.deny = strings_of(*t, "deny", "policy");
+      entries_of(*t, "allow", "policy", c.allow, c.allow_routes);
+      entries_of(*t, "deny", "policy", c.deny, c.deny_routes);
     }
     if (auto *t = root["tls"].as_table()) {
       check_keys(*t, "[tls]", {"ca_cert", "ca_key", "upstream_ca_bundle", "system_trust",
@@ -357,8 +424,7 @@ struct loader {
         if (auto *arr = (*s)["escalations"].as_array()) {
           for (auto &&e : *arr) sk.escalations.push_back(profile_of(e, where + " escalations"));
         }
-        check_patterns(*s, "allow_domains", "skills." + sk.name);
-        sk.allow_domains = strings_of(*s, "allow_domains", "skills." + sk.name);
+        entries_of(*s, "allow_domains", "skills." + sk.name, sk.allow_domains, sk.allow_routes);
         sk.grants = strings_of(*s, "grants", "skills." + sk.name);
         sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
         sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);

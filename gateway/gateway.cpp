@@ -304,7 +304,9 @@ std::string gateway::stats_json() const {
   const auto &cfg = pol->cfg();
   js::array allow, deny;
   for (auto &a : cfg.allow) allow.emplace_back(a);
+  for (auto &r : cfg.allow_routes) allow.emplace_back(r.text);
   for (auto &d : cfg.deny) deny.emplace_back(d);
+  for (auto &r : cfg.deny_routes) deny.emplace_back(r.text);
   js::object policy{{"profile", std::string(filters::to_string(cfg.mode))},
                     {"source", cfg.source},
                     {"allow", std::move(allow)},

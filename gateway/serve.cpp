@@ -130,7 +130,8 @@ int run_check(const std::string &config_file, const std::string &profile,
   std::string path(u->encoded_path());
   if (path.empty()) path = "/";
   if (!filters::target_is_unambiguous(path)) return say(filters::decision::deny("ambiguous_target"));
-  auto d = pol.decide(method, u->scheme(), host, port);
+  std::string target = path + (u->has_query() ? "?" + std::string(u->encoded_query()) : "");
+  auto d = pol.decide(method, u->scheme(), host, port, target);
   if (d.allowed) {
     auto parsed = filters::parse_host(host);
     std::vector<boost::asio::ip::address> addrs;

@@ -35,8 +35,18 @@ net::awaitable<void> session::reply(Stream &s, outcome &o, unsigned status, std:
   http::response<http::string_body> res{static_cast<http::status>(status), version};
   res.set(http::field::server, "sluice");
   res.set(http::field::content_type, "text/plain; charset=utf-8");
-  res.set("Proxy-Status", "sluice; error=" + std::string(ps_error) + "; details=\"" +
-                              std::string(o.reason) + "\"");
+  // RFC 9209, with the matched rule as one more parameter (an sf-string: quotes and backslashes
+  // escaped, anything outside printable ASCII left out).
+  std::string ps = "sluice; error=" + std::string(ps_error) + "; details=\"" + std::string(o.reason) + "\"";
+  if (!o.rule.empty() && status == 403) {
+    ps += "; rule=\"";
+    for (char c : o.rule) {
+      if (c == '"' || c == '\\') ps += '\\';
+      if (c >= 0x20 && c < 0x7f) ps += c;
+    }
+    ps += '"';
+  }
+  res.set("Proxy-Status", ps);
   res.body() = std::move(body);
   res.keep_alive(keep_alive);
   res.prepare_payload();
@@ -78,6 +88,18 @@ std::string session::denial_text(const outcome &o, std::string_view rule) {
            "List the range in upstream.allow_addresses if it is meant to be reachable.\n";
   } else if (o.reason == "host_denied") {
     msg += "A deny rule matches this host; deny rules beat allow rules.\n";
+  } else if (o.reason == "route_denied") {
+    msg += "A deny route matches this method and path (paths compare without case, and a path "
+           "with '//', ';' or dot segments is denied wherever a deny route covers the host).\n";
+  } else if (o.reason == "route_not_allowed") {
+    msg += "The policy allows this host only for the methods and paths its routes list; add a "
+           "route (or the host as a plain entry) in the trusted policy.\n";
+  } else if (o.reason == "ambiguous_path") {
+    msg += "Routes compare paths one way only: this path has '//', ';', an escaped '/' or a dot "
+           "segment, which servers read differently.\n";
+  } else if (o.reason == "route_needs_termination") {
+    msg += "The allowlist profile passes tunnels without opening them, so a route's methods and "
+           "paths cannot be held there; use network-read or publish.\n";
   } else if (o.reason == "git_push_refused") {
     msg += "Pushing (git-receive-pack) writes to the remote: it needs --sandbox-profile publish "
            "--confirm-external-side-effects. Fetching and cloning work in network-read.\n";

@@ -274,7 +274,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
     git_read = filters::is_git_upload_pack("POST", path, req[http::field::content_type]);
   }
   auto d = pol.decide(git_read ? std::string_view("GET") : std::string_view(o.method), o.scheme, o.host,
-                      port);
+                      port, target);
   if (!d.allowed) {
     co_await deny(s, o, d.reason, d.rule, keep_alive && !git_read, version);
     co_return keep_alive && !git_read;

@@ -255,6 +255,35 @@ class ExecAsRoot(ExecCase):
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         self.assertEqual(p.stdout, b"hello from origin /jvm\n")
 
+    def test_skill_route_allows_one_post_path_under_network_read(self):
+        """A skill's allow_domains route ({ host, methods, paths }) from the trusted policy lets one
+        POST path through network-read (an agent's model endpoint), and nothing else on that host;
+        a repository cannot write routes."""
+        pol = os.path.join(M["tmp"], "route-policy-%s.toml" % self.user)
+        with open(pol, "w") as f:
+            f.write(open(M["policy"]).read() + '\n[skills.agent]\ndefault_profile = "network-read"\n'
+                    'allow_domains = [{ host = "origin.test:8443", methods = ["POST"], paths = ["/echo"] }]\n')
+        os.chmod(pol, 0o644)
+        summary = os.path.join(self.work, "summary.json")
+        script = ("curl -sS -X POST -d hi https://origin.test:8443/echo; echo; "
+                  "curl -s -o /dev/null -w '%{http_code}\\n' -X POST -d hi https://origin.test:8443/other; "
+                  "curl -s -o /dev/null -w '%{http_code}\\n' https://origin.test:8443/hello")
+        p = self.sx("--policy", pol, "--skill", "agent", "--json-summary", summary, "--", "sh", "-c", script,
+                    policy=False)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout.decode().split(), ["hi", "403", "403"])
+        got = {(r["method"], r["decision"], r["reason"]) for r in json.load(open(summary))["requests"]}
+        self.assertEqual(got, {("POST", "allow", "allowed"), ("POST", "deny", "method_not_allowed"),
+                               ("GET", "deny", "route_not_allowed")})
+        self.assertIn("route_not_allowed", p.stderr.decode())
+        os.makedirs(os.path.join(self.work, ".sluice"))
+        with open(os.path.join(self.work, ".sluice", "policy.toml"), "w") as f:
+            f.write('[policy]\nallow = [{ host = "origin.test:8443", methods = ["POST"] }]\n')
+        p = self.sx("--policy", pol, "--skill", "agent", "--", "true", policy=False)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("host patterns only", p.stderr.decode())
+        os.unlink(pol)
+
     def test_denied_post_and_unlisted_host_reported(self):
         summary = os.path.join(self.work, "summary.json")
         log = os.path.join(self.work, "access.log")

@@ -82,9 +82,9 @@ TEST_CASE("config errors name the file, the line and the fix", "[filters][config
       {"[policy\n", {"test.toml:1:", "TOML", ""}},
       {"[skills.x]\ndefault_profile = \"root\"\n", {"test.toml:2:", "offline", ""}},
       // Found by config_fuzz: non-string array entries were dereferenced as strings.
-      {"[policy]\nallow = [222]\n", {"test.toml:2:", "only strings", ""}},
+      {"[policy]\nallow = [222]\n", {"test.toml:2:", "host patterns (strings) or route tables", ""}},
       {"[upstream]\nallow_addresses = [1]\n", {"test.toml:2:", "only strings", ""}},
-      {"[skills.x]\nallow_domains = [true]\n", {"test.toml:2:", "only strings", ""}},
+      {"[skills.x]\nallow_domains = [true]\n", {"test.toml:2:", "host patterns (strings) or route tables", ""}},
   };
   for (const auto &r : rows) {
     INFO(r.toml);

@@ -1,0 +1,158 @@
+#include "filters/route_matcher.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace sluice::filters {
+namespace {
+
+int hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool unreserved(unsigned char c) {
+  return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+// An HTTP method token (RFC 9110): visible characters but delimiters.
+bool token(std::string_view m) {
+  if (m.empty()) return false;
+  for (unsigned char c : m) {
+    if (c <= 0x20 || c >= 0x7f || std::string_view("\"(),/:;<=>?@[\\]{}").find(c) != std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+bool equal(std::string_view a, std::string_view b, bool fold) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (fold ? lower(a[i]) != lower(b[i]) : a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+std::string join(const std::vector<std::string> &v) {
+  std::string out;
+  for (const auto &s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+} // namespace
+
+std::optional<std::string> route_path(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  if (path.empty() || path.front() != '/') return std::nullopt;
+  std::string out;
+  out.reserve(path.size());
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    char c = path[i];
+    if (c == '%') {
+      int h = i + 2 < path.size() ? hex(path[i + 1]) : -1, l = h >= 0 ? hex(path[i + 2]) : -1;
+      if (h < 0 || l < 0) return std::nullopt;
+      auto d = static_cast<unsigned char>(h * 16 + l);
+      if (d == '/' || d == '\\' || d == ';' || d == 0) return std::nullopt;
+      if (unreserved(d)) {
+        out.push_back(static_cast<char>(d));
+      } else {
+        const char *digits = "0123456789ABCDEF";
+        out += {'%', digits[h], digits[l]};
+      }
+      i += 2;
+    } else if (c == ';' || c == '\\' || c == '#' || static_cast<unsigned char>(c) <= 0x20 ||
+               static_cast<unsigned char>(c) >= 0x7f) {
+      return std::nullopt;
+    } else {
+      out.push_back(c);
+    }
+  }
+  // Segments: no empty one but the last ("/a/" is fine, "/a//b" is not), no dot segments.
+  std::size_t start = 1;
+  while (start <= out.size()) {
+    auto slash = out.find('/', start);
+    auto seg = std::string_view(out).substr(start, (slash == std::string::npos ? out.size() : slash) - start);
+    if (seg == "." || seg == ".." || (seg.empty() && slash != std::string::npos)) return std::nullopt;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return out;
+}
+
+bool route_path_matches(std::string_view pattern, std::string_view path, bool fold_case) {
+  if (!pattern.empty() && pattern.back() == '*') {
+    auto prefix = pattern.substr(0, pattern.size() - 1);
+    return path.size() >= prefix.size() && equal(path.substr(0, prefix.size()), prefix, fold_case);
+  }
+  return equal(pattern, path, fold_case);
+}
+
+std::string describe_route(route_rule &r) {
+  for (const auto &m : r.methods) {
+    if (!token(m)) throw pattern_error("method '" + m + "' is not an HTTP method token");
+    if (m == "TRACE" || m == "CONNECT") {
+      throw pattern_error("method " + m + " cannot be allowed or denied by a route (sluice refuses it everywhere)");
+    }
+  }
+  for (auto &p : r.paths) {
+    auto star = p.find('*');
+    if (star != std::string::npos && star != p.size() - 1) {
+      throw pattern_error("path '" + p + "': '*' may only end a path (a prefix)");
+    }
+    std::string base = star == std::string::npos ? p : p.substr(0, star);
+    auto norm = route_path(base.empty() ? "/" : base);
+    if (base.find('?') != std::string::npos || !norm) {
+      throw pattern_error("path '" + p + "' must start with '/' and hold no query, no '//', ';', "
+                          "dot segment, space or escaped '/'");
+    }
+    p = *norm + (star == std::string::npos ? "" : "*");
+  }
+  return r.host + " " + (r.methods.empty() ? "*" : join(r.methods)) + " " +
+         (r.paths.empty() ? "*" : join(r.paths));
+}
+
+route_matcher::route_matcher(std::vector<route_rule> rules, bool deny) : rules_(std::move(rules)), deny_(deny) {
+  for (const auto &r : rules_) hosts_.emplace_back(std::vector<std::string>{r.host}, deny);
+}
+
+const route_rule *route_matcher::match(std::string_view method, std::string_view target,
+                                       std::string_view host, std::string_view scheme, unsigned port,
+                                       bool profile_allows) const {
+  std::optional<std::string> path;
+  bool path_read = false;
+  for (std::size_t i = 0; i < rules_.size(); ++i) {
+    const auto &r = rules_[i];
+    if (!hosts_[i].match(host, scheme, port)) continue;
+    bool method_ok = r.methods.empty() ? (deny_ || profile_allows)
+                                       : std::find(r.methods.begin(), r.methods.end(), method) != r.methods.end();
+    if (!method_ok) continue;
+    if (r.paths.empty()) return &r;
+    if (!path_read) {
+      path = route_path(target);
+      path_read = true;
+    }
+    if (!path) {
+      if (deny_) return &r; // a path no one can read one way only is denied where a route covers it
+      continue;
+    }
+    for (const auto &p : r.paths) {
+      if (route_path_matches(p, *path, deny_)) return &r;
+    }
+  }
+  return nullptr;
+}
+
+const route_rule *route_matcher::match_host(std::string_view host, std::string_view scheme,
+                                            unsigned port) const {
+  for (std::size_t i = 0; i < rules_.size(); ++i) {
+    if (hosts_[i].match(host, scheme, port)) return &rules_[i];
+  }
+  return nullptr;
+}
+
+} // namespace sluice::filters
