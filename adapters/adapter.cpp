@@ -32,6 +32,7 @@ namespace sluice::adapters {
 
 extern const std::string_view pi_extension;           // deploy/hosts/pi/index.ts, compiled in
 extern const std::string_view opencode_plugin_source; // deploy/hosts/opencode/sluice.js
+extern const std::string_view agent_skill;            // deploy/hosts/skill/SKILL.md
 
 namespace {
 
@@ -104,6 +105,28 @@ std::string settings_path(const adapter_options &o) {
   if (o.scope == "project") return project_dir(o) + "/.claude/settings.json";
   if (o.scope == "managed") return "/etc/claude-code/managed-settings.json";
   throw std::runtime_error("unknown --scope '" + o.scope + "'; use user, project or managed");
+}
+
+// Where the host discovers sluice's agent skill (NAME/SKILL.md in its skills folder, for the
+// adapter's scope); "" where it has none (Claude's managed scope).
+std::string skill_path(const adapter_options &o) {
+  std::string dir;
+  if (o.host == "codex") {
+    dir = codex_home() + "/skills";
+  } else if (o.host == "opencode") {
+    dir = o.scope == "user" ? env_or("XDG_CONFIG_HOME", home() + "/.config") + "/opencode/skills"
+                            : project_dir(o) + "/.opencode/skills";
+  } else if (o.host == "pi") {
+    dir = o.scope == "user" ? env_or("PI_CODING_AGENT_DIR", home() + "/.pi/agent") + "/skills"
+                            : project_dir(o) + "/.pi/skills";
+  } else if (o.scope == "user") {
+    dir = env_or("CLAUDE_CONFIG_DIR", home() + "/.claude") + "/skills";
+  } else if (o.scope == "project") {
+    dir = project_dir(o) + "/.claude/skills";
+  } else {
+    return {};
+  }
+  return dir + "/sluice/SKILL.md";
 }
 
 // Where install keeps what remove needs to put things back: outside the host's configuration, so a
@@ -806,9 +829,12 @@ void adapter_install(const adapter_options &o) {
     std::vector<file_change> changes{
         {file, read_file(file), std::string(o.host == "pi" ? pi_extension : opencode_plugin_source)},
         {config_path, read_file(config_path), to_text(cfg)}};
+    std::string skill = skill_path(o);
+    changes.push_back({skill, read_file(skill), std::string(agent_skill)});
     for (auto &c : changes) c.owned = true;
     std::vector<std::string> created;
     note_missing_dirs(file, created);
+    note_missing_dirs(skill, created);
     if (o.host == "opencode") {
       auto before = read_file(path);
       js::object s = parse_settings(path, before);
@@ -867,6 +893,12 @@ void adapter_install(const adapter_options &o) {
 
   std::vector<std::string> created;
   note_missing_dirs(path, created);
+  // The skill that tells the model what the sandbox is (the host lists its name and description).
+  if (std::string skill = skill_path(o); !skill.empty()) {
+    changes.push_back({skill, read_file(skill), std::string(agent_skill)});
+    changes.back().owned = true;
+    note_missing_dirs(skill, created);
+  }
   if (o.host == "codex") {
     // Codex's own sandbox cannot nest sluice's namespaces either: its shell runs with full access
     // and the hook is the boundary. The hook must be trusted, by the hash Codex computes for it.

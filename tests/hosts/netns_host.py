@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import unittest
 
-from test_claude import PYTHON, SLUICE, free_port
+from test_claude import PYTHON, SLUICE, free_port, skill_in_requests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,9 +54,11 @@ class NetnsHostCase(unittest.TestCase):
         os.chmod(cls.tmp, 0o777)
         cls.model_port = free_port()
         cls.results = os.path.join(cls.tmp, "results.jsonl")
+        cls.requests = os.path.join(cls.tmp, "requests.jsonl")  # every request the model got
         cls.model = subprocess.Popen(cls.ns.prefix() + [PYTHON, os.path.join(HERE, "fake_model.py"),
                                                         str(cls.model_port), cls.results],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=dict(os.environ, FAKE_MODEL_LOG=cls.requests))
         assert cls.model.stdout.readline().strip() == b"ready"
         # A service on the namespace's loopback: reachable from the host's shell, not from sluice's.
         cls.service_port = free_port()
@@ -86,8 +88,13 @@ class NetnsHostCase(unittest.TestCase):
         if self.user is not None:
             subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
         os.chmod(self.work, 0o777)
-        if os.path.exists(self.results):
-            os.unlink(self.results)
+        for f in (self.results, self.requests):
+            if os.path.exists(f):
+                os.unlink(f)
+
+    def skill_advertised(self):
+        """Whether a request the model got lists sluice's agent skill (its name and description)."""
+        return skill_in_requests(self.requests)
 
     def prefix(self):
         p = self.ns.prefix()
@@ -135,3 +142,4 @@ class NetnsHostCase(unittest.TestCase):
         outside = subprocess.run(self.ns.prefix() + ["curl", "-sS", "--max-time", "5",
                                                      "http://127.0.0.1:%d/" % self.service_port], capture_output=True)
         self.assertEqual(outside.stdout, b"HOSTREPLY")  # the test can fail: the service is there
+

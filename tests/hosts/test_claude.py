@@ -57,12 +57,31 @@ def install_claude(version):
     return bindir
 
 
+# The description in deploy/hosts/skill/SKILL.md, as the hosts list it to the model.
+SKILL_DESCRIPTION = "Your shell commands run inside the sluice sandbox"
+
+
+def skill_in_requests(path):
+    """Whether a request logged by fake_model.py (FAKE_MODEL_LOG) names the sluice skill and
+    carries its description."""
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        for line in f:
+            text = json.dumps(json.loads(line)["request"])
+            if SKILL_DESCRIPTION in text and "sluice" in text.replace(SKILL_DESCRIPTION, ""):
+                return True
+    return False
+
+
 class FakeModel:
     def __init__(self, directory):
         self.results = os.path.join(directory, "results.jsonl")
+        self.requests = os.path.join(directory, "requests.jsonl")  # every request the model got
         self.port = free_port()
         self.proc = subprocess.Popen([PYTHON, os.path.join(HERE, "fake_model.py"), str(self.port), self.results],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=dict(os.environ, FAKE_MODEL_LOG=self.requests))
         assert self.proc.stdout.readline().strip() == b"ready"
 
     def take(self):
@@ -144,6 +163,8 @@ class ClaudeCase(unittest.TestCase):
         if self.user is not None:
             subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
         self.model.take()
+        if os.path.exists(self.model.requests):
+            os.unlink(self.model.requests)
 
     def prefix(self):
         if self.user is None:
@@ -191,6 +212,18 @@ class ClaudeCase(unittest.TestCase):
         self.assertTrue(r["is_error"])
         if self.version == CURRENT:
             self.assertIn("Exit code 7", r["content"])
+
+    def test_agent_skill_is_advertised_and_removed(self):
+        """The adapter installs sluice's agent skill where Claude finds skills: the model sees its
+        name and description in the request (the Skill tool; a slash command on the minimum
+        version), and remove takes it away."""
+        self.install()
+        skill = os.path.join(self.home, ".claude", "skills", "sluice", "SKILL.md")
+        self.assertTrue(os.path.isfile(skill))
+        self.claude("Bash", "true")
+        self.assertTrue(skill_in_requests(self.model.requests), "no request to the model lists the sluice skill")
+        self.sluice("adapter", "remove", "claude")
+        self.assertFalse(os.path.exists(skill))
 
     def test_default_profile_and_declared_escalation(self):
         self.install()

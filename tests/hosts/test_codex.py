@@ -73,6 +73,8 @@ class CodexCurrentAsRoot(NetnsHostCase):
         self.assertIn("exited with code 7", out)
         self.assertIn("""[a b][c"d][$HOME][it's][*]""", out)
         self.assert_inside_sluice(out)
+        # The adapter installed sluice's agent skill where the host finds it: the model sees it.
+        self.assertTrue(self.skill_advertised(), "no request to the model lists the sluice skill")
         commands = [e["item"]["command"] for e in events if e.get("type") == "item.completed"
                     and e.get("item", {}).get("type") == "command_execution"]
         self.assertTrue(commands and SLUICE + " exec --skill default -- " in commands[0], commands)

@@ -81,6 +81,8 @@ class OpenCodeCurrentAsRoot(NetnsHostCase):
         self.assertIn("""[a b][c"d][$HOME][it's][*]""", out)
         self.assertEqual(exits, [7])
         self.assert_inside_sluice(out)
+        # The adapter installed sluice's agent skill where the host finds it: the model sees it.
+        self.assertTrue(self.skill_advertised(), "no request to the model lists the sluice skill")
 
     def test_every_agent_is_routed(self):
         # A permission rule for one agent would leave the others with a plain shell; the plugin

@@ -57,6 +57,8 @@ class PiCurrentAsRoot(NetnsHostCase):
         self.assertIn("exited with code 7", out)
         self.assertIn("""[a b][c"d][$HOME][it's][*]""", out)
         self.assert_inside_sluice(out)
+        # The adapter installed sluice's agent skill where the host finds it: the model sees it.
+        self.assertTrue(self.skill_advertised(), "no request to the model lists the sluice skill")
 
     def test_boundaries_and_escalation(self):
         self.sluice("adapter", "install", "pi", "--skill", "default")
