@@ -613,8 +613,9 @@ class AdapterFiles(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(os.path.exists(os.path.join(proj, ".claude", "settings.json")))
         self.assertFalse(os.path.exists(self.settings))
-        # The backup lives outside the project.
-        self.assertEqual(os.listdir(os.path.join(proj, ".claude")), ["settings.json"])
+        # The backup lives outside the project; the agent skill is in the project's skills folder.
+        self.assertEqual(sorted(os.listdir(os.path.join(proj, ".claude"))), ["settings.json", "skills"])
+        self.assertEqual(os.listdir(os.path.join(proj, ".claude", "skills", "sluice")), ["SKILL.md"])
         self.assertEqual(self.run_sluice("adapter", "remove", "claude", "--scope", "project", "--dir", proj).returncode, 0)
         self.assertEqual(os.listdir(proj), [])
 
