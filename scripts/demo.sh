@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The built-in local demo: a local HTTPS origin (python3, certificate from a demo CA), `sluice serve`
 # in the network-read profile with an ephemeral CA, then allowed and denied requests with curl and
-# the metrics they produced. Everything stays on 127.0.0.1 and is removed at the end. From a terminal,
+# the metrics they produced; then one command under `sluice exec` (network-read: a GET allowed, a
+# POST refused, the home and a credential file hidden, the exit status kept). Everything stays on 127.0.0.1 and is removed at the end. From a terminal,
 # the demo then keeps serving so that the live page (http://127.0.0.1:9090/) can be opened; press
 # Enter to stop. SLUICE_DEMO_KEEP=0 stops at once, SLUICE_DEMO_KEEP=1 waits even without a terminal.
 set -euo pipefail
@@ -84,6 +85,33 @@ t = s["totals"]
 print("   allowed %d, denied %d, failed %d" % (t["allowed"], t["denied"], t["errors"]))
 for d in s["denials"]:
     print("   %-8s %-7s %-32s %s" % (d["decision"], d["method"], "%s:%d" % (d["host"], d["port"]), d["reason"]))'
+
+echo
+echo "== sluice exec: one command in its own sandbox, with its own gateway and CA"
+mkdir -p "$work/project" "$work/home"
+echo "API_TOKEN=demo-secret" > "$work/project/.env"
+echo "ssh key of the demo user" > "$work/home/id_demo"
+cat > "$work/exec-policy.toml" <<TOML
+[skills.default]
+default_profile = "network-read"
+allow_domains = ["docs.demo.test:$ORIGIN"]
+[tls]
+upstream_ca_bundle = "$work/origin-ca.pem"
+[upstream]
+allow_addresses = ["127.0.0.1/32"]
+[upstream.resolve]
+"docs.demo.test" = "127.0.0.1"
+TOML
+script="curl -sS https://docs.demo.test:$ORIGIN/guide
+echo \"POST: HTTP \$(curl -s -o /dev/null -w '%{http_code}' -X POST -d x=1 https://docs.demo.test:$ORIGIN/upload)\"
+echo \".env: [\$(cat .env)]\"; echo \"home: [\$(ls -A ~)]\"
+exit 3"
+echo "\$ cd project && sluice exec --policy exec-policy.toml -- sh -c '...'"
+printf '%s\n' "$script" | sed 's/^/    /'
+status=0
+(cd "$work/project" && HOME="$work/home" "$SLUICE" exec --policy "$work/exec-policy.toml" -- sh -c "$script") || status=$?
+echo "exit status: $status (the command's own)"
+
 keep="${SLUICE_DEMO_KEEP:-}"
 if [ -z "$keep" ]; then [ -t 0 ] && keep=1 || keep=0; fi
 if [ "$keep" = 1 ]; then
