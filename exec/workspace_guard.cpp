@@ -170,6 +170,14 @@ struct workspace_guard::walk {
     return out;
   }
 
+  // harmless_git_metadata for the absolute path `p`.
+  static bool harmless_at(const std::string &p, bool hooks_dir) {
+    int parent = ::open(p.substr(0, p.rfind('/')).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    bool ok = parent >= 0 && harmless_git_metadata(parent, base_name(p), hooks_dir);
+    if (parent >= 0) ::close(parent);
+    return ok;
+  }
+
   // A new .git file or symlink (git worktree add, git submodule): harmless when the Git directory
   // it names lies in the walked directories, its metadata runs nothing, and a commondir in it names
   // a repository that existed at the start.
@@ -196,10 +204,7 @@ struct workspace_guard::walk {
         }
         continue;
       }
-      int parent = ::open(p.substr(0, p.rfind('/')).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      bool ok = parent >= 0 && harmless_git_metadata(parent, name, name == "hooks");
-      if (parent >= 0) ::close(parent);
-      if (!ok) return false;
+      if (!harmless_at(p, name == "hooks")) return false;
     }
     return true;
   }
@@ -231,10 +236,7 @@ struct workspace_guard::walk {
       std::string name = base_name(p);
       struct stat st {};
       bool hooks_dir = ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && name != "config";
-      int parent = ::open(p.substr(0, p.rfind('/')).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      bool ok = parent >= 0 && !S_ISLNK(st.st_mode) && harmless_git_metadata(parent, name, hooks_dir);
-      if (parent >= 0) ::close(parent);
-      if (!ok) to_move.emplace_back(p, moved::kind::git_metadata);
+      if (S_ISLNK(st.st_mode) || !harmless_at(p, hooks_dir)) to_move.emplace_back(p, moved::kind::git_metadata);
     }
   }
 
