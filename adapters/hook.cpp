@@ -1,9 +1,14 @@
 #include "adapters/hook.hpp"
+#include "adapters/adapter.hpp"
+#include "filters/host_matcher.hpp"
+#include "filters/host_pattern.hpp"
 #include "exec/doctor.hpp"
 #include "exec/profile_resolver.hpp"
 
 #include <boost/json.hpp>
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -44,10 +49,17 @@ bool shell_tool(hook_host host, std::string_view name) {
   return name == "Bash" || name == "exec_command" || name == "shell";
 }
 
-// Options the agent may give in its own `sluice exec ... --` prefix: choices the trusted policy then
-// authorizes or refuses. Everything that widens the policy stays with the person who installed the
-// adapter.
-void agent_options(const std::vector<std::string> &opts, std::vector<std::string> &out) {
+// What the agent chose in its own `sluice exec ... --` prefix. The profile and the filesystem the
+// trusted policy then authorizes (the skill's escalations) or lets a person approve (ask_profiles);
+// domains are only ever approved by a person (ask_domains). Every other option stays with the
+// person who installed the adapter.
+struct agent_choice {
+  std::optional<std::string> profile, filesystem;
+  std::vector<std::string> domains;
+};
+
+agent_choice agent_options(const std::vector<std::string> &opts) {
+  agent_choice out;
   for (std::size_t i = 0; i < opts.size(); ++i) {
     std::string name = opts[i], value;
     bool has_value = false;
@@ -56,24 +68,90 @@ void agent_options(const std::vector<std::string> &opts, std::vector<std::string
       name = name.substr(0, eq);
       has_value = true;
     }
-    if (name == "--sandbox-profile" || name == "--filesystem") {
+    if (name == "--sandbox-profile" || name == "--filesystem" || name == "--allow-domain") {
       if (!has_value) {
         if (i + 1 >= opts.size()) throw deny_error(name + " needs a value");
         value = opts[++i];
       }
-      if (name == "--sandbox-profile" && value == "publish") {
-        throw deny_error("the publish profile needs a person's confirmation "
-                         "(--confirm-external-side-effects); an agent cannot give it through the "
-                         "hook: ask the user to run the command");
+      if (name == "--sandbox-profile") {
+        out.profile = value;
+      } else if (name == "--filesystem") {
+        out.filesystem = value;
+      } else {
+        out.domains.push_back(value);
       }
-      out.push_back(name);
-      out.push_back(value);
       continue;
     }
     throw deny_error("option " + name + " cannot be chosen by the agent (it would widen the policy);"
-                     " only --sandbox-profile and --filesystem may be, and the skill's declared "
-                     "escalations decide; ask the user to change the sluice policy");
+                     " only --sandbox-profile, --filesystem and --allow-domain may be, and the "
+                     "skill's escalations and ask lists decide; ask the user to change the sluice policy");
   }
+  return out;
+}
+
+// An agent's --allow-domain is askable when the skill's ask_domains lists it as written, or, for
+// one exact name, when an ask_domains pattern matches that name on its port.
+bool askable_domain(const std::vector<std::string> &ask, const std::string &domain) {
+  if (std::find(ask.begin(), ask.end(), domain) != ask.end()) return true;
+  filters::host_pattern p;
+  try {
+    p = filters::parse_host_pattern(domain);
+  } catch (const filters::pattern_error &) {
+    return false;
+  }
+  if (p.type != filters::host_pattern::kind::exact || ask.empty()) return false;
+  filters::host_matcher m(ask);
+  return m.match(p.value, "https", p.port ? p.port : 443).has_value() ||
+         m.match(p.value, "http", p.port ? p.port : 80).has_value();
+}
+
+// "claude-code_2-1-332_harness" (Claude Code's AI_AGENT, set for hooks) -> "2.1.332"; empty when
+// the variable is absent or has another shape.
+std::string claude_version_from_env() {
+  const char *v = std::getenv("AI_AGENT");
+  if (!v) return {};
+  std::string_view s(v);
+  constexpr std::string_view prefix = "claude-code_";
+  if (s.substr(0, prefix.size()) != prefix) return {};
+  s.remove_prefix(prefix.size());
+  std::string out;
+  for (char c : s) {
+    if (c == '_') break;
+    if (c == '-') {
+      out += '.';
+    } else if (c >= '0' && c <= '9') {
+      out += c;
+    } else {
+      return {};
+    }
+  }
+  return out;
+}
+
+// The shape of the answer for a command that needs a person: each host's own prompt, or a deny
+// that says why and what to add to the policy where the host has no prompt a hook can use.
+enum class ask_route { ask, no_prompt };
+
+ask_route route_for(hook_host host, std::string &why) {
+  switch (host) {
+  case hook_host::pi:
+    return ask_route::ask; // sluice's extension asks through Pi's UI, or refuses without one
+  case hook_host::claude: {
+    std::string version = claude_version_from_env();
+    if (!version.empty() && version_at_least(version, claude_ask_minimum)) return ask_route::ask;
+    why = "Claude Code " + (version.empty() ? std::string("before ") + claude_ask_minimum
+                                            : version + " (before " + claude_ask_minimum + ")") +
+          " does not show a hook's question to a person, so sluice cannot ask; update Claude Code";
+    return ask_route::no_prompt;
+  }
+  case hook_host::codex:
+    why = "Codex has no permission prompt a hook can use";
+    return ask_route::no_prompt;
+  case hook_host::opencode:
+    why = "sluice's OpenCode plugin cannot ask through OpenCode's permission prompt yet";
+    return ask_route::no_prompt;
+  }
+  return ask_route::no_prompt;
 }
 
 std::string find_shell() {
@@ -222,10 +300,10 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
                        "); nothing was run; see `sluice doctor`");
     }
 
-    std::vector<std::string> chosen;
+    agent_choice chosen;
     std::string inner = command;
     if (auto prefix = parse_sluice_prefix(command)) {
-      agent_options(prefix->options, chosen);
+      chosen = agent_options(prefix->options);
       inner = prefix->rest;
     }
 
@@ -234,35 +312,101 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
     req.skill = opt.skill;
     req.policy_file = opt.policy_file;
     req.working_dir = cwd;
-    for (std::size_t i = 0; i + 1 < chosen.size(); i += 2) {
-      if (chosen[i] == "--sandbox-profile") {
-        req.profile = filters::parse_profile(chosen[i + 1]);
-        if (!req.profile) {
-          throw deny_error("unknown --sandbox-profile '" + chosen[i + 1] +
-                           "'; use offline, network-read or allowlist");
-        }
-      } else {
-        if (chosen[i + 1] != "read-only" && chosen[i + 1] != "workspace-write") {
-          throw deny_error("unknown --filesystem '" + chosen[i + 1] + "'; use read-only or workspace-write");
-        }
-        req.read_only = chosen[i + 1] == "read-only";
+    if (chosen.profile) {
+      req.profile = filters::parse_profile(*chosen.profile);
+      if (!req.profile) {
+        throw deny_error("unknown --sandbox-profile '" + *chosen.profile +
+                         "'; use offline, network-read or allowlist");
       }
+      // publish always needs a person; the prompt is that person's confirmation.
+      req.confirm_side_effects = *req.profile == filters::profile::publish;
     }
+    if (chosen.filesystem) {
+      if (*chosen.filesystem != "read-only" && *chosen.filesystem != "workspace-write") {
+        throw deny_error("unknown --filesystem '" + *chosen.filesystem + "'; use read-only or workspace-write");
+      }
+      req.read_only = *chosen.filesystem == "read-only";
+    }
+    req.allow_domains = chosen.domains;
+    exec::resolved_exec resolved;
     try {
-      exec::resolve_exec(req);
+      resolved = exec::resolve_exec(req);
     } catch (const exec::refusal &e) {
       throw deny_error(std::string("refused: ") + e.what());
     }
 
+    // What of the agent's choice needs a person: domains (always, and only those ask_domains
+    // covers), a profile ask_profiles lists but the escalations do not, and publish.
+    const auto &skill = resolved.skill_config;
+    const std::string where = "[skills." + resolved.skill + "] in " + resolved.policy_source;
+    std::vector<std::string> asks, policy_lines;
+    for (const auto &d : chosen.domains) {
+      if (!askable_domain(skill.ask_domains, d)) {
+        throw deny_error("option --allow-domain " + d + " cannot be chosen by the agent (it would widen "
+                         "the policy), and ask_domains under " + where + " does not let a person approve "
+                         "it; ask the user to run the command or to change the sluice policy");
+      }
+      asks.push_back("network access to " + d);
+      policy_lines.push_back("allow_domains = [\"" + d + "\"]");
+    }
+    if (req.profile) {
+      auto p = *req.profile;
+      auto in = [&](const std::vector<filters::profile> &list) {
+        return std::find(list.begin(), list.end(), p) != list.end();
+      };
+      bool automatic = p == skill.default_profile || in(skill.escalations);
+      bool askable = in(skill.ask_profiles);
+      std::string name(filters::to_string(p));
+      if (p == filters::profile::publish && !askable) {
+        throw deny_error("the publish profile needs a person's confirmation, and ask_profiles under " +
+                         where + " does not list it, so the hook cannot ask; ask the user to run the "
+                         "command (with --confirm-external-side-effects)");
+      }
+      if (!automatic || p == filters::profile::publish) {
+        if (!askable) {
+          throw deny_error("profile " + name + " is not allowed for skill '" + resolved.skill +
+                           "'; declare it under escalations or ask_profiles in " + where);
+        }
+        asks.push_back(p == filters::profile::publish
+                           ? "the publish profile (it can change things outside this machine)"
+                           : p == filters::profile::allowlist
+                               ? "the allowlist profile (tunnels to allowed hosts sluice does not look inside)"
+                               : "the " + name + " profile");
+        policy_lines.push_back("escalations = [\"" + name + "\"]");
+      }
+    }
+
     std::string rewritten = sluice_command(opt.sluice_path, "exec", opt.skill, opt.policy_file);
-    for (auto &c : chosen) rewritten += " " + shell_word(c);
+    if (chosen.profile) rewritten += " --sandbox-profile " + shell_word(*chosen.profile);
+    if (req.confirm_side_effects) rewritten += " --confirm-external-side-effects";
+    if (chosen.filesystem) rewritten += " --filesystem " + shell_word(*chosen.filesystem);
+    for (const auto &d : chosen.domains) rewritten += " --allow-domain " + shell_word(d);
     rewritten += " -- " + find_shell() + " -c " + shell_quote(inner);
+
+    std::string decision = "allow";
+    std::string reason = "sandboxed by sluice" + (opt.skill.empty() ? std::string() : " (skill " + opt.skill + ")");
+    if (!asks.empty()) {
+      std::string what;
+      for (std::size_t i = 0; i < asks.size(); ++i) {
+        what += (i == 0 ? "" : i + 1 == asks.size() ? " and " : ", ") + asks[i];
+      }
+      std::string why;
+      if (route_for(opt.host, why) == ask_route::no_prompt) {
+        std::string lines;
+        for (auto &l : policy_lines) lines += (lines.empty() ? "" : "; ") + l;
+        throw deny_error("this command asks for " + what + ", beyond what skill '" + resolved.skill +
+                         "' gives; that needs a person's approval and " + why + ". Nothing was run: "
+                         "ask the user to run it, or to add " + lines + " under " + where);
+      }
+      decision = "ask";
+      reason = "sluice: allow " + what + " for this one command, beyond what skill '" + resolved.skill +
+               "' gives? It still runs in the sandbox, and the next command does not keep it.";
+    }
 
     input_obj[field] = rewritten;
     js::object h{{"hookEventName", "PreToolUse"},
-                 {"permissionDecision", "allow"},
-                 {"permissionDecisionReason",
-                  "sandboxed by sluice" + (opt.skill.empty() ? std::string() : " (skill " + opt.skill + ")")},
+                 {"permissionDecision", decision},
+                 {"permissionDecisionReason", reason},
                  {"updatedInput", std::move(input_obj)}};
     hook_outcome out;
     out.exit_code = 0;

@@ -10,6 +10,11 @@ namespace sluice::adapters {
 // speaks it too).
 enum class hook_host { claude, codex, pi, opencode };
 
+// The first Claude Code whose hooks may answer "ask" with a rewritten command: it shows the rewrite
+// to a person (or to --permission-prompt-tool) and runs it only once allowed; headless (`-p`) it
+// refuses. Older versions run the original command without asking, so the hook refuses there.
+inline constexpr const char *claude_ask_minimum = "2.1.332";
+
 struct hook_options {
   hook_host host = hook_host::claude;
   std::string skill;       // --skill: the trusted skill every rewritten command runs under
@@ -17,8 +22,10 @@ struct hook_options {
   std::string sluice_path; // absolute path of this binary, written into the rewrite
 };
 
-// What the hook prints and how it exits: 0 with an allow + updatedInput rewrite, or 2 with a JSON
-// deny on stdout and the reason on stderr (the host blocks the call either way).
+// What the hook prints and how it exits: 0 with an allow + updatedInput rewrite, 0 with an ask +
+// updatedInput (the command needs a person: the host asks through its own prompt, or sluice's
+// extension does), or 2 with a JSON deny on stdout and the reason on stderr (the host blocks the
+// call).
 struct hook_outcome {
   int exit_code = 2;
   std::string out, err;

@@ -145,9 +145,12 @@ resolved_exec resolve_exec(const exec_request &req) {
   }
   const auto &skill = it->second;
   auto mode = req.profile.value_or(skill.default_profile);
-  bool declared = mode == skill.default_profile ||
-                  std::find(skill.escalations.begin(), skill.escalations.end(), mode) !=
-                      skill.escalations.end();
+  // A profile the skill lets a person approve (ask_profiles) is declared for whoever runs exec:
+  // the hook asks that person before it passes such a command on.
+  auto listed = [&](const std::vector<filters::profile> &list) {
+    return std::find(list.begin(), list.end(), mode) != list.end();
+  };
+  bool declared = mode == skill.default_profile || listed(skill.escalations) || listed(skill.ask_profiles);
   if (!declared) {
     throw refusal("profile " + std::string(filters::to_string(mode)) + " is not allowed for skill '" +
                   out.skill + "' (default " + std::string(filters::to_string(skill.default_profile)) +
@@ -210,6 +213,7 @@ resolved_exec resolve_exec(const exec_request &req) {
     std::string path = w[0] == '/' ? w : req.working_dir + "/" + w;
     out.writable.push_back({path, "--allow-write"});
   }
+  out.skill_config = skill;
   out.gateway = trusted;
   out.gateway.mode = mode;
   out.gateway.skills.clear();

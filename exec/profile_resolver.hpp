@@ -52,6 +52,7 @@ struct resolved_exec {
   std::vector<std::string> guarded_names; // the policy's, beside guarded_names()
   std::vector<granted_path> writable;     // checked by the runner (check_writable)
   std::vector<std::string> caches;        // [sandbox] caches and --cache, not yet validated
+  filters::skill_config skill_config;     // the skill as the trusted policy declares it
 };
 
 // The policy file search: --policy, $XDG_CONFIG_HOME/sluice/policy.toml (or ~/.config/...),

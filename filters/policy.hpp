@@ -52,6 +52,10 @@ struct skill_config {
   bool may_write_workspace = true;   // "workspace-write" is the default or a declared escalation
   std::vector<std::string> credentials; // [credentials.NAME] it may ask for (--credential); "*" any
   std::vector<std::string> writable; // directories its commands may write besides the workspace
+  // What an agent may ask a person for through its host's permission prompt (one command at a
+  // time): host patterns beyond allow_domains, and profiles beyond the escalations.
+  std::vector<std::string> ask_domains;
+  std::vector<profile> ask_profiles;
 };
 
 // [listen.agents.NAME] (serve): a proxy listener of one agent host. Its traffic is named in the

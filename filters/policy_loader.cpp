@@ -417,7 +417,7 @@ struct loader {
         if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
         check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
                                "keep_env", "filesystem", "filesystem_escalations", "credentials",
-                               "writable"});
+                               "writable", "ask_domains", "ask_profiles"});
         skill_config sk;
         sk.name = std::string(k.str());
         if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -429,6 +429,17 @@ struct loader {
         sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
         sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);
         sk.writable = strings_of(*s, "writable", "skills." + sk.name);
+        check_patterns(*s, "ask_domains", "skills." + sk.name);
+        sk.ask_domains = strings_of(*s, "ask_domains", "skills." + sk.name);
+        if (auto *n = s->get("ask_profiles")) {
+          auto *arr = n->as_array();
+          if (!arr) fail(*n, where + " ask_profiles must be an array of profiles");
+          for (auto &&e : *arr) {
+            auto p = profile_of(e, where + " ask_profiles");
+            if (p == profile::offline) fail(e, where + " ask_profiles: offline needs no approval; leave it out");
+            sk.ask_profiles.push_back(p);
+          }
+        }
         for (const auto &w : sk.writable) {
           if (w.empty() || (w[0] != '/' && w.rfind("~/", 0) != 0)) {
             fail_at(*s, "writable", where + " writable: \"" + w + "\" must be an absolute path or ~/PATH");

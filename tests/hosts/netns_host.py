@@ -92,6 +92,17 @@ class NetnsHostCase(unittest.TestCase):
             if os.path.exists(f):
                 os.unlink(f)
 
+    def ask_policy_file(self):
+        """A policy whose skill `asker` lets a person approve names under ask.test on the service's
+        port (both resolve to the namespace's loopback, where the service listens)."""
+        path = os.path.join(self.work, "ask-policy.toml")
+        with open(path, "w") as f:
+            f.write('[skills.asker]\ndefault_profile = "network-read"\nask_domains = ["*.ask.test:%d"]\n'
+                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n'
+                    '"api.ask.test" = "127.0.0.1"\n"other.ask.test" = "127.0.0.1"\n' % self.service_port)
+        os.chmod(path, 0o644)
+        return path
+
     def skill_advertised(self):
         """Whether a request the model got lists sluice's agent skill (its name and description)."""
         return skill_in_requests(self.requests)

@@ -188,11 +188,11 @@ class ClaudeCase(unittest.TestCase):
     def install(self, skill="agent", binary=SLUICE):
         self.sluice("adapter", "install", "claude", "--skill", skill, "--policy", self.policy, binary=binary)
 
-    def claude(self, tool, command, env=None, one_result=True, **extra_input):
+    def claude(self, tool, command, env=None, one_result=True, args=(), **extra_input):
         call = prompt_for(tool, dict({"command": command, "description": "conformance"}, **extra_input))
         p = subprocess.run(self.prefix() + ["claude", "-p", call, "--output-format", "stream-json",
-                                            "--verbose"], capture_output=True, env=self.env(env), cwd=self.proj,
-                           timeout=180)
+                                            "--verbose"] + list(args), capture_output=True, env=self.env(env),
+                           cwd=self.proj, timeout=180)
         results = self.model.take()
         if one_result:
             self.assertEqual(len(results), 1, "the model saw no tool result: %s %s" % (p.stdout[-3000:], p.stderr[-2000:]))
@@ -296,6 +296,74 @@ class ClaudeCase(unittest.TestCase):
         self.assertFalse(os.path.exists(marker))
 
 
+    # --- approvals: what the policy lets a person approve goes to Claude's own prompt ----------
+    def install_asker(self):
+        path = os.path.join(self.work, "ask-policy.toml")
+        with open(path, "w") as f:
+            f.write('[skills.asker]\ndefault_profile = "network-read"\nask_domains = ["*.ask.test:%d"]\n'
+                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n'
+                    '"api.ask.test" = "127.0.0.1"\n"other.ask.test" = "127.0.0.1"\n' % self.loopback.port)
+        os.chmod(path, 0o644)
+        self.sluice("adapter", "install", "claude", "--skill", "asker", "--policy", path)
+
+    def with_person(self, answer):
+        """Claude's permission prompt answered by a person: --permission-prompt-tool, the prompt of
+        headless Claude, served by approver_mcp.py. Returns (the arguments, the log of questions)."""
+        log = os.path.join(self.work, "asked-%s.jsonl" % answer)
+        mcp = {"mcpServers": {"person": {"command": PYTHON, "args": [os.path.join(HERE, "approver_mcp.py")],
+                                         "env": {"APPROVER_ANSWER": answer, "APPROVER_LOG": log}}}}
+        return ["--mcp-config", json.dumps(mcp), "--permission-prompt-tool", "mcp__person__approve"], log
+
+    def questions(self, log):
+        if not os.path.exists(log):
+            return []
+        with open(log) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def test_an_approved_domain_holds_for_that_command_only(self):
+        self.install_asker()
+        port = self.loopback.port
+        args, log = self.with_person("allow")
+        command = ("sluice exec --allow-domain api.ask.test:%d -- sh -c 'curl -s -m 5 http://api.ask.test:%d/; "
+                   "echo; curl -s -m 5 -o /dev/null -w other=%%{http_code} http://other.ask.test:%d/'" % (port, port, port))
+        r = self.claude("Bash", command, args=args)
+        asked = self.questions(log)
+        if self.version == MINIMUM:
+            # This Claude runs the original command when a hook asks: the hook refuses instead.
+            self.assertEqual(asked, [])
+            self.assertIn("update Claude Code", r["content"])
+            self.assertNotIn("HOSTREPLY", r["content"])
+            return
+        self.assertEqual(len(asked), 1, r["content"])
+        self.assertIn("--allow-domain api.ask.test:%d -- " % port, asked[0]["input"]["command"])  # the rewrite
+        self.assertIn("HOSTREPLY", r["content"])  # the approved name, through sluice's gateway
+        self.assertIn("other=403", r["content"])  # and nothing else
+        r = self.claude("Bash", "curl -s -m 5 -o /dev/null -w again=%%{http_code} http://api.ask.test:%d/" % port,
+                        args=args)
+        self.assertIn("again=403", r["content"])  # not remembered
+        self.assertEqual(len(self.questions(log)), 1)  # and nothing asked
+
+    def test_a_declined_or_unattended_approval_runs_nothing(self):
+        self.install_asker()
+        marker = os.path.join(self.proj, "ran")
+        command = "sluice exec --allow-domain api.ask.test:%d -- touch %s" % (self.loopback.port, marker)
+        args, log = self.with_person("deny")
+        r = self.claude("Bash", command, args=args)
+        self.assertTrue(r["is_error"])
+        self.assertFalse(os.path.exists(marker))
+        self.assertEqual(len(self.questions(log)), 0 if self.version == MINIMUM else 1)
+        r = self.claude("Bash", command)  # claude -p: no person
+        self.assertTrue(r["is_error"])
+        self.assertIn("update Claude Code" if self.version == MINIMUM else "for this one command", r["content"])
+        self.assertFalse(os.path.exists(marker))
+        # What ask_domains does not list is refused without a question.
+        args, log = self.with_person("allow")
+        r = self.claude("Bash", "sluice exec --allow-domain evil.test -- touch %s" % marker, args=args)
+        self.assertIn("cannot be chosen by the agent", r["content"])
+        self.assertEqual(self.questions(log), [])
+        self.assertFalse(os.path.exists(marker))
+
+
 class ClaudeCurrentAsRoot(ClaudeCase):
     def test_monitor_is_routed_too(self):
         self.install()
@@ -352,6 +420,8 @@ class ClaudeProxyMode(ClaudeCase):
     test_network_denied_through_the_host = None
     test_runner_not_ready_refuses = None
     test_missing_or_crashing_sluice_refuses = None
+    test_an_approved_domain_holds_for_that_command_only = None
+    test_a_declined_or_unattended_approval_runs_nothing = None
 
     @classmethod
     def setUpClass(cls):

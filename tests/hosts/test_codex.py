@@ -100,6 +100,18 @@ class CodexCurrentAsRoot(NetnsHostCase):
         results, _, _ = self.codex("sluice exec --sandbox-profile publish -- touch %s" % marker)
         self.assertFalse(os.path.exists(marker))
 
+    def test_what_needs_a_person_is_refused_with_the_policy_line(self):
+        """Codex has no permission prompt a hook can use: a command the policy would let a person
+        approve is refused, with the reason and the line that would admit it."""
+        self.sluice("adapter", "install", "codex", "--skill", "asker", "--policy", self.ask_policy_file())
+        marker = os.path.join(self.proj, "ran")
+        results, _, p = self.codex("sluice exec --allow-domain api.ask.test:%d -- touch %s" % (self.service_port, marker))
+        self.assertFalse(os.path.exists(marker))
+        self.assertEqual(len(results), 1, p.stdout.decode()[-3000:])
+        out = results[0]["content"]
+        self.assertIn("Codex has no permission prompt", out)
+        self.assertIn('allow_domains = ["api.ask.test:%d"] under [skills.asker]' % self.service_port, out)
+
     def test_not_ready_or_missing_sluice_refuses(self):
         copy = os.path.join(self.work, "sluice-copy")
         shutil.copy(SLUICE, copy)

@@ -106,6 +106,18 @@ class OpenCodeCurrentAsRoot(NetnsHostCase):
         out, _ = self.opencode("sluice exec --sandbox-profile network-read -- echo proxy=$HTTPS_PROXY")
         self.assertIn("proxy=http://", out)
 
+    def test_what_needs_a_person_is_refused_with_the_policy_line(self):
+        """sluice's plugin does not reach OpenCode's permission prompt yet: a command the policy
+        would let a person approve is refused, with the reason and the line that would admit it."""
+        self.sluice("adapter", "install", "opencode", "--skill", "asker", "--policy", self.ask_policy_file())
+        marker = os.path.join(self.proj, "ran")
+        out, _ = self.opencode("sluice exec --allow-domain api.ask.test:%d -- touch %s" % (self.service_port, marker))
+        self.assertFalse(os.path.exists(marker))
+        self.assertIn("needs a person's approval", out)
+        self.assertIn("allow_domains = [", out)
+        self.assertIn('api.ask.test:%d' % self.service_port, out)
+        self.assertIn("under [skills.asker]", out)
+
     def test_not_ready_or_missing_sluice_refuses(self):
         copy = os.path.join(self.work, "sluice-copy")
         shutil.copy(SLUICE, copy)

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import unittest
 
 from netns_host import NetnsHostCase, npm_install
@@ -75,6 +76,80 @@ class PiCurrentAsRoot(NetnsHostCase):
         self.assertIn("proxy=http://", out)
         marker = os.path.join(self.proj, "ran")
         out = self.pi("sluice exec --allow-domain evil.test -- touch %s" % marker)
+        self.assertIn("cannot be chosen by the agent", out)
+        self.assertFalse(os.path.exists(marker))
+
+    # --- approvals: what the policy lets a person approve goes to Pi's own dialog ---------------
+    def ask_policy(self):
+        self.sluice("adapter", "install", "pi", "--skill", "asker", "--policy", self.ask_policy_file())
+
+    def pi_rpc(self, command, answer):
+        """One turn in Pi's RPC mode, where extension dialogs reach the client: answers every
+        confirm with `answer`; returns (the tool result the model saw, the dialogs shown)."""
+        proc = subprocess.Popen(self.prefix() + ["pi", "--mode", "rpc", "--no-session", "--provider", "fake",
+                                                 "--model", "fake-model"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=self.env(), cwd=self.proj)
+        timer = threading.Timer(180, proc.kill)
+        timer.start()
+        dialogs = []
+        try:
+            proc.stdin.write((json.dumps({"id": "t1", "type": "prompt",
+                                          "message": prompt_for("bash", {"command": command})}) + "\n").encode())
+            proc.stdin.flush()
+            for line in proc.stdout:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("type") == "extension_ui_request" and ev.get("method") == "confirm":
+                    dialogs.append(ev)
+                    proc.stdin.write((json.dumps({"type": "extension_ui_response", "id": ev["id"],
+                                                  "confirmed": answer}) + "\n").encode())
+                    proc.stdin.flush()
+                if ev.get("type") == "agent_end":
+                    break
+            proc.stdin.close()
+            proc.wait(timeout=30)
+        finally:
+            timer.cancel()
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        results, _ = self.run_host(["true"])
+        self.assertEqual(len(results), 1, "the model saw no tool result")
+        return results[0]["content"], dialogs
+
+    def test_an_approved_domain_holds_for_that_command_only(self):
+        self.ask_policy()
+        port = self.service_port
+        command = ("sluice exec --allow-domain api.ask.test:%d -- sh -c 'curl -s -m 5 http://api.ask.test:%d/; "
+                   "echo; curl -s -m 5 -o /dev/null -w other=%%{http_code} http://other.ask.test:%d/'" % (port, port, port))
+        out, dialogs = self.pi_rpc(command, True)
+        self.assertEqual(len(dialogs), 1, out)
+        self.assertIn("network access to api.ask.test:%d" % port, dialogs[0]["message"])
+        self.assertIn("HOSTREPLY", out)  # the approved name, through sluice's gateway
+        self.assertIn("other=403", out)  # and nothing else
+        # The next command does not keep it, and asks nothing.
+        out, dialogs = self.pi_rpc("curl -s -m 5 -o /dev/null -w again=%%{http_code} http://api.ask.test:%d/" % port, True)
+        self.assertEqual(dialogs, [])
+        self.assertIn("again=403", out)
+
+    def test_a_declined_or_unattended_approval_runs_nothing(self):
+        self.ask_policy()
+        marker = os.path.join(self.proj, "ran")
+        command = "sluice exec --allow-domain api.ask.test:%d -- touch %s" % (self.service_port, marker)
+        out, dialogs = self.pi_rpc(command, False)
+        self.assertEqual(len(dialogs), 1)
+        self.assertIn("declined", out)
+        self.assertFalse(os.path.exists(marker))
+        out = self.pi(command)  # print mode: no UI, no person
+        self.assertIn("no person to ask", out)
+        self.assertFalse(os.path.exists(marker))
+        # What ask_domains does not list is refused without a question.
+        out, dialogs = self.pi_rpc("sluice exec --allow-domain evil.test -- touch %s" % marker, True)
+        self.assertEqual(dialogs, [])
         self.assertIn("cannot be chosen by the agent", out)
         self.assertFalse(os.path.exists(marker))
 

@@ -36,7 +36,7 @@ function blocked(reason: string) {
 }
 
 export default function (pi: any) {
-  pi.on("tool_call", async (event: any) => {
+  pi.on("tool_call", async (event: any, ctx: any) => {
     if (event.toolName !== "bash") return undefined; // read, write, edit: not a shell
     try {
       const cfg = readConfig();
@@ -57,8 +57,21 @@ export default function (pi: any) {
       } catch {
         out = undefined;
       }
-      if (r.status === 0 && out?.permissionDecision === "allow" && typeof out?.updatedInput?.command === "string") {
-        event.input.command = out.updatedInput.command;
+      const rewrite = typeof out?.updatedInput?.command === "string" ? out.updatedInput.command : undefined;
+      if (r.status === 0 && out?.permissionDecision === "allow" && rewrite) {
+        event.input.command = rewrite;
+        return undefined;
+      }
+      // The command asks for more than the skill gives and the policy lets a person approve it:
+      // ask through Pi's own dialog, for this one command. No UI (print or JSON mode): no person.
+      if (r.status === 0 && out?.permissionDecision === "ask" && rewrite) {
+        const question = String(out.permissionDecisionReason || "sluice: allow this command?").replace(/^sluice: /, "");
+        if (!ctx?.hasUI || typeof ctx?.ui?.confirm !== "function") {
+          return blocked(`no person to ask (Pi runs without a UI here), so nothing was run. The question was: ${question}`);
+        }
+        const yes = await ctx.ui.confirm("sluice: allow once?", `${question}\n\n${rewrite}`);
+        if (yes !== true) return blocked(`the person declined, so nothing was run: ${question}`);
+        event.input.command = rewrite;
         return undefined;
       }
       const why = out?.permissionDecisionReason || (r.stderr || "").trim() || `the hook exited with ${r.status}`;

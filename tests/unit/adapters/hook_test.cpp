@@ -4,6 +4,8 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
 #include <string>
 
 using namespace sluice::adapters;
@@ -79,4 +81,108 @@ TEST_CASE("host versions compare numerically") {
   CHECK(version_at_least("v10.0", "9.99.99"));
   CHECK_FALSE(version_at_least("", "1.0"));
   CHECK_FALSE(version_at_least("1.9", "1.10"));
+}
+
+namespace {
+struct hook_case {
+  std::string policy;
+  hook_case() {
+    char dir[] = "/tmp/sluice-hook-test-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    policy = std::string(dir) + "/policy.toml";
+    FILE *f = std::fopen(policy.c_str(), "w");
+    std::fputs("[skills.asker]\n"
+               "default_profile = \"network-read\"\n"
+               "allow_domains = [\"origin.test\"]\n"
+               "ask_domains = [\"*.ask.test\", \"exact.example\"]\n"
+               "ask_profiles = [\"allowlist\", \"publish\"]\n"
+               "[skills.plain]\n"
+               "default_profile = \"offline\"\n"
+               "escalations = [\"network-read\", \"publish\"]\n",
+               f);
+    std::fclose(f);
+  }
+  ~hook_case() {
+    std::remove(policy.c_str());
+    ::rmdir(policy.substr(0, policy.rfind('/')).c_str());
+  }
+  hook_outcome run(hook_host host, const std::string &command, const std::string &skill = "asker") {
+    hook_options o;
+    o.host = host;
+    o.skill = skill;
+    o.policy_file = policy;
+    o.sluice_path = "/usr/bin/sluice";
+    boost::json::object in{{"hook_event_name", "PreToolUse"},
+                           {"tool_name", host == hook_host::claude || host == hook_host::codex ? "Bash" : "bash"},
+                           {"tool_input", boost::json::object{{"command", command}}},
+                           {"cwd", "/"}};
+    return run_hook(o, boost::json::serialize(in));
+  }
+};
+
+std::string field(const hook_outcome &o, const char *key) {
+  auto v = boost::json::parse(o.out).at("hookSpecificOutput");
+  if (std::string_view(key) == "command") return std::string(v.at("updatedInput").at("command").as_string());
+  return std::string(v.at(key).as_string());
+}
+} // namespace
+
+TEST_CASE("what the skill lets a person approve is asked for; the rest is refused as before") {
+  hook_case c;
+  ::setenv("AI_AGENT", "claude-code_2-1-332_harness", 1);
+  auto o = c.run(hook_host::claude, "sluice exec --allow-domain api.ask.test -- curl -s http://api.ask.test/");
+  CHECK(o.exit_code == 0);
+  REQUIRE(decision(o) == "ask");
+  CHECK(field(o, "command").find("exec --skill asker --policy " + c.policy + " --allow-domain api.ask.test -- ") !=
+        std::string::npos);
+  CHECK(field(o, "permissionDecisionReason").find("network access to api.ask.test") != std::string::npos);
+  CHECK(field(o, "permissionDecisionReason").find("this one command") != std::string::npos);
+
+  // As written, or one name a pattern covers on its port; nothing else.
+  CHECK(decision(c.run(hook_host::claude, "sluice exec --allow-domain '*.ask.test' -- true")) == "ask");
+  CHECK(decision(c.run(hook_host::claude, "sluice exec --allow-domain=exact.example -- true")) == "ask");
+  for (const char *d : {"evil.test", "api.ask.test:8443", "ask.test", "*.test", "re:.*"}) {
+    auto refused = c.run(hook_host::claude, std::string("sluice exec --allow-domain '") + d + "' -- true");
+    CHECK(refused.exit_code == 2);
+    CHECK(decision(refused) == "deny");
+    // A pattern sluice would refuse anyway says why; the others say what the skill lets be asked.
+    bool unconstrainable = std::string_view(d) == "*.test" || std::string_view(d) == "re:.*";
+    CHECK((refused.err.find("ask_domains under [skills.asker]") != std::string::npos) != unconstrainable);
+  }
+
+  // Profiles: an escalation or the default runs; ask_profiles asks (publish with the confirmation);
+  // a skill that does not list publish there refuses it.
+  CHECK(decision(c.run(hook_host::claude, "sluice exec --sandbox-profile network-read -- true")) == "allow");
+  o = c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true");
+  CHECK(decision(o) == "ask");
+  CHECK(field(o, "command").find("--sandbox-profile allowlist -- ") != std::string::npos);
+  o = c.run(hook_host::claude, "sluice exec --sandbox-profile publish -- true");
+  CHECK(decision(o) == "ask");
+  CHECK(field(o, "command").find("--sandbox-profile publish --confirm-external-side-effects -- ") !=
+        std::string::npos);
+  o = c.run(hook_host::claude, "sluice exec --sandbox-profile publish -- true", "plain");
+  CHECK(decision(o) == "deny");
+  CHECK(o.err.find("ask_profiles under [skills.plain]") != std::string::npos);
+  CHECK(decision(c.run(hook_host::claude, "sluice exec --allow-domain api.ask.test -- true", "plain")) == "deny");
+  CHECK(decision(c.run(hook_host::claude, "curl -s http://api.ask.test/")) == "allow");
+
+  // Pi's extension asks through Pi's UI; Codex and an old or unknown Claude cannot ask, so they
+  // refuse with the line the policy would need.
+  CHECK(decision(c.run(hook_host::pi, "sluice exec --allow-domain api.ask.test -- true")) == "ask");
+  o = c.run(hook_host::codex, "sluice exec --allow-domain api.ask.test -- true");
+  CHECK(decision(o) == "deny");
+  CHECK(o.err.find("Codex has no permission prompt") != std::string::npos);
+  CHECK(o.err.find("allow_domains = [\"api.ask.test\"] under [skills.asker]") != std::string::npos);
+  for (const char *agent : {"claude-code_2-0-10_harness", "something-else", ""}) {
+    if (*agent) {
+      ::setenv("AI_AGENT", agent, 1);
+    } else {
+      ::unsetenv("AI_AGENT");
+    }
+    o = c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true");
+    CHECK(decision(o) == "deny");
+    CHECK(o.err.find("update Claude Code") != std::string::npos);
+    CHECK(o.err.find("escalations = [\"allowlist\"]") != std::string::npos);
+  }
+  ::unsetenv("AI_AGENT");
 }

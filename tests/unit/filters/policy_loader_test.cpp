@@ -85,6 +85,11 @@ TEST_CASE("config errors name the file, the line and the fix", "[filters][config
       {"[policy]\nallow = [222]\n", {"test.toml:2:", "host patterns (strings) or route tables", ""}},
       {"[upstream]\nallow_addresses = [1]\n", {"test.toml:2:", "only strings", ""}},
       {"[skills.x]\nallow_domains = [true]\n", {"test.toml:2:", "host patterns (strings) or route tables", ""}},
+      {"[skills.x]\nask_domains = [\"*.com\"]\n", {"test.toml:2:", "skills.x.ask_domains", "top-level"}},
+      {"[skills.x]\nask_domains = [{ host = \"a.test\" }]\n", {"test.toml:2:", "only strings", ""}},
+      {"[skills.x]\nask_profiles = [\"root\"]\n", {"test.toml:2:", "ask_profiles", "network-read"}},
+      {"[skills.x]\nask_profiles = [\"offline\"]\n", {"test.toml:2:", "needs no approval", ""}},
+      {"[skills.x]\nask_profiles = \"allowlist\"\n", {"test.toml:2:", "array of profiles", ""}},
   };
   for (const auto &r : rows) {
     INFO(r.toml);
@@ -103,6 +108,16 @@ TEST_CASE("config errors name the file, the line and the fix", "[filters][config
     }
     return std::string();
   }(), "/nonexistent/sluice.toml"));
+}
+
+TEST_CASE("a skill's ask lists", "[filters][config]") {
+  auto c = load_config_string("[skills.x]\nask_domains = [\"*.ask.test\", \"api.example.com:8443\"]\n"
+                              "ask_profiles = [\"allowlist\", \"publish\"]\n",
+                              "test.toml");
+  const auto &s = c.skills.at("x");
+  CHECK(s.ask_domains == std::vector<std::string>{"*.ask.test", "api.example.com:8443"});
+  CHECK(s.ask_profiles == std::vector<profile>{profile::allowlist, profile::publish});
+  CHECK(s.allow_domains.empty()); // asking widens nothing by itself
 }
 
 TEST_CASE("durations", "[filters][config]") {
