@@ -15,6 +15,8 @@
 #include <poll.h>
 #include <exception>
 #include <stdexcept>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace sluice::adapters {
@@ -105,19 +107,22 @@ bool askable_domain(const std::vector<std::string> &ask, const std::string &doma
          m.match(p.value, "http", p.port ? p.port : 80).has_value();
 }
 
-// "claude-code_2-1-332_harness" (Claude Code's AI_AGENT, set for hooks) -> "2.1.332"; empty when
-// the variable is absent or has another shape.
+// Claude Code's version from the AI_AGENT it sets for hooks: "claude-code_2-1-332_harness" (from
+// 2.1.128) or "claude-code/2.1.120/harness" (2.1.120 to 2.1.126); empty when the variable is
+// absent (before 2.1.120) or has another shape.
 std::string claude_version_from_env() {
   const char *v = std::getenv("AI_AGENT");
   if (!v) return {};
   std::string_view s(v);
-  constexpr std::string_view prefix = "claude-code_";
-  if (s.substr(0, prefix.size()) != prefix) return {};
-  s.remove_prefix(prefix.size());
+  constexpr std::string_view prefix = "claude-code";
+  if (s.substr(0, prefix.size()) != prefix || s.size() <= prefix.size()) return {};
+  char sep = s[prefix.size()];
+  if (sep != '_' && sep != '/') return {};
+  s.remove_prefix(prefix.size() + 1);
   std::string out;
   for (char c : s) {
-    if (c == '_') break;
-    if (c == '-') {
+    if (c == sep) break;
+    if (c == (sep == '_' ? '-' : '.')) {
       out += '.';
     } else if (c >= '0' && c <= '9') {
       out += c;
@@ -126,6 +131,35 @@ std::string claude_version_from_env() {
     }
   }
   return out;
+}
+
+// Whether the command's first word is this sluice: on a host that shows a person the original
+// command instead of the rewrite (or runs it once approved), what runs is then still sluice.
+bool names_this_sluice(const std::string &command, const std::string &cwd, const std::string &self) {
+  std::size_t i = command.find_first_not_of(" \t");
+  if (i == std::string::npos) return false;
+  std::size_t end = command.find_first_of(" \t", i);
+  std::string word = command.substr(i, end == std::string::npos ? std::string::npos : end - i);
+  if (word.find_first_of("'\"\\") != std::string::npos) return false;
+  std::string found;
+  if (word.find('/') != std::string::npos) {
+    found = word[0] == '/' ? word : cwd + "/" + word;
+  } else if (const char *path = std::getenv("PATH")) {
+    std::string_view p(path);
+    while (!p.empty()) {
+      auto colon = p.find(':');
+      std::string dir(p.substr(0, colon));
+      if (!dir.empty() && ::access((dir + "/" + word).c_str(), X_OK) == 0) {
+        found = dir + "/" + word;
+        break;
+      }
+      if (colon == std::string_view::npos) break;
+      p.remove_prefix(colon + 1);
+    }
+  }
+  struct stat a {}, b {};
+  return !found.empty() && ::stat(found.c_str(), &a) == 0 && ::stat(self.c_str(), &b) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 // The shape of the answer for a command that needs a person: each host's own prompt, or a deny
@@ -139,9 +173,12 @@ ask_route route_for(hook_host host, std::string &why) {
   case hook_host::claude: {
     std::string version = claude_version_from_env();
     if (!version.empty() && version_at_least(version, claude_ask_minimum)) return ask_route::ask;
-    why = "Claude Code " + (version.empty() ? std::string("before ") + claude_ask_minimum
-                                            : version + " (before " + claude_ask_minimum + ")") +
-          " does not show a hook's question to a person, so sluice cannot ask; update Claude Code";
+    why = version.empty()
+              ? std::string("this Claude Code does not name its version to hooks (AI_AGENT, from 2.1.120), "
+                            "and before 2.1.85 it does not show a hook's question with the rewrite, so "
+                            "sluice cannot ask; update Claude Code")
+              : "Claude Code " + version + " (before " + claude_ask_minimum + ") does not show a hook's "
+                "question with the rewrite, so sluice cannot ask; update Claude Code";
     return ask_route::no_prompt;
   }
   case hook_host::codex:
@@ -152,6 +189,15 @@ ask_route route_for(hook_host host, std::string &why) {
     return ask_route::no_prompt;
   }
   return ask_route::no_prompt;
+}
+
+// /.sluice/agent exists only in the view of a `sluice agent` run: sluice writes it into the view's
+// read-only root. Outside a sandbox, / is not an unprivileged caller's to write.
+bool inside_agent_boundary() {
+  struct stat st {};
+  struct statvfs vfs {};
+  return ::lstat("/.sluice/agent", &st) == 0 && S_ISREG(st.st_mode) &&
+         ::statvfs("/.sluice/agent", &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
 }
 
 std::string find_shell() {
@@ -294,6 +340,19 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
     std::string command(cmd->as_string());
     std::string cwd = str(o, "cwd");
 
+    // Inside `sluice agent`'s boundary the host's shell already runs in the sandbox, where no
+    // sandbox can be nested: the command runs as it is, inside that boundary.
+    if (inside_agent_boundary()) {
+      js::object h{{"hookEventName", "PreToolUse"},
+                   {"permissionDecision", "allow"},
+                   {"permissionDecisionReason", "inside the sluice agent boundary"},
+                   {"updatedInput", std::move(input_obj)}};
+      hook_outcome out;
+      out.exit_code = 0;
+      out.out = js::serialize(js::object{{"hookSpecificOutput", std::move(h)}}) + "\n";
+      return out;
+    }
+
     // The runner must be able to sandbox before anything is promised to the host.
     if (std::string failed = exec::doctor_failures(exec::run_doctor()); !failed.empty()) {
       throw deny_error("sluice cannot sandbox commands on this machine (" + failed +
@@ -391,6 +450,11 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
         what += (i == 0 ? "" : i + 1 == asks.size() ? " and " : ", ") + asks[i];
       }
       std::string why;
+      if (!names_this_sluice(command, cwd.empty() ? std::string("/") : cwd, opt.sluice_path)) {
+        throw deny_error("this command asks for " + what + ", which needs a person's approval, but its "
+                         "first word is not this sluice (" + opt.sluice_path + "); write it as `sluice "
+                         "exec OPTIONS -- CMD` with sluice on PATH, or by that path");
+      }
       if (route_for(opt.host, why) == ask_route::no_prompt) {
         std::string lines;
         for (auto &l : policy_lines) lines += (lines.empty() ? "" : "; ") + l;

@@ -12,8 +12,11 @@ enum class hook_host { claude, codex, pi, opencode };
 
 // The first Claude Code whose hooks may answer "ask" with a rewritten command: it shows the rewrite
 // to a person (or to --permission-prompt-tool) and runs it only once allowed; headless (`-p`) it
-// refuses. Older versions run the original command without asking, so the hook refuses there.
-inline constexpr const char *claude_ask_minimum = "2.1.332";
+// refuses. Checked version by version: before 2.1.2 an "ask" drops the rewrite (the prompt shows
+// and runs the original command); from 2.1.2 to 2.1.84 the rewrite runs, but a prompt only comes
+// where Claude's own rules would ask. The hook learns the version from AI_AGENT (from 2.1.120), so
+// in practice it asks from 2.1.120 and refuses below, or where AI_AGENT is missing.
+inline constexpr const char *claude_ask_minimum = "2.1.85";
 
 struct hook_options {
   hook_host host = hook_host::claude;

@@ -1,6 +1,7 @@
 // sluice: command-line wiring only. Each subcommand hands its options to the layer that does the work;
 // start-up exceptions become one line on stderr and exit 125.
 #include "adapters/adapter.hpp"
+#include "adapters/agent.hpp"
 #include "adapters/hook.hpp"
 #include "certs/ca_files.hpp"
 #include "exec/doctor.hpp"
@@ -18,7 +19,9 @@
 int main(int argc, char **argv) {
   // `exec`: everything after the first `--` is the child's argv, untouched; CLI11 sees only the rest.
   std::vector<std::string> child_argv;
-  bool is_exec = argc > 1 && std::strcmp(argv[1], "exec") == 0;
+  // `agent HOST`: the same, HOST_ARGS after `--` go to the host.
+  bool is_exec = argc > 1 && (std::strcmp(argv[1], "exec") == 0 || std::strcmp(argv[1], "agent") == 0);
+  bool is_agent = is_exec && std::strcmp(argv[1], "agent") == 0;
   if (is_exec) {
     int dashdash = -1;
     for (int i = 2; i < argc; ++i) {
@@ -31,7 +34,7 @@ int main(int argc, char **argv) {
     for (int i = 2; i < (dashdash < 0 ? argc : dashdash); ++i) {
       help = help || std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0;
     }
-    if (dashdash < 0 && !help) {
+    if (dashdash < 0 && !help && !is_agent) {
       std::fprintf(stderr, "sluice: exec needs `--` before the command: "
                            "sluice exec [options] -- CMD [ARGS...] (see sluice exec --help)\n");
       return 125;
@@ -87,30 +90,45 @@ int main(int argc, char **argv) {
                    "is a view built for it (system paths read-only, the workspace, a private /tmp and\n"
                    "$HOME), its environment an allow-list. Exit status: the command's own, 128+N for\n"
                    "signal N, 125 when sluice refused or failed, 126 not executable, 127 not found.\n");
-  exec_cmd->add_option("--skill", ex.request.skill, "skill name from the policy file");
-  exec_cmd->add_option("--sandbox-profile", ex_profile, "offline|network-read|allowlist|publish");
-  exec_cmd->add_option("--allow-domain", ex.request.allow_domains, "allow PATTERN (repeatable)")
-      ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
-  exec_cmd->add_option("--allow-env", ex.request.allow_env, "keep credential variable NAME");
-  exec_cmd->add_flag("--confirm-external-side-effects", ex.request.confirm_side_effects,
-                     "required by the publish profile");
-  exec_cmd->add_option("--keep-env", ex.request.keep_env, "keep non-secret variable NAME (repeatable)");
-  exec_cmd->add_option("--credential", ex.request.credentials,
-                       "let the gateway add credential NAME ([credentials.NAME]) to its hosts' requests");
   std::string ex_filesystem;
-  exec_cmd->add_option("--filesystem", ex_filesystem, "read-only|workspace-write");
-  exec_cmd->add_option("--allow-write", ex.request.allow_write,
-                       "also let the command write directory PATH (repeatable; not system paths, "
-                       "the home or policy directories)");
-  exec_cmd->add_option("--cache", ex.request.caches,
-                       "keep tool cache NAME between runs: npm, pip, uv, yarn, pnpm, cargo, go, maven, gradle");
-  exec_cmd->add_option("--pass-fd", ex.pass_fds, "keep descriptor N open for the command (repeatable)");
-  exec_cmd->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
-  exec_cmd->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
-  exec_cmd->add_option("--json-summary", ex.json_summary, "write a JSON summary here at exit");
-  exec_cmd->add_option("--metrics-textfile", ex.metrics_textfile,
-                       "add this command's metrics to DIR/sluice_exec.prom (node_exporter textfile "
-                       "collector)");
+  auto exec_options_of = [&](CLI::App *c) {
+    c->add_option("--skill", ex.request.skill, "skill name from the policy file");
+    c->add_option("--sandbox-profile", ex_profile, "offline|network-read|allowlist|publish");
+    c->add_option("--allow-domain", ex.request.allow_domains, "allow PATTERN (repeatable)")
+        ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
+    c->add_option("--allow-env", ex.request.allow_env, "keep credential variable NAME");
+    c->add_flag("--confirm-external-side-effects", ex.request.confirm_side_effects,
+        "required by the publish profile");
+    c->add_option("--keep-env", ex.request.keep_env, "keep non-secret variable NAME (repeatable)");
+    c->add_option("--credential", ex.request.credentials,
+        "let the gateway add credential NAME ([credentials.NAME]) to its hosts' requests");
+    c->add_option("--filesystem", ex_filesystem, "read-only|workspace-write");
+    c->add_option("--allow-write", ex.request.allow_write,
+        "also let the command write directory PATH (repeatable; not system paths, "
+        "the home or policy directories)");
+    c->add_option("--cache", ex.request.caches,
+        "keep tool cache NAME between runs: npm, pip, uv, yarn, pnpm, cargo, go, maven, gradle");
+    c->add_option("--pass-fd", ex.pass_fds, "keep descriptor N open for the command (repeatable)");
+    c->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
+    c->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
+    c->add_option("--json-summary", ex.json_summary, "write a JSON summary here at exit");
+    c->add_option("--metrics-textfile", ex.metrics_textfile,
+        "add this command's metrics to DIR/sluice_exec.prom (node_exporter textfile "
+        "collector)");
+  };
+  exec_options_of(exec_cmd);
+
+  // `agent HOST -- HOST_ARGS`: the host itself inside one exec boundary.
+  sluice::adapters::agent_request agent;
+  auto *agent_cmd = app.add_subcommand("agent", "run an agent host (claude) itself inside one sandbox");
+  agent_cmd->footer("The host, its shell tool, MCP servers and subprocesses run inside one sluice exec boundary:\n"
+                    "its model endpoint is a route that may POST to the API, its key is added by the\n"
+                    "gateway (the host holds a placeholder), its state directory is writable and its\n"
+                    "settings and hooks read-only. Default profile: network-read.\n");
+  agent_cmd->add_option("host", agent.host, "claude")->required();
+  agent_cmd->add_option("--model-url", agent.model_url,
+                        "the model API's base URL (default: the host's own configuration)");
+  exec_options_of(agent_cmd);
 
   // `hook HOST`: a host's PreToolUse hook. Every way out is 0 (rewrite) or 2 (deny): hosts run the
   // original command on any other status.
@@ -200,7 +218,7 @@ int main(int argc, char **argv) {
   }
 
   try {
-    if (*exec_cmd) {
+    if (*exec_cmd || *agent_cmd) {
       if (!ex_profile.empty()) {
         ex.request.profile = sluice::filters::parse_profile(ex_profile);
         if (!ex.request.profile) {
@@ -224,7 +242,14 @@ int main(int argc, char **argv) {
         // exec has reaped its child and removed its directory: leave without running the static
         // destructors and library teardown, which would only add to the start-up cost of every
         // wrapped command.
-        int rc = sluice::exec::run_exec(ex);
+        int rc;
+        if (*agent_cmd) {
+          agent.ex = ex;
+          agent.args = child_argv;
+          rc = sluice::adapters::run_agent(agent);
+        } else {
+          rc = sluice::exec::run_exec(ex);
+        }
         std::fflush(nullptr);
         ::_exit(rc);
       } catch (const sluice::exec::setup_error &e) {

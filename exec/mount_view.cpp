@@ -279,8 +279,27 @@ std::string build_view(const view_spec &spec,
     if (!make_dirs(target, 0700) ||
         ::mount((old_root + from).c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
         !set_attr(target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
-      return err("cannot show the cache " + from + " at", to);
+      return err("cannot show " + from + " at", to);
     }
+  }
+  for (auto &[path, data] : spec.home_files) {
+    std::string to = new_root + path;
+    auto slash = to.rfind('/');
+    int fd = -1;
+    if (spec.home.empty() || !is_under(path, spec.home) || !make_dirs(to.substr(0, slash), 0700) ||
+        (fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+      return err("cannot write into the private home", path);
+    }
+    std::size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n <= 0) {
+        ::close(fd);
+        return err("cannot write into the private home", path);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
   }
 
   for (auto p : etc_secrets) {
@@ -319,6 +338,18 @@ std::string build_view(const view_spec &spec,
                  std::any_of(sys_paths.begin(), sys_paths.end(), under) ||
                  std::any_of(bound.begin(), bound.end(), under);
     if (shown) continue;
+    // A symlink (a launcher on PATH naming the real binary, which is in the list too) is made
+    // again in the view: bound, it would be followed from the host's root, which is not "/" here.
+    struct stat lst {};
+    if (::lstat((old_root + f).c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = ::readlink((old_root + f).c_str(), target, sizeof target - 1);
+      std::string to = new_root + f;
+      if (n <= 0 || !make_dirs(to.substr(0, to.rfind('/')), 0755)) return err("cannot show the symlink", f);
+      target[n] = '\0';
+      if (::symlink(target, to.c_str()) != 0 && errno != EEXIST) return err("cannot show the symlink", f);
+      continue;
+    }
     if (auto e = bind_host(f, ro); !e.empty()) return e;
     bound.push_back(f);
   }
@@ -335,6 +366,11 @@ std::string build_view(const view_spec &spec,
   };
   for (auto &f : spec.protect) {
     if (auto e = protect(f); !e.empty()) return e;
+  }
+  for (auto &f : spec.hide) {
+    std::string to = new_root + f;
+    if (::lstat(to.c_str(), &st) != 0) continue; // nothing there to hide
+    if (auto e = mask(f); !e.empty()) return e;
   }
 
   // What sluice's walk of the workspace found meanwhile (workspace_guard::scan): guarded names and

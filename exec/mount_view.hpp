@@ -24,6 +24,10 @@ struct view_spec {
   // Directories of sluice's shown at another path in the private home (tool caches: host path,
   // view path), read-write.
   std::vector<std::pair<std::string, std::string>> binds;
+  std::vector<std::string> hide;    // paths shown as an empty file or directory (an agent's stored keys)
+  // Files written into the private home before the command starts (path in the view, contents),
+  // 0600: copies of an agent host's state that must not go back to the caller's home.
+  std::vector<std::pair<std::string, std::string>> home_files;
   bool hide_unreadable_etc = false; // mask /etc entries others may not read (a root caller)
   bool bind_sys = true;             // a read-only /sys
   bool replace_trust = false;       // the system CA bundles become the per-command CA (seal_view)

@@ -1,6 +1,7 @@
 #include "exec/runner.hpp"
 #include "certs/java_truststore.hpp"
 #include "exec/environment.hpp"
+#include "filters/policy_loader.hpp"
 #include "exec/sandbox.hpp"
 #include "exec/tool_cache.hpp"
 #include "exec/workspace.hpp"
@@ -152,7 +153,53 @@ struct exec_plan {
   bool truststore = false; // the JVM trust store goes into the view
   std::vector<std::string> dropped;
   std::shared_ptr<const filters::policy> policy;
+  std::string agent;                        // `sluice agent`: the host, named in /.sluice/agent
+  std::vector<std::string> absent_settings; // an agent host's settings that did not exist at the start
 };
+
+// `sluice agent`: the model endpoint joins the allowlist with its API's POST paths, and its key is
+// one more credential the gateway adds (the host holds the placeholder). Only a terminating profile
+// can add it.
+void add_host_boundary(const host_boundary &b, resolved_exec &resolved) {
+  if (!b.credentials.empty() && !filters::terminates_tls(resolved.gateway.mode)) {
+    throw refusal("sluice agent adds the model's API key to its requests, which the " +
+                  std::string(filters::to_string(resolved.gateway.mode)) +
+                  " profile cannot do; use network-read (the default) or publish");
+  }
+  resolved.gateway.allow.insert(resolved.gateway.allow.end(), b.allow.begin(), b.allow.end());
+  resolved.gateway.allow_routes.insert(resolved.gateway.allow_routes.end(), b.routes.begin(), b.routes.end());
+  for (auto c : b.credentials) {
+    try {
+      filters::load_secret(c);
+    } catch (const filters::config_error &e) {
+      throw refusal(e.what());
+    }
+    if (!c.env.empty()) resolved.placeholders.push_back(c.env + "=" + filters::credential_placeholder(c.name));
+    resolved.gateway.credentials.push_back(std::move(c));
+  }
+  for (const auto &name : b.keep_env) {
+    if (is_credential_name(name)) continue; // a key stays outside, whatever the host calls it
+    resolved.keep.push_back(name);
+  }
+}
+
+// What an agent host's settings gained while it ran: a settings file or hooks directory that did not
+// exist at the start is moved aside, as the workspace guard does (it would take effect the next time
+// the host runs outside sluice).
+boost::json::array quarantine_settings(const exec_plan &plan) {
+  boost::json::array out;
+  for (const auto &p : plan.absent_settings) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) continue;
+    std::string to = p + ".sluice-quarantine-" + plan.command_id;
+    bool moved = ::rename(p.c_str(), to.c_str()) == 0;
+    std::fprintf(stderr, "sluice: the agent created %s, settings the host would read outside the sandbox; %s\n",
+                 p.c_str(), moved ? ("moved it to " + to + ": review it, and move it back if you want it").c_str()
+                                  : "it could not be moved aside: check it before the host runs again");
+    out.push_back({{"path", p}, {"movedTo", moved ? to : std::string()}});
+  }
+  return out;
+}
 
 // Step 1: resolves the policy and the workspace and decides what the view shows. Throws refusal.
 exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
@@ -172,6 +219,7 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   }
   plan.resolved = resolve_exec(opt.request);
   auto &resolved = plan.resolved;
+  if (!opt.agent.host.empty()) add_host_boundary(opt.agent, resolved);
   resolved.gateway.access_log = opt.access_log;
   plan.mode = resolved.gateway.mode;
   progress.skill = resolved.skill;
@@ -205,6 +253,21 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   so.view.writable = writable;
   so.view.home = view_home;
   so.view.binds = cache_binds(resolved.caches, cache_root(plan.caller_home), view_home);
+  plan.agent = opt.agent.host;
+  if (!opt.agent.host.empty()) {
+    if (view_home.empty() || view_home != plan.caller_home) {
+      throw refusal("sluice agent needs a home directory of the caller's own (HOME=" + plan.caller_home +
+                    "); set HOME");
+    }
+    for (const auto &d : opt.agent.state) so.view.binds.emplace_back(d, d);
+    so.view.protect.insert(so.view.protect.end(), opt.agent.protect.begin(), opt.agent.protect.end());
+    so.view.hide = opt.agent.hide;
+    so.view.home_files = opt.agent.home_files;
+    for (const auto &p : opt.agent.protect) {
+      struct stat st {};
+      if (::lstat(p.c_str(), &st) != 0) plan.absent_settings.push_back(p);
+    }
+  }
   so.view.hide_unreadable_etc = ::geteuid() == 0;
   so.view.bind_sys = ::geteuid() != 0;
   so.view.replace_trust = filters::terminates_tls(plan.mode);
@@ -258,6 +321,11 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   }
   so.argv = opt.argv;
   so.env = child_environment(environ, spec, &plan.dropped);
+  for (const auto &v : opt.agent.set_env) {
+    auto name = v.substr(0, v.find('=') + 1);
+    std::erase_if(so.env, [&](const std::string &e) { return e.rfind(name, 0) == 0; });
+    so.env.push_back(v);
+  }
   so.fault = fault;
   return plan;
 }
@@ -393,7 +461,11 @@ int set_up(const exec_plan &plan, sandbox &sb, workspace_guard &guard, gateway_b
     }
   }
   if (ready_error) std::rethrow_exception(ready_error);
-  if (plan.network) sb.send_files(build.files());
+  if (plan.network) {
+    auto files = build.files();
+    if (!plan.agent.empty()) files.emplace_back("agent", plan.agent + "\n");
+    sb.send_files(files);
+  }
   return sb.sealed();
 }
 
@@ -545,6 +617,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   int status = run_to_end(opt, sb, sfd, result);
   ::close(sfd);
   boost::json::array quarantined = quarantine(guard, plan.command_id);
+  for (auto &q : quarantine_settings(plan)) quarantined.push_back(std::move(q));
 
   gateway::gateway *gw = nullptr;
   try {

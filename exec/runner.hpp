@@ -6,6 +6,22 @@
 
 namespace sluice::exec {
 
+// What `sluice agent` adds to one run: the agent host's own state in the private home, its settings
+// read-only, its stored credentials hidden, and its model endpoint with the key the gateway adds
+// (docs/adapters.md, the whole agent). Empty for `sluice exec`.
+struct host_boundary {
+  std::string host;                   // "claude": also named in the view's /.sluice/agent
+  std::vector<std::string> state;     // directories of the caller's home: read-write at their paths
+  std::vector<std::string> protect;   // settings and hooks in them: read-only; moved aside if created
+  std::vector<std::string> hide;      // stored credentials in them
+  std::vector<std::pair<std::string, std::string>> home_files; // written into the private home
+  std::vector<std::string> keep_env;  // the host's own non-secret variables
+  std::vector<std::string> set_env;   // NAME=VALUE, set over everything else
+  std::vector<std::string> allow;     // the model endpoint's host
+  std::vector<filters::route_rule> routes; // the POST paths of its API
+  std::vector<filters::credential_config> credentials; // the API key, added by the gateway
+};
+
 struct exec_options {
   exec_request request;
   std::vector<std::string> argv; // everything after `--`
@@ -13,6 +29,7 @@ struct exec_options {
   std::string json_summary;      // file to write the summary to
   std::vector<int> pass_fds;     // descriptors above 2 the command keeps (--pass-fd)
   std::string metrics_textfile;  // node_exporter textfile directory (--metrics-textfile)
+  host_boundary agent;           // `sluice agent`: the host's own files and model endpoint
 };
 
 // `sluice exec`: resolves the policy, runs the doctor's checks by setting the sandbox up, starts the

@@ -8,7 +8,7 @@ A request that offers tools and carries no tool result yet gets that call; a req
 result gets a final text and ends the turn; anything else (titles, quota checks) gets a short text.
 Every tool result received is appended to RESULTS (JSON lines) so a test sees what the model saw.
 
-usage: fake_model.py PORT RESULTS   (prints "ready" once listening)"""
+usage: fake_model.py PORT RESULTS [CERT KEY]   (prints "ready" once listening; HTTPS with CERT KEY)"""
 import base64
 import json
 import os
@@ -97,7 +97,8 @@ class Handler(BaseHTTPRequestHandler):
         req = json.loads(self.rfile.read(n) or b"{}")
         if os.environ.get("FAKE_MODEL_LOG"):
             with lock, open(os.environ["FAKE_MODEL_LOG"], "a") as f:
-                f.write(json.dumps({"path": self.path, "request": req}) + "\n")
+                f.write(json.dumps({"path": self.path, "request": req,
+                                    "headers": {k.lower(): v for k, v in self.headers.items()}}) + "\n")
         path = self.path.split("?")[0]
         if path.endswith("/messages/count_tokens"):
             return self.json({"input_tokens": 10})
@@ -211,5 +212,10 @@ class Handler(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    if len(sys.argv) > 4:  # CERT KEY: HTTPS, as a real model endpoint is
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print("ready", flush=True)
     server.serve_forever()

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import unittest
 
-from test_claude import PYTHON, SLUICE, free_port, skill_in_requests
+from test_claude import PYTHON, SLUICE, free_port, skill_in_requests, sluice_on_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,6 +52,7 @@ class NetnsHostCase(unittest.TestCase):
         cls.ns = Netns()
         cls.tmp = tempfile.mkdtemp(prefix="sluice-%s-" % cls.host, dir="/var/tmp")
         os.chmod(cls.tmp, 0o777)
+        cls.sluice_dir = sluice_on_path(cls.tmp)
         cls.model_port = free_port()
         cls.results = os.path.join(cls.tmp, "results.jsonl")
         cls.requests = os.path.join(cls.tmp, "requests.jsonl")  # every request the model got
@@ -114,7 +115,7 @@ class NetnsHostCase(unittest.TestCase):
         return p
 
     def env(self, extra=None):
-        e = {"PATH": self.bindir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8",
+        e = {"PATH": self.bindir + ":" + self.sluice_dir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8",
              "TMPDIR": "/var/tmp"}
         e.update(self.host_env())
         e.update(extra or {})

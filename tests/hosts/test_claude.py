@@ -27,6 +27,17 @@ def prompt_for(tool, tool_input):
     return "SLUICE-CALL:" + base64.b64encode(call.encode()).decode()
 
 
+def sluice_on_path(directory):
+    """A directory with `sluice` (the binary under test) for the hosts' PATH, as an installed sluice
+    is: the hook asks a person only about commands whose first word is this sluice."""
+    d = os.path.join(directory, "bin")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    if not os.path.islink(os.path.join(d, "sluice")):
+        os.symlink(SLUICE, os.path.join(d, "sluice"))
+    return d
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,11 +86,11 @@ def skill_in_requests(path):
 
 
 class FakeModel:
-    def __init__(self, directory):
+    def __init__(self, directory, tls=()):
         self.results = os.path.join(directory, "results.jsonl")
         self.requests = os.path.join(directory, "requests.jsonl")  # every request the model got
         self.port = free_port()
-        self.proc = subprocess.Popen([PYTHON, os.path.join(HERE, "fake_model.py"), str(self.port), self.results],
+        self.proc = subprocess.Popen([PYTHON, os.path.join(HERE, "fake_model.py"), str(self.port), self.results] + list(tls),
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=dict(os.environ, FAKE_MODEL_LOG=self.requests))
         assert self.proc.stdout.readline().strip() == b"ready"
@@ -141,6 +152,7 @@ class ClaudeCase(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="sluice-claude-")
         os.chmod(cls.tmp, 0o755)
         cls.model = FakeModel(cls.tmp)
+        cls.sluice_dir = sluice_on_path(cls.tmp)
         cls.policy = os.path.join(cls.tmp, "policy.toml")
         with open(cls.policy, "w") as f:
             f.write(POLICY)
@@ -172,8 +184,8 @@ class ClaudeCase(unittest.TestCase):
         return ["setpriv", "--reuid=%d" % self.user, "--regid=%d" % self.user, "--clear-groups"]
 
     def env(self, extra=None):
-        e = {"PATH": self.bindir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8",
-             "ANTHROPIC_BASE_URL": "http://127.0.0.1:%d" % self.model.port, "ANTHROPIC_API_KEY": "x",
+        e = {"PATH": self.bindir + ":" + self.sluice_dir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home,
+             "LANG": "C.UTF-8", "ANTHROPIC_BASE_URL": "http://127.0.0.1:%d" % self.model.port, "ANTHROPIC_API_KEY": "x",
              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
         e.update(extra or {})
         return e

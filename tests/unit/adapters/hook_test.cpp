@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <string>
 
@@ -85,11 +86,18 @@ TEST_CASE("host versions compare numerically") {
 
 namespace {
 struct hook_case {
-  std::string policy;
+  std::string policy, sluice, old_path;
   hook_case() {
     char dir[] = "/tmp/sluice-hook-test-XXXXXX";
     REQUIRE(::mkdtemp(dir));
     policy = std::string(dir) + "/policy.toml";
+    // "sluice" on PATH is this file: the hook asks only for commands that name it.
+    sluice = std::string(dir) + "/sluice";
+    FILE *s = std::fopen(sluice.c_str(), "w");
+    std::fclose(s);
+    ::chmod(sluice.c_str(), 0755);
+    old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+    ::setenv("PATH", (std::string(dir) + ":" + old_path).c_str(), 1);
     FILE *f = std::fopen(policy.c_str(), "w");
     std::fputs("[skills.asker]\n"
                "default_profile = \"network-read\"\n"
@@ -103,6 +111,8 @@ struct hook_case {
     std::fclose(f);
   }
   ~hook_case() {
+    ::setenv("PATH", old_path.c_str(), 1);
+    std::remove(sluice.c_str());
     std::remove(policy.c_str());
     ::rmdir(policy.substr(0, policy.rfind('/')).c_str());
   }
@@ -111,7 +121,7 @@ struct hook_case {
     o.host = host;
     o.skill = skill;
     o.policy_file = policy;
-    o.sluice_path = "/usr/bin/sluice";
+    o.sluice_path = sluice;
     boost::json::object in{{"hook_event_name", "PreToolUse"},
                            {"tool_name", host == hook_host::claude || host == hook_host::codex ? "Bash" : "bash"},
                            {"tool_input", boost::json::object{{"command", command}}},
@@ -133,7 +143,7 @@ TEST_CASE("what the skill lets a person approve is asked for; the rest is refuse
   auto o = c.run(hook_host::claude, "sluice exec --allow-domain api.ask.test -- curl -s http://api.ask.test/");
   CHECK(o.exit_code == 0);
   REQUIRE(decision(o) == "ask");
-  CHECK(field(o, "command").find("exec --skill asker --policy " + c.policy + " --allow-domain api.ask.test -- ") !=
+  CHECK(field(o, "command").find(c.sluice + " exec --skill asker --policy " + c.policy + " --allow-domain api.ask.test -- ") !=
         std::string::npos);
   CHECK(field(o, "permissionDecisionReason").find("network access to api.ask.test") != std::string::npos);
   CHECK(field(o, "permissionDecisionReason").find("this one command") != std::string::npos);
@@ -173,7 +183,16 @@ TEST_CASE("what the skill lets a person approve is asked for; the rest is refuse
   CHECK(decision(o) == "deny");
   CHECK(o.err.find("Codex has no permission prompt") != std::string::npos);
   CHECK(o.err.find("allow_domains = [\"api.ask.test\"] under [skills.asker]") != std::string::npos);
-  for (const char *agent : {"claude-code_2-0-10_harness", "something-else", ""}) {
+  ::setenv("AI_AGENT", "claude-code/2.1.120/harness", 1); // the form of 2.1.120 to 2.1.126
+  CHECK(decision(c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true")) == "ask");
+  ::setenv("AI_AGENT", "claude-code_2-1-85_harness", 1);
+  CHECK(decision(c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true")) == "ask");
+  // The first word must be this sluice: an old host may run the original command once approved.
+  o = c.run(hook_host::claude, "./sluice exec --sandbox-profile allowlist -- true");
+  CHECK(decision(o) == "deny");
+  CHECK(o.err.find("is not this sluice") != std::string::npos);
+  for (const char *agent : {"claude-code_2-1-84_harness", "claude-code_2-0-10_harness", "claude-code/2.1.x/harness",
+                            "something-else", ""}) {
     if (*agent) {
       ::setenv("AI_AGENT", agent, 1);
     } else {

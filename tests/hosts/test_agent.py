@@ -1,0 +1,222 @@
+"""Conformance of `sluice agent claude`: the real Claude Code (the version this project follows and
+the minimum), the host process itself inside one `sluice exec` boundary, driven headlessly by the
+fake model server, which it reaches only through sluice's gateway under a name of its own
+(model.test, pinned to 127.0.0.1). The key the test gives sluice never enters the boundary: the
+gateway adds it to the model's requests. Run as root and as 65534."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from test_claude import CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, install_claude, prompt_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KEY = "sk-test-REALKEY-5b1f0c"  # what sluice is given; the host inside must never see it
+
+
+class AgentClaudeCurrentAsRoot(unittest.TestCase):
+    version = CURRENT
+    user = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bindir = install_claude(cls.version)
+        cls.tmp = tempfile.mkdtemp(prefix="sluice-agent-")
+        os.chmod(cls.tmp, 0o755)
+        # The model endpoint speaks HTTPS, as a real one does, with a certificate for model.test
+        # from a CA of the test's that the policy gives the gateway.
+        d = cls.tmp
+        run = lambda *c: subprocess.run(list(c), check=True, capture_output=True)
+        run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", d + "/model-ca.key", "-out", d + "/model-ca.pem", "-days", "2", "-subj", "/CN=model CA")
+        run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", d + "/model.key", "-out", d + "/model.csr", "-subj", "/CN=model.test")
+        with open(d + "/ext", "w") as f:
+            f.write("subjectAltName=DNS:model.test\n")
+        run("openssl", "x509", "-req", "-in", d + "/model.csr", "-CA", d + "/model-ca.pem", "-CAkey",
+            d + "/model-ca.key", "-CAcreateserial", "-days", "2", "-extfile", d + "/ext", "-out", d + "/model.pem")
+        os.chmod(d + "/model-ca.pem", 0o644)
+        cls.model = FakeModel(cls.tmp, (d + "/model.pem", d + "/model.key"))
+        cls.model_url = "https://model.test:%d" % cls.model.port
+        cls.web = HostLoopback()  # "web.test": an allowed host
+        cls.policy = os.path.join(cls.tmp, "policy.toml")
+        with open(cls.policy, "w") as f:
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
+                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
+                    '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
+                    % (cls.web.port, d + "/model-ca.pem"))
+        os.chmod(cls.policy, 0o644)
+        cls.outside = os.path.join(cls.tmp, "outside.txt")  # readable by every user, outside the workspace
+        with open(cls.outside, "w") as f:
+            f.write("OUTSIDE-THE-WORKSPACE\n")
+        os.chmod(cls.outside, 0o644)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
+        cls.web.sock.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="case-", dir=self.tmp)
+        self.home = os.path.join(self.work, "home")
+        self.proj = os.path.join(self.work, "proj")
+        os.makedirs(os.path.join(self.home, ".ssh"))
+        os.makedirs(self.proj)
+        with open(os.path.join(self.home, ".ssh", "id_ed25519"), "w") as f:
+            f.write("SECRETKEY\n")
+        with open(os.path.join(self.proj, "notes.txt"), "w") as f:
+            f.write("IN-THE-WORKSPACE\n")
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
+        os.chmod(self.work, 0o755)
+        self.model.take()
+        if os.path.exists(self.model.requests):
+            os.unlink(self.model.requests)
+
+    def prefix(self):
+        if self.user is None:
+            return []
+        return ["setpriv", "--reuid=%d" % self.user, "--regid=%d" % self.user, "--clear-groups"]
+
+    def env(self):
+        return {"PATH": self.bindir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8",
+                "ANTHROPIC_API_KEY": KEY, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+    def agent(self, tool, tool_input, host_args=()):
+        """One headless turn of Claude inside `sluice agent`; returns (the tool results the model
+        saw, the process)."""
+        argv = self.prefix() + [SLUICE, "agent", "claude", "--model-url", self.model_url,
+                                "--policy", self.policy, "--", "-p", prompt_for(tool, tool_input),
+                                "--output-format", "stream-json", "--verbose",
+                                "--dangerously-skip-permissions"] + list(host_args)
+        p = subprocess.run(argv, capture_output=True, env=self.env(), cwd=self.proj, timeout=180)
+        return self.model.take(), p
+
+    def bash(self, command, host_args=()):
+        results, p = self.agent("Bash", {"command": command, "description": "conformance"}, host_args)
+        self.assertEqual(len(results), 1, "the model saw no tool result: %s %s" % (p.stdout[-2000:], p.stderr[-2000:]))
+        return results[0]["content"], p
+
+    def model_requests(self):
+        with open(self.model.requests) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def test_a_turn_completes_with_the_key_added_outside(self):
+        out, p = self.bash("echo key=$ANTHROPIC_API_KEY; readlink /proc/self/ns/net; cat /.sluice/agent")
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        self.assertIn("key=sluice-credential-", out)  # the placeholder
+        inner = [l for l in out.splitlines() if l.startswith("net:[")]
+        self.assertTrue(inner and inner[0] != os.readlink("/proc/self/ns/net"), out)
+        self.assertIn("claude", out)
+        requests = self.model_requests()
+        self.assertTrue(requests)
+        for r in requests:  # every request reached the model with the key sluice added
+            self.assertEqual(r["headers"].get("x-api-key"), KEY)
+
+    def test_file_tools_see_only_the_workspace(self):
+        for path, secret in ((os.path.join(self.home, ".ssh", "id_ed25519"), "SECRETKEY"),
+                             (self.outside, "OUTSIDE-THE-WORKSPACE")):
+            results, p = self.agent("Read", {"file_path": path})
+            self.assertEqual(len(results), 1, p.stderr.decode()[-2000:])
+            self.assertNotIn(secret, results[0]["content"])
+        results, _ = self.agent("Read", {"file_path": os.path.join(self.proj, "notes.txt")})
+        self.assertIn("IN-THE-WORKSPACE", results[0]["content"])  # the test can fail: Read works
+        with open(self.outside) as f:  # and the file is there, outside
+            self.assertIn("OUTSIDE", f.read())
+
+    def test_the_hosts_network_and_its_mcp_servers_go_through_the_policy(self):
+        port = self.web.port
+        out, _ = self.bash("curl -s -m 5 http://web.test:%d/; echo; "
+                           "curl -s -m 5 -o /dev/null -w post=%%{http_code} -X POST -d x http://web.test:%d/; echo; "
+                           "curl -s -m 5 -o /dev/null -w other=%%{http_code} http://other.test:%d/" % (port, port, port))
+        self.assertIn("HOSTREPLY", out)  # an allowed host
+        self.assertIn("post=403", out)   # network-read: no POST there
+        self.assertIn("other=403", out)  # nor any other host
+        # The server's script is in the workspace (the host starts it inside, where /work is not).
+        script = os.path.join(self.proj, "fetch_mcp.py")
+        shutil.copy(os.path.join(HERE, "fetch_mcp.py"), script)
+        os.chmod(script, 0o644)
+        mcp = json.dumps({"mcpServers": {"net": {"command": PYTHON, "args": [script]}}})
+        hits = self.web.hits
+        seen = {}
+        for name, url in (("allowed", "http://web.test:%d/" % port), ("other", "http://other.test:%d/" % port),
+                          ("host", "http://127.0.0.1:%d/" % port)):
+            results, p = self.agent("mcp__net__fetch", {"url": url}, ["--mcp-config", mcp])
+            self.assertEqual(len(results), 1, p.stdout.decode()[-2000:])
+            seen[name] = results[0]["content"]
+        self.assertIn("status=200 body=HOSTREPLY", seen["allowed"])
+        self.assertIn("status=403", seen["other"])
+        self.assertNotIn("HOSTREPLY", seen["host"])  # the host's loopback is not the sandbox's
+        self.assertEqual(self.web.hits, hits + 1)
+
+    def test_the_key_never_appears_inside(self):
+        # The key is searched for in two halves joined by the shell, so that the command's own text
+        # (in its command line and the transcript) does not hold it.
+        out, _ = self.bash("env; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f; done; "
+                           "a=%s; b=%s; grep -rsl -- \"$a$b\" ~ /tmp /.sluice /proc/self/ 2>/dev/null; "
+                           "echo scanned" % (KEY[:10], KEY[10:]))
+        self.assertIn("scanned", out)
+        self.assertIn("ANTHROPIC_API_KEY=sluice-credential-", out)
+        self.assertNotIn(KEY, out)
+        for root, _, files in os.walk(self.home):  # transcripts and state the host wrote
+            for name in files:
+                with open(os.path.join(root, name), "rb") as f:
+                    self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+
+    def test_settings_and_hooks_stay_read_only(self):
+        claude_dir = os.path.join(self.home, ".claude")
+        os.makedirs(claude_dir)
+        with open(os.path.join(claude_dir, "settings.json"), "w") as f:
+            f.write('{"theme": "dark"}\n')
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.home], check=True)
+        out, _ = self.bash("echo '{\"hooks\": {}}' > ~/.claude/settings.json; echo settings=$?; "
+                           "echo evil > ~/.claude/hooks/h.sh; echo hooks=$?; "
+                           "echo '{}' > ~/.claude/settings.local.json; echo local=$?; "
+                           "echo note > ~/.claude/todo-state; echo state=$?")
+        self.assertNotIn("settings=0", out)
+        self.assertNotIn("hooks=0", out)
+        self.assertIn("state=0", out)  # the host's own state is writable
+        with open(os.path.join(claude_dir, "settings.json")) as f:
+            self.assertEqual(f.read(), '{"theme": "dark"}\n')
+        self.assertFalse(os.path.exists(os.path.join(claude_dir, "hooks", "h.sh")))
+        # A settings file that did not exist is moved aside when the host ends.
+        self.assertFalse(os.path.exists(os.path.join(claude_dir, "settings.local.json")))
+        self.assertTrue([n for n in os.listdir(claude_dir) if n.startswith("settings.local.json.sluice-quarantine-")])
+        with open(os.path.join(claude_dir, "todo-state")) as f:
+            self.assertEqual(f.read(), "note\n")
+
+    def test_exit_status_and_refusals(self):
+        bad = subprocess.run(self.prefix() + ["claude", "--no-such-option"], capture_output=True, env=self.env(),
+                             cwd=self.proj, timeout=60)
+        self.assertNotEqual(bad.returncode, 0)
+        p = subprocess.run(self.prefix() + [SLUICE, "agent", "claude", "--model-url", self.model_url,
+                                            "--policy", self.policy, "--", "--no-such-option"],
+                           capture_output=True, env=self.env(), cwd=self.proj, timeout=60)
+        self.assertEqual(p.returncode, bad.returncode, p.stderr.decode()[-2000:])
+        env = self.env()
+        del env["ANTHROPIC_API_KEY"]
+        p = subprocess.run(self.prefix() + [SLUICE, "agent", "claude", "--policy", self.policy, "--", "-p", "hi"],
+                           capture_output=True, env=env, cwd=self.proj, timeout=60)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("ANTHROPIC_API_KEY", p.stderr.decode())
+
+
+class AgentClaudeCurrentAsNobody(AgentClaudeCurrentAsRoot):
+    user = 65534
+
+
+class AgentClaudeMinimumAsRoot(AgentClaudeCurrentAsRoot):
+    version = MINIMUM
+
+
+class AgentClaudeMinimumAsNobody(AgentClaudeCurrentAsRoot):
+    version = MINIMUM
+    user = 65534
+
+
+if __name__ == "__main__":
+    unittest.main()
