@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -93,6 +94,59 @@ bool secret_key(std::string_view key) {
   return false;
 }
 
+// A host's state directory: made when missing (0700), resolved, and inside the home.
+std::string state_dir(std::string dir, const std::string &home, const std::string &what) {
+  if (dir.empty() || dir[0] != '/') throw refusal(what + "=" + dir + " is not an absolute path; fix it");
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw refusal("cannot make the host's state directory " + dir + ": " + std::strerror(errno));
+  }
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real)) throw refusal("cannot resolve " + dir + ": " + std::strerror(errno));
+  dir = real;
+  if (dir == home || !exec::is_under(dir, home)) {
+    throw refusal("the host's state directory " + dir + " (" + what + ") is not inside the home " + home +
+                  "; sluice agent shows only the home's own state inside");
+  }
+  return dir;
+}
+
+// Directories of settings a host reads (hooks, rules, skills): made when missing so that they can
+// be shown read-only.
+void protect_dirs(exec::host_boundary &b, const std::string &dir, std::initializer_list<const char *> names) {
+  for (auto name : names) {
+    std::string d = dir + "/" + name;
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw refusal("cannot make " + d + ": " + std::strerror(errno));
+    }
+    b.protect.push_back(d);
+  }
+}
+
+void keep_host_env(exec::host_boundary &b, std::initializer_list<const char *> prefixes) {
+  for (char **e = environ; *e; ++e) {
+    std::string_view kv(*e);
+    std::string name(kv.substr(0, kv.find('=')));
+    for (auto prefix : prefixes) {
+      if (name.rfind(prefix, 0) == 0 && !exec::is_credential_name(name)) b.keep_env.push_back(name);
+    }
+  }
+}
+
+// The model endpoint's POST paths as a route, the endpoint on the allowlist, and the key the
+// gateway adds to its requests (the variable inside holds the placeholder).
+void model_endpoint(exec::host_boundary &b, const endpoint &e, std::vector<std::string> paths,
+                    filters::credential_config key) {
+  b.allow.push_back(e.pattern);
+  filters::route_rule api;
+  api.host = e.pattern;
+  api.methods = {"POST"};
+  for (auto &p : paths) api.paths.push_back(e.base + p);
+  api.text = filters::describe_route(api);
+  b.routes.push_back(api);
+  key.hosts = {e.pattern};
+  b.credentials.push_back(std::move(key));
+}
+
 // Claude Code: `claude` on PATH; state in ~/.claude (or $CLAUDE_CONFIG_DIR) and ~/.claude.json;
 // the Anthropic Messages API at ANTHROPIC_BASE_URL (default https://api.anthropic.com), its key
 // from ANTHROPIC_API_KEY (x-api-key) or ANTHROPIC_AUTH_TOKEN (Bearer).
@@ -115,17 +169,8 @@ exec::host_boundary claude_boundary(const agent_request &r, const std::string &h
     from = "Claude Code's default";
   }
   endpoint e = parse_endpoint(url, from);
-  b.allow.push_back(e.pattern);
-  filters::route_rule api;
-  api.host = e.pattern;
-  api.methods = {"POST"};
-  api.paths = {e.base + "/v1/messages", e.base + "/v1/messages/*"};
-  api.text = filters::describe_route(api);
-  b.routes.push_back(api);
-
   filters::credential_config key;
   key.name = "claude-model";
-  key.hosts = {e.pattern};
   if (!env("ANTHROPIC_API_KEY").empty()) {
     key.source = "env:ANTHROPIC_API_KEY";
     key.header = "x-api-key";
@@ -141,37 +186,20 @@ exec::host_boundary claude_boundary(const agent_request &r, const std::string &h
                   "the gateway adds it to the requests for " + e.pattern + " and Claude inside holds a "
                   "placeholder; a login stored by `claude /login` is not taken inside. Export the key and run again");
   }
-  b.credentials.push_back(key);
+  model_endpoint(b, e, {"/v1/messages", "/v1/messages/*"}, key);
   b.set_env.push_back("ANTHROPIC_BASE_URL=" + e.url);
   b.set_env.push_back("DISABLE_AUTOUPDATER=1"); // its install is read-only inside
   // Claude's own word for "this process is in a sandbox": it then takes --dangerously-skip-permissions
   // from a root caller too (the boundary is sluice's, whatever Claude's permission mode).
   b.set_env.push_back("IS_SANDBOX=1");
 
-  std::string dir = env("CLAUDE_CONFIG_DIR");
-  if (dir.empty()) dir = home + "/.claude";
-  if (dir[0] != '/') throw refusal("CLAUDE_CONFIG_DIR=" + dir + " is not an absolute path; fix it");
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw refusal("cannot make Claude Code's state directory " + dir + ": " + std::strerror(errno));
-  }
-  char real[PATH_MAX];
-  if (!::realpath(dir.c_str(), real)) throw refusal("cannot resolve " + dir + ": " + std::strerror(errno));
-  dir = real;
-  if (dir == home || !exec::is_under(dir, home)) {
-    throw refusal("Claude Code's state directory " + dir + " is not inside the home " + home +
-                  "; sluice agent shows only the home's own state inside");
-  }
+  std::string dir = state_dir(env("CLAUDE_CONFIG_DIR").empty() ? home + "/.claude" : env("CLAUDE_CONFIG_DIR"),
+                              home, env("CLAUDE_CONFIG_DIR").empty() ? "~/.claude" : "CLAUDE_CONFIG_DIR");
   b.state.push_back(dir);
   // Settings, hooks and what runs with them (plugins, skills, agents, commands) are read-only.
   // Their directories are made when missing, so that they can be (Claude makes some at start);
   // a settings file made inside is moved aside when the host ends.
-  for (auto name : {"hooks", "skills", "agents", "commands", "plugins", "output-styles"}) {
-    std::string d = dir + "/" + name;
-    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
-      throw refusal("cannot make " + d + ": " + std::strerror(errno));
-    }
-    b.protect.push_back(d);
-  }
+  protect_dirs(b, dir, {"hooks", "skills", "agents", "commands", "plugins", "output-styles"});
   for (auto name : {"settings.json", "settings.local.json", "CLAUDE.md", "keybindings.json", "managed-settings.json"}) {
     b.protect.push_back(dir + "/" + name);
   }
@@ -193,13 +221,73 @@ exec::host_boundary claude_boundary(const agent_request &r, const std::string &h
       }
     }
   }
-  for (char **e = environ; *e; ++e) {
-    std::string_view kv(*e);
-    std::string name(kv.substr(0, kv.find('=')));
-    for (auto prefix : {"CLAUDE_", "ANTHROPIC_", "DISABLE_"}) {
-      if (name.rfind(prefix, 0) == 0 && !exec::is_credential_name(name)) b.keep_env.push_back(name);
+  keep_host_env(b, {"CLAUDE_", "ANTHROPIC_", "DISABLE_"});
+  return b;
+}
+
+// Codex: `codex` on PATH; state in $CODEX_HOME (default ~/.codex); the model provider of its
+// config.toml (model_provider, [model_providers.NAME] base_url and env_key; built in: openai at
+// https://api.openai.com/v1 with OPENAI_API_KEY), the key sent as a Bearer token.
+exec::host_boundary codex_boundary(const agent_request &r, const std::string &home, std::string &binary) {
+  binary = on_path("codex");
+  if (binary.empty()) {
+    throw refusal("codex is not on PATH; install Codex (npm install -g @openai/codex) or put its directory on PATH");
+  }
+  exec::host_boundary b;
+  b.host = "codex";
+  std::string dir = state_dir(env("CODEX_HOME").empty() ? home + "/.codex" : env("CODEX_HOME"), home,
+                              env("CODEX_HOME").empty() ? "~/.codex" : "CODEX_HOME");
+  std::string url = "https://api.openai.com/v1", key_env = "OPENAI_API_KEY", from = "Codex's default";
+  std::string config = dir + "/config.toml";
+  if (::access(config.c_str(), F_OK) == 0) {
+    toml::table t;
+    try {
+      t = toml::parse_file(config);
+    } catch (const toml::parse_error &e) {
+      throw refusal(config + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()) +
+                    "; Codex could not read it either: fix it");
+    }
+    std::string provider = t["model_provider"].value_or(std::string("openai"));
+    if (auto *p = t["model_providers"][provider].as_table()) {
+      if (auto u = (*p)["base_url"].value<std::string>()) {
+        url = *u;
+        from = "[model_providers." + provider + "] base_url in " + config;
+      }
+      key_env = (*p)["env_key"].value_or(std::string());
+    } else if (provider != "openai") {
+      throw refusal(config + " names model_provider \"" + provider + "\" but has no [model_providers." + provider +
+                    "]; fix it, or give the endpoint with --model-url");
     }
   }
+  if (!r.model_url.empty()) {
+    url = r.model_url;
+    from = "--model-url";
+  }
+  if (key_env.empty() || env(key_env.c_str()).empty()) {
+    throw refusal("sluice agent codex needs the model's key in " + (key_env.empty() ? std::string("the env_key variable") : key_env) +
+                  ": the gateway adds it to the requests for " + url + " and Codex inside holds a placeholder; "
+                  "a ChatGPT login stored in auth.json is not taken inside. Export the key and run again");
+  }
+  endpoint e = parse_endpoint(url, from);
+  filters::credential_config key;
+  key.name = "codex-model";
+  key.source = "env:" + key_env;
+  key.header = "Authorization";
+  key.format = "Bearer {}";
+  key.env = key_env;
+  model_endpoint(b, e, {"/responses", "/responses/*", "/chat/completions"}, key);
+  b.state.push_back(dir);
+  // Its settings, hooks and rules are read-only (its bundled skills are copied into skills/.system
+  // at start, which stays writable for it).
+  protect_dirs(b, dir, {"rules", "prompts"});
+  for (auto name : {"config.toml", "hooks.json", "AGENTS.md", "AGENTS.override.md", "managed_config.toml"}) {
+    b.protect.push_back(dir + "/" + name);
+  }
+  b.hide.push_back(dir + "/auth.json");
+  keep_host_env(b, {"CODEX_", "RUST_LOG"});
+  // Its own sandbox cannot nest in sluice's (no user namespaces inside): sluice's boundary holds
+  // its shell instead.
+  b.host_args = {"-c", "sandbox_mode=\"danger-full-access\""};
   return b;
 }
 
@@ -216,15 +304,18 @@ exec::exec_options agent_exec_options(const agent_request &r) {
   std::string binary;
   if (r.host == "claude") {
     ex.agent = claude_boundary(r, home, binary);
-  } else if (r.host == "codex" || r.host == "opencode" || r.host == "pi") {
-    throw refusal("sluice agent runs claude so far; " + r.host + " runs its shell through sluice exec with "
+  } else if (r.host == "codex") {
+    ex.agent = codex_boundary(r, home, binary);
+  } else if (r.host == "opencode" || r.host == "pi") {
+    throw refusal("sluice agent runs claude and codex so far; " + r.host + " runs its shell through sluice exec with "
                   "`sluice adapter install " + r.host + "` (docs/adapters.md)");
   } else {
-    throw refusal("unknown agent host '" + r.host + "'; use claude (codex, opencode and pi: sluice adapter install)");
+    throw refusal("unknown agent host '" + r.host + "'; use claude or codex (opencode and pi: sluice adapter install)");
   }
   // The default profile of the whole agent is network-read: the model endpoint is a route of its own.
   if (!ex.request.profile) ex.request.profile = filters::profile::network_read;
   ex.argv = {binary};
+  ex.argv.insert(ex.argv.end(), ex.agent.host_args.begin(), ex.agent.host_args.end());
   ex.argv.insert(ex.argv.end(), r.args.begin(), r.args.end());
   return ex;
 }

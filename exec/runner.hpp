@@ -20,6 +20,7 @@ struct host_boundary {
   std::vector<std::string> allow;     // the model endpoint's host
   std::vector<filters::route_rule> routes; // the POST paths of its API
   std::vector<filters::credential_config> credentials; // the API key, added by the gateway
+  std::vector<std::string> host_args; // put before the caller's arguments to the host
 };
 
 struct exec_options {

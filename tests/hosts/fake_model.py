@@ -170,6 +170,13 @@ class Handler(BaseHTTPRequestHandler):
         if req.get("tools") and call and not outputs:
             item = {"type": "function_call", "id": "fc_fake_1", "call_id": "call_fake_1", "name": call["tool"],
                     "arguments": json.dumps(call["input"]), "status": "completed"}
+            # Codex offers an MCP server's tools in a namespace ({"type": "namespace", "name":
+            # "mcp__net", "tools": [...]}): the call names the namespace and the tool apart.
+            for t in req["tools"]:
+                ns = t.get("name") if isinstance(t, dict) and t.get("type") == "namespace" else None
+                prefix = ns if ns and ns.endswith("__") else (ns or "") + "__"  # "mcp__net__" in 0.131
+                if ns and call["tool"].startswith(prefix):
+                    item.update(name=call["tool"][len(prefix):], namespace=ns)
             events += [("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}),
                        ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item})]
             resp["output"] = [item]

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import unittest
 
-from test_claude import PYTHON, SLUICE, free_port, skill_in_requests, sluice_on_path
+from test_claude import PYTHON, SLUICE, free_port, server_cert, skill_in_requests, sluice_on_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -43,6 +43,7 @@ class NetnsHostCase(unittest.TestCase):
     host = ""
     version = ""
     user = None
+    model_tls = False
 
     @classmethod
     def setUpClass(cls):
@@ -56,8 +57,12 @@ class NetnsHostCase(unittest.TestCase):
         cls.model_port = free_port()
         cls.results = os.path.join(cls.tmp, "results.jsonl")
         cls.requests = os.path.join(cls.tmp, "requests.jsonl")  # every request the model got
+        tls = []
+        if cls.model_tls:  # HTTPS as model.test, from a CA of the test's (cls.model_ca)
+            cert, key, cls.model_ca = server_cert(cls.tmp, "model.test")
+            tls = [cert, key]
         cls.model = subprocess.Popen(cls.ns.prefix() + [PYTHON, os.path.join(HERE, "fake_model.py"),
-                                                        str(cls.model_port), cls.results],
+                                                        str(cls.model_port), cls.results] + tls,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=dict(os.environ, FAKE_MODEL_LOG=cls.requests))
         assert cls.model.stdout.readline().strip() == b"ready"

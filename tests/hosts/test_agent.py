@@ -10,7 +10,10 @@ import subprocess
 import tempfile
 import unittest
 
-from test_claude import CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, install_claude, prompt_for
+from netns_host import NetnsHostCase
+from test_claude import (CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, install_claude, prompt_for,
+                         server_cert)
+from test_codex import CURRENT as CODEX_CURRENT, MINIMUM as CODEX_MINIMUM, install_codex
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY = "sk-test-REALKEY-5b1f0c"  # what sluice is given; the host inside must never see it
@@ -27,18 +30,8 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         os.chmod(cls.tmp, 0o755)
         # The model endpoint speaks HTTPS, as a real one does, with a certificate for model.test
         # from a CA of the test's that the policy gives the gateway.
-        d = cls.tmp
-        run = lambda *c: subprocess.run(list(c), check=True, capture_output=True)
-        run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", d + "/model-ca.key", "-out", d + "/model-ca.pem", "-days", "2", "-subj", "/CN=model CA")
-        run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", d + "/model.key", "-out", d + "/model.csr", "-subj", "/CN=model.test")
-        with open(d + "/ext", "w") as f:
-            f.write("subjectAltName=DNS:model.test\n")
-        run("openssl", "x509", "-req", "-in", d + "/model.csr", "-CA", d + "/model-ca.pem", "-CAkey",
-            d + "/model-ca.key", "-CAcreateserial", "-days", "2", "-extfile", d + "/ext", "-out", d + "/model.pem")
-        os.chmod(d + "/model-ca.pem", 0o644)
-        cls.model = FakeModel(cls.tmp, (d + "/model.pem", d + "/model.key"))
+        cert, key, cls.model_ca = server_cert(cls.tmp, "model.test")
+        cls.model = FakeModel(cls.tmp, (cert, key))
         cls.model_url = "https://model.test:%d" % cls.model.port
         cls.web = HostLoopback()  # "web.test": an allowed host
         cls.policy = os.path.join(cls.tmp, "policy.toml")
@@ -46,7 +39,7 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
             f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
                     '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
                     '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
-                    % (cls.web.port, d + "/model-ca.pem"))
+                    % (cls.web.port, cls.model_ca))
         os.chmod(cls.policy, 0o644)
         cls.outside = os.path.join(cls.tmp, "outside.txt")  # readable by every user, outside the workspace
         with open(cls.outside, "w") as f:
@@ -203,6 +196,134 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
                            capture_output=True, env=env, cwd=self.proj, timeout=60)
         self.assertEqual(p.returncode, 125)
         self.assertIn("ANTHROPIC_API_KEY", p.stderr.decode())
+
+
+class AgentCodexCurrentAsRoot(NetnsHostCase):
+    """`sluice agent codex`: Codex itself inside the boundary, in a network namespace with loopback
+    only (Codex contacts the network when it starts), the fake model behind HTTPS as model.test."""
+    host = "codex"
+    version = CODEX_CURRENT
+    model_tls = True
+
+    @classmethod
+    def install(cls, version):
+        return install_codex(version)
+
+    def configure(self):
+        self.codex_home = os.path.join(self.home, ".codex")
+        os.makedirs(self.codex_home)
+        os.makedirs(os.path.join(self.home, ".ssh"))
+        with open(os.path.join(self.home, ".ssh", "id_ed25519"), "w") as f:
+            f.write("SECRETKEY\n")
+        self.outside = os.path.join(self.work, "outside.txt")
+        with open(self.outside, "w") as f:
+            f.write("OUTSIDE-THE-WORKSPACE\n")
+        shutil.copy(os.path.join(HERE, "fetch_mcp.py"), os.path.join(self.proj, "fetch_mcp.py"))
+        with open(os.path.join(self.codex_home, "config.toml"), "w") as f:
+            f.write('model_provider = "fake"\nmodel = "fake-model"\n\n[model_providers.fake]\nname = "fake"\n'
+                    'base_url = "https://model.test:%d/v1"\nwire_api = "responses"\nenv_key = "FAKE_KEY"\n'
+                    '\n[analytics]\nenabled = false\n\n[otel]\nmetrics_exporter = "none"\n'
+                    '\n[mcp_servers.net]\ncommand = "%s"\nargs = ["%s"]\n'
+                    % (self.model_port, PYTHON, os.path.join(self.proj, "fetch_mcp.py")))
+        self.policy = os.path.join(self.work, "policy.toml")
+        with open(self.policy, "w") as f:
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
+                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
+                    '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
+                    % (self.service_port, self.model_ca))
+
+    def host_env(self):
+        return {"FAKE_KEY": KEY}
+
+    def agent(self, command, host_args=()):
+        results, p = self.run_host([SLUICE, "agent", "codex", "--policy", self.policy, "--", "exec",
+                                    "--skip-git-repo-check", "--json", prompt_for("exec_command", {"cmd": command})]
+                                   + list(host_args))
+        self.assertEqual(len(results), 1, p.stdout.decode()[-2000:] + p.stderr.decode()[-2000:])
+        return results[0]["content"], p
+
+    def test_a_turn_completes_with_the_key_added_outside(self):
+        out, p = self.agent("echo key=$FAKE_KEY; readlink /proc/self/ns/net; cat /.sluice/agent; echo hi > written.txt")
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        self.assertIn("key=sluice-credential-", out)
+        self.assert_inside_sluice(out)
+        self.assertIn("codex", out)
+        with open(os.path.join(self.proj, "written.txt")) as f:  # Codex's shell writes the workspace
+            self.assertEqual(f.read(), "hi\n")
+        with open(self.requests) as f:
+            requests = [json.loads(l) for l in f if l.strip()]
+        self.assertTrue(requests)
+        for r in requests:
+            self.assertEqual(r["headers"].get("authorization"), "Bearer " + KEY)
+
+    def test_the_home_outside_the_workspace_and_the_key_stay_out(self):
+        out, _ = self.agent("cat ~/.ssh/id_ed25519 %s; env; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done; "
+                            "a=%s; b=%s; grep -rsl -- \"$a$b\" ~ /tmp /.sluice 2>/dev/null; echo scanned"
+                            % (self.outside, KEY[:10], KEY[10:]))
+        self.assertIn("scanned", out)
+        self.assertNotIn("SECRETKEY", out)
+        self.assertNotIn("OUTSIDE-THE-WORKSPACE", out)
+        self.assertNotIn(KEY, out)
+        for root, _, files in os.walk(self.home):  # sessions and state the host wrote
+            for name in files:
+                with open(os.path.join(root, name), "rb") as f:
+                    self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+
+    def test_the_hosts_network_and_its_mcp_servers_go_through_the_policy(self):
+        port = self.service_port
+        out, _ = self.agent("curl -s -m 5 http://web.test:%d/; echo; "
+                            "curl -s -m 5 -o /dev/null -w post=%%{http_code} -X POST -d x http://web.test:%d/; echo; "
+                            "curl -s -m 5 -o /dev/null -w other=%%{http_code} http://other.test:%d/" % (port, port, port))
+        self.assertIn("HOSTREPLY", out)
+        self.assertIn("post=403", out)
+        self.assertIn("other=403", out)
+        seen = {}
+        for name, url in (("allowed", "http://web.test:%d/" % port), ("other", "http://other.test:%d/" % port)):
+            results, p = self.run_host([SLUICE, "agent", "codex", "--policy", self.policy, "--", "exec",
+                                        "--skip-git-repo-check", "--json",
+                                        prompt_for("mcp__net__fetch", {"url": url})])
+            self.assertEqual(len(results), 1, p.stdout.decode()[-3000:])
+            seen[name] = results[0]["content"]
+        self.assertIn("status=200 body=HOSTREPLY", seen["allowed"])
+        self.assertIn("status=403", seen["other"])
+
+    def test_settings_and_rules_stay_read_only(self):
+        config = os.path.join(self.codex_home, "config.toml")
+        with open(config) as f:
+            before = f.read()
+        out, _ = self.agent("echo 'x = 1' >> ~/.codex/config.toml; echo config=$?; "
+                            "echo evil > ~/.codex/rules/default.rules; echo rules=$?; "
+                            "echo '{}' > ~/.codex/hooks.json; echo hooks=$?")
+        self.assertNotIn("config=0", out)
+        self.assertNotIn("rules=0", out)
+        with open(config) as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse(os.path.exists(os.path.join(self.codex_home, "rules", "default.rules")))
+        self.assertFalse(os.path.exists(os.path.join(self.codex_home, "hooks.json")))  # moved aside
+        self.assertTrue([n for n in os.listdir(self.codex_home) if n.startswith("hooks.json.sluice-quarantine-")])
+
+    def test_exit_status(self):
+        _, bad = self.run_host(["codex", "--no-such-option"])
+        self.assertNotEqual(bad.returncode, 0)
+        _, p = self.run_host([SLUICE, "agent", "codex", "--policy", self.policy, "--", "--no-such-option"])
+        self.assertEqual(p.returncode, bad.returncode, p.stderr.decode()[-2000:])
+        _, p = self.run_host([SLUICE, "agent", "codex", "--policy", self.policy, "--", "exec", "hi"],
+                             env={"FAKE_KEY": ""})
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("needs the model's key in FAKE_KEY", p.stderr.decode())
+
+
+class AgentCodexCurrentAsNobody(AgentCodexCurrentAsRoot):
+    user = 65534
+
+
+class AgentCodexMinimumAsRoot(AgentCodexCurrentAsRoot):
+    version = CODEX_MINIMUM
+
+
+class AgentCodexMinimumAsNobody(AgentCodexCurrentAsRoot):
+    version = CODEX_MINIMUM
+    user = 65534
 
 
 class AgentClaudeCurrentAsNobody(AgentClaudeCurrentAsRoot):

@@ -38,6 +38,23 @@ def sluice_on_path(directory):
     return d
 
 
+def server_cert(directory, name):
+    """A CA of the test's and a certificate for `name` from it: (cert, key, ca), readable by all."""
+    d = os.path.join(directory, "tls-" + name)
+    os.makedirs(d, exist_ok=True)
+    run = lambda *c: subprocess.run(list(c), check=True, capture_output=True)
+    run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", d + "/ca.key", "-out", d + "/ca.pem", "-days", "2", "-subj", "/CN=test CA for " + name)
+    run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", d + "/server.key", "-out", d + "/server.csr", "-subj", "/CN=" + name)
+    with open(d + "/ext", "w") as f:
+        f.write("subjectAltName=DNS:%s\n" % name)
+    run("openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.pem", "-CAkey", d + "/ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", d + "/ext", "-out", d + "/server.pem")
+    subprocess.run(["chmod", "-R", "a+rX", d], check=True)
+    return d + "/server.pem", d + "/server.key", d + "/ca.pem"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -126,8 +126,8 @@ class CodexCurrentAsRoot(NetnsHostCase):
         # The same call with a working sluice does run: the test can fail.
         shutil.copy(SLUICE, copy)
         os.chmod(copy, 0o755)
-        self.codex("touch %s" % marker)
-        self.assertTrue(os.path.exists(marker))
+        results, _, p = self.codex("touch %s" % marker)
+        self.assertTrue(os.path.exists(marker), "%s %s" % (results, p.stderr.decode()[-2000:]))
 
     def test_trust_status_and_exact_removal(self):
         config = os.path.join(self.codex_home, "config.toml")
