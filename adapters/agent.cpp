@@ -291,6 +291,117 @@ exec::host_boundary codex_boundary(const agent_request &r, const std::string &ho
   return b;
 }
 
+// The value of `--NAME VALUE` or `--NAME=VALUE` in the host's arguments, or "".
+std::string host_option(const std::vector<std::string> &args, const std::string &name) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == name && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind(name + "=", 0) == 0) return args[i].substr(name.size() + 1);
+  }
+  return {};
+}
+
+boost::json::object json_file(const std::string &path) {
+  std::string text = read_small(path, 8u << 20);
+  if (text.empty()) return {};
+  boost::system::error_code ec;
+  auto v = boost::json::parse(text, ec);
+  if (ec || !v.is_object()) {
+    throw refusal(path + " is not a JSON object (" + (ec ? ec.message() : std::string("another type")) +
+                  "); the host could not read it either: fix it");
+  }
+  return std::move(v.as_object());
+}
+
+// Pi: `pi` on PATH; state in $PI_CODING_AGENT_DIR (default ~/.pi/agent); the provider of `--provider`
+// or settings.json's defaultProvider, as models.json defines it (baseUrl, api, apiKey naming an
+// environment variable) or one of the built-in anthropic and openai.
+exec::host_boundary pi_boundary(const agent_request &r, const std::string &home, std::string &binary) {
+  binary = on_path("pi");
+  if (binary.empty()) {
+    throw refusal("pi is not on PATH; install Pi (npm install -g @mariozechner/pi-coding-agent) or put its "
+                  "directory on PATH");
+  }
+  exec::host_boundary b;
+  b.host = "pi";
+  bool own = !env("PI_CODING_AGENT_DIR").empty();
+  std::string dir = state_dir(own ? env("PI_CODING_AGENT_DIR") : home + "/.pi/agent", home,
+                              own ? "PI_CODING_AGENT_DIR" : "~/.pi/agent");
+  auto settings = json_file(dir + "/settings.json");
+  std::string provider = host_option(r.args, "--provider");
+  if (provider.empty()) {
+    if (auto *p = settings.if_contains("defaultProvider"); p && p->is_string()) provider = p->as_string();
+  }
+  if (provider.empty()) {
+    throw refusal("sluice agent pi needs to know the model provider: give pi --provider NAME after --, or set "
+                  "defaultProvider in " + dir + "/settings.json");
+  }
+  std::string url, api, key_env, from;
+  auto models = json_file(dir + "/models.json");
+  const boost::json::object *def = nullptr;
+  if (auto *ps = models.if_contains("providers"); ps && ps->is_object()) {
+    if (auto *p = ps->as_object().if_contains(provider); p && p->is_object()) def = &p->as_object();
+  }
+  if (def) {
+    auto str = [&](const char *k) {
+      auto *v = def->if_contains(k);
+      return v && v->is_string() ? std::string(v->as_string()) : std::string();
+    };
+    url = str("baseUrl");
+    api = str("api");
+    key_env = str("apiKey");
+    from = "providers." + provider + " in " + dir + "/models.json";
+    bool env_name = !key_env.empty() && key_env.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == std::string::npos;
+    if (!key_env.empty() && (!env_name || env(key_env.c_str()).empty())) {
+      throw refusal(from + ": apiKey must name an environment variable that holds the key (\"apiKey\": "
+                    "\"MY_KEY\" with MY_KEY exported): a key written there or a command would be read "
+                    "inside, where the gateway adds the key instead");
+    }
+  } else if (provider == "anthropic") {
+    url = "https://api.anthropic.com", api = "anthropic-messages", key_env = "ANTHROPIC_API_KEY";
+    from = "Pi's anthropic provider";
+  } else if (provider == "openai") {
+    url = "https://api.openai.com/v1", api = "openai-responses", key_env = "OPENAI_API_KEY";
+    from = "Pi's openai provider";
+  } else {
+    throw refusal("provider '" + provider + "' is not in " + dir + "/models.json and is not one sluice knows "
+                  "(anthropic, openai); define it there with baseUrl, api and apiKey");
+  }
+  if (!r.model_url.empty()) {
+    url = r.model_url;
+    from = "--model-url";
+  }
+  if (url.empty()) throw refusal(from + " has no baseUrl; add it, or give --model-url");
+  if (key_env.empty() || env(key_env.c_str()).empty()) {
+    throw refusal("sluice agent pi needs the model's key in " + (key_env.empty() ? std::string("a variable") : key_env) +
+                  " (" + from + "): the gateway adds it to the requests for " + url + "; export it and run again");
+  }
+  endpoint e = parse_endpoint(url, from);
+  filters::credential_config key;
+  key.name = "pi-model";
+  key.source = "env:" + key_env;
+  key.env = key_env;
+  std::vector<std::string> paths;
+  if (api == "anthropic-messages") {
+    key.header = "x-api-key";
+    key.format = "{}";
+    paths = {"/v1/messages", "/v1/messages/*", "/messages", "/messages/*"};
+  } else {
+    key.header = "Authorization";
+    key.format = "Bearer {}";
+    paths = {"/chat/completions", "/responses", "/responses/*"};
+  }
+  model_endpoint(b, e, paths, key);
+  b.state.push_back(dir);
+  protect_dirs(b, dir, {"extensions", "skills", "prompts", "themes"});
+  for (auto name : {"settings.json", "models.json", "AGENTS.md", "SYSTEM.md", "keybindings.json"}) {
+    b.protect.push_back(dir + "/" + name);
+  }
+  b.hide.push_back(dir + "/auth.json");
+  keep_host_env(b, {"PI_"});
+  return b;
+}
+
 } // namespace
 
 exec::exec_options agent_exec_options(const agent_request &r) {
@@ -306,11 +417,13 @@ exec::exec_options agent_exec_options(const agent_request &r) {
     ex.agent = claude_boundary(r, home, binary);
   } else if (r.host == "codex") {
     ex.agent = codex_boundary(r, home, binary);
-  } else if (r.host == "opencode" || r.host == "pi") {
-    throw refusal("sluice agent runs claude and codex so far; " + r.host + " runs its shell through sluice exec with "
+  } else if (r.host == "pi") {
+    ex.agent = pi_boundary(r, home, binary);
+  } else if (r.host == "opencode") {
+    throw refusal("sluice agent runs claude, codex and pi so far; " + r.host + " runs its shell through sluice exec with "
                   "`sluice adapter install " + r.host + "` (docs/adapters.md)");
   } else {
-    throw refusal("unknown agent host '" + r.host + "'; use claude or codex (opencode and pi: sluice adapter install)");
+    throw refusal("unknown agent host '" + r.host + "'; use claude, codex or pi (opencode: sluice adapter install)");
   }
   // The default profile of the whole agent is network-read: the model endpoint is a route of its own.
   if (!ex.request.profile) ex.request.profile = filters::profile::network_read;

@@ -177,13 +177,19 @@ std::vector<std::string> check_writable(const std::vector<granted_path> &granted
 
 namespace {
 
-// The package a file belongs to: see command_files.
+// The package a file belongs to: see command_files. A package inside node_modules finds its
+// dependencies in the node_modules directories above it (npm hoists them to the top one): the
+// outermost node_modules of its path is what it needs.
 std::string package_root(const std::string &file, const std::string &home) {
   std::string dir = parent_of(file);
   if (!home.empty() && dir == home + "/.local/bin") return home + "/.local/lib";
   for (int level = 0; level < 6 && dir != "/" && dir != home; ++level, dir = parent_of(dir)) {
     for (auto marker : {"/package.json", "/pyvenv.cfg"}) {
-      if (::access((dir + marker).c_str(), F_OK) == 0) return dir;
+      if (::access((dir + marker).c_str(), F_OK) == 0) {
+        constexpr std::string_view nm = "/node_modules/";
+        auto at = dir.find(nm);
+        return at == std::string::npos ? dir : dir.substr(0, at + nm.size() - 1);
+      }
     }
   }
   return {};

@@ -14,6 +14,7 @@ from netns_host import NetnsHostCase
 from test_claude import (CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, install_claude, prompt_for,
                          server_cert)
 from test_codex import CURRENT as CODEX_CURRENT, MINIMUM as CODEX_MINIMUM, install_codex
+from test_pi import CURRENT as PI_CURRENT, MINIMUM as PI_MINIMUM, install_pi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY = "sk-test-REALKEY-5b1f0c"  # what sluice is given; the host inside must never see it
@@ -311,6 +312,119 @@ class AgentCodexCurrentAsRoot(NetnsHostCase):
                              env={"FAKE_KEY": ""})
         self.assertEqual(p.returncode, 125)
         self.assertIn("needs the model's key in FAKE_KEY", p.stderr.decode())
+
+
+class AgentPiCurrentAsRoot(NetnsHostCase):
+    """`sluice agent pi`: Pi itself inside the boundary (its Node fetch ignores the proxy variables:
+    sluice's capture takes its connections), in a loopback-only network namespace, the fake model
+    behind HTTPS as model.test. Pi has no MCP client of its own."""
+    host = "pi"
+    version = PI_CURRENT
+    model_tls = True
+
+    @classmethod
+    def install(cls, version):
+        return install_pi(version)
+
+    def configure(self):
+        self.agent_dir = os.path.join(self.home, ".pi", "agent")
+        os.makedirs(self.agent_dir)
+        os.makedirs(os.path.join(self.home, ".ssh"))
+        with open(os.path.join(self.home, ".ssh", "id_ed25519"), "w") as f:
+            f.write("SECRETKEY\n")
+        self.outside = os.path.join(self.work, "outside.txt")
+        with open(self.outside, "w") as f:
+            f.write("OUTSIDE-THE-WORKSPACE\n")
+        with open(os.path.join(self.proj, "notes.txt"), "w") as f:
+            f.write("IN-THE-WORKSPACE\n")
+        with open(os.path.join(self.agent_dir, "models.json"), "w") as f:
+            json.dump({"providers": {"fake": {
+                "baseUrl": "https://model.test:%d/v1" % self.model_port, "api": "openai-completions", "apiKey": "FAKE_KEY",
+                "models": [{"id": "fake-model", "name": "fake", "contextWindow": 100000, "maxTokens": 4096,
+                            "input": ["text"], "reasoning": False,
+                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}}, f)
+        self.policy = os.path.join(self.work, "policy.toml")
+        with open(self.policy, "w") as f:
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
+                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
+                    '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
+                    % (self.service_port, self.model_ca))
+
+    def host_env(self):
+        return {"FAKE_KEY": KEY, "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
+
+    def agent(self, tool, tool_input):
+        results, p = self.run_host([SLUICE, "agent", "pi", "--policy", self.policy, "--", "-p", "--provider", "fake",
+                                    "--model", "fake-model", "--mode", "json", prompt_for(tool, tool_input)])
+        self.assertEqual(len(results), 1, p.stdout.decode()[-2000:] + p.stderr.decode()[-2000:])
+        return results[0]["content"], p
+
+    def test_a_turn_completes_with_the_key_added_outside(self):
+        out, p = self.agent("bash", {"command": "echo key=$FAKE_KEY; readlink /proc/self/ns/net; cat /.sluice/agent"})
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        self.assertIn("key=sluice-credential-", out)
+        self.assert_inside_sluice(out)
+        with open(self.requests) as f:
+            requests = [json.loads(l) for l in f if l.strip()]
+        self.assertTrue(requests)
+        for r in requests:
+            self.assertEqual(r["headers"].get("authorization"), "Bearer " + KEY)
+
+    def test_file_tools_see_only_the_workspace(self):
+        for path, secret in ((os.path.join(self.home, ".ssh", "id_ed25519"), "SECRETKEY"),
+                             (self.outside, "OUTSIDE-THE-WORKSPACE")):
+            out, _ = self.agent("read", {"path": path})
+            self.assertNotIn(secret, out)
+        out, _ = self.agent("read", {"path": os.path.join(self.proj, "notes.txt")})
+        self.assertIn("IN-THE-WORKSPACE", out)
+
+    def test_network_and_the_key(self):
+        port = self.service_port
+        out, _ = self.agent("bash", {"command": "curl -s -m 5 http://web.test:%d/; echo; "
+                                                "curl -s -m 5 -o /dev/null -w post=%%{http_code} -X POST -d x http://web.test:%d/; echo; "
+                                                "curl -s -m 5 -o /dev/null -w other=%%{http_code} http://other.test:%d/; echo; "
+                                                "env; a=%s; b=%s; grep -rsl -- \"$a$b\" ~ /tmp /.sluice 2>/dev/null; echo scanned"
+                                                % (port, port, port, KEY[:10], KEY[10:])})
+        self.assertIn("HOSTREPLY", out)
+        self.assertIn("post=403", out)
+        self.assertIn("other=403", out)
+        self.assertIn("scanned", out)
+        self.assertNotIn(KEY, out)
+        for root, _, files in os.walk(self.home):  # sessions the host wrote
+            for name in files:
+                with open(os.path.join(root, name), "rb") as f:
+                    self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+
+    def test_settings_stay_read_only_and_a_written_key_is_refused(self):
+        models = os.path.join(self.agent_dir, "models.json")
+        with open(models) as f:
+            before = f.read()
+        out, _ = self.agent("bash", {"command": "echo x >> ~/.pi/agent/models.json; echo models=$?; "
+                                                "echo evil > ~/.pi/agent/extensions/x.ts; echo ext=$?"})
+        self.assertNotIn("models=0", out)
+        self.assertNotIn("ext=0", out)
+        with open(models) as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse(os.path.exists(os.path.join(self.agent_dir, "extensions", "x.ts")))
+        # A key written into models.json would be read inside: refused, with the fix.
+        with open(models, "w") as f:
+            f.write(before.replace('"FAKE_KEY"', '"%s"' % KEY))
+        _, p = self.run_host([SLUICE, "agent", "pi", "--policy", self.policy, "--", "-p", "--provider", "fake", "hi"])
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("apiKey must name an environment variable", p.stderr.decode())
+
+
+class AgentPiCurrentAsNobody(AgentPiCurrentAsRoot):
+    user = 65534
+
+
+class AgentPiMinimumAsRoot(AgentPiCurrentAsRoot):
+    version = PI_MINIMUM
+
+
+class AgentPiMinimumAsNobody(AgentPiCurrentAsRoot):
+    version = PI_MINIMUM
+    user = 65534
 
 
 class AgentCodexCurrentAsNobody(AgentCodexCurrentAsRoot):
