@@ -94,6 +94,15 @@ bool secret_key(std::string_view key) {
   return false;
 }
 
+// The host's binary on PATH, or a refusal that says how to install it.
+std::string host_binary(const std::string &name, const std::string &package) {
+  std::string b = on_path(name);
+  if (b.empty()) {
+    throw refusal(name + " is not on PATH; install it (npm install -g " + package + ") or put its directory on PATH");
+  }
+  return b;
+}
+
 // A host's state directory: made when missing (0700), resolved, and inside the home.
 std::string state_dir(std::string dir, const std::string &home, const std::string &what) {
   if (dir.empty() || dir[0] != '/') throw refusal(what + "=" + dir + " is not an absolute path; fix it");
@@ -151,11 +160,7 @@ void model_endpoint(exec::host_boundary &b, const endpoint &e, std::vector<std::
 // the Anthropic Messages API at ANTHROPIC_BASE_URL (default https://api.anthropic.com), its key
 // from ANTHROPIC_API_KEY (x-api-key) or ANTHROPIC_AUTH_TOKEN (Bearer).
 exec::host_boundary claude_boundary(const agent_request &r, const std::string &home, std::string &binary) {
-  binary = on_path("claude");
-  if (binary.empty()) {
-    throw refusal("claude is not on PATH; install Claude Code (npm install -g @anthropic-ai/claude-code) "
-                  "or put its directory on PATH");
-  }
+  binary = host_binary("claude", "@anthropic-ai/claude-code");
   exec::host_boundary b;
   b.host = "claude";
   std::string from = "--model-url";
@@ -229,10 +234,7 @@ exec::host_boundary claude_boundary(const agent_request &r, const std::string &h
 // config.toml (model_provider, [model_providers.NAME] base_url and env_key; built in: openai at
 // https://api.openai.com/v1 with OPENAI_API_KEY), the key sent as a Bearer token.
 exec::host_boundary codex_boundary(const agent_request &r, const std::string &home, std::string &binary) {
-  binary = on_path("codex");
-  if (binary.empty()) {
-    throw refusal("codex is not on PATH; install Codex (npm install -g @openai/codex) or put its directory on PATH");
-  }
+  binary = host_binary("codex", "@openai/codex");
   exec::host_boundary b;
   b.host = "codex";
   std::string dir = state_dir(env("CODEX_HOME").empty() ? home + "/.codex" : env("CODEX_HOME"), home,
@@ -317,11 +319,7 @@ boost::json::object json_file(const std::string &path) {
 // or settings.json's defaultProvider, as models.json defines it (baseUrl, api, apiKey naming an
 // environment variable) or one of the built-in anthropic and openai.
 exec::host_boundary pi_boundary(const agent_request &r, const std::string &home, std::string &binary) {
-  binary = on_path("pi");
-  if (binary.empty()) {
-    throw refusal("pi is not on PATH; install Pi (npm install -g @mariozechner/pi-coding-agent) or put its "
-                  "directory on PATH");
-  }
+  binary = host_binary("pi", "@mariozechner/pi-coding-agent");
   exec::host_boundary b;
   b.host = "pi";
   bool own = !env("PI_CODING_AGENT_DIR").empty();

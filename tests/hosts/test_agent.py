@@ -131,8 +131,9 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         self.assertIn("other=403", out)  # nor any other host
         # The server's script is in the workspace (the host starts it inside, where /work is not).
         script = os.path.join(self.proj, "fetch_mcp.py")
-        shutil.copy(os.path.join(HERE, "fetch_mcp.py"), script)
-        os.chmod(script, 0o644)
+        for name in ("fetch_mcp.py", "mcp_stdio.py"):
+            shutil.copy(os.path.join(HERE, name), os.path.join(self.proj, name))
+            os.chmod(os.path.join(self.proj, name), 0o644)
         mcp = json.dumps({"mcpServers": {"net": {"command": PYTHON, "args": [script]}}})
         hits = self.web.hits
         seen = {}
@@ -219,7 +220,8 @@ class AgentCodexCurrentAsRoot(NetnsHostCase):
         self.outside = os.path.join(self.work, "outside.txt")
         with open(self.outside, "w") as f:
             f.write("OUTSIDE-THE-WORKSPACE\n")
-        shutil.copy(os.path.join(HERE, "fetch_mcp.py"), os.path.join(self.proj, "fetch_mcp.py"))
+        for name in ("fetch_mcp.py", "mcp_stdio.py"):
+            shutil.copy(os.path.join(HERE, name), os.path.join(self.proj, name))
         with open(os.path.join(self.codex_home, "config.toml"), "w") as f:
             f.write('model_provider = "fake"\nmodel = "fake-model"\n\n[model_providers.fake]\nname = "fake"\n'
                     'base_url = "https://model.test:%d/v1"\nwire_api = "responses"\nenv_key = "FAKE_KEY"\n'
