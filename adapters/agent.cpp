@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits.h>
-#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,8 +105,18 @@ std::string host_binary(const std::string &name, const std::string &package) {
 // A host's state directory: made when missing (0700), resolved, and inside the home.
 std::string state_dir(std::string dir, const std::string &home, const std::string &what) {
   if (dir.empty() || dir[0] != '/') throw refusal(what + "=" + dir + " is not an absolute path; fix it");
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw refusal("cannot make the host's state directory " + dir + ": " + std::strerror(errno));
+  if (dir == home || !exec::is_under(dir, home)) {
+    throw refusal("the host's state directory " + dir + " (" + what + ") is not inside the home " + home +
+                  "; sluice agent shows only the home's own state inside");
+  }
+  // Made when missing, with the parents the home lacks (~/.pi for ~/.pi/agent), 0700.
+  for (std::size_t at = home.size() + 1; at != std::string::npos && at <= dir.size();) {
+    std::size_t next = dir.find('/', at);
+    std::string part = dir.substr(0, next);
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw refusal("cannot make the host's state directory " + part + ": " + std::strerror(errno));
+    }
+    at = next == std::string::npos ? next : next + 1;
   }
   char real[PATH_MAX];
   if (!::realpath(dir.c_str(), real)) throw refusal("cannot resolve " + dir + ": " + std::strerror(errno));

@@ -259,7 +259,17 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
       throw refusal("sluice agent needs a home directory of the caller's own (HOME=" + plan.caller_home +
                     "); set HOME");
     }
-    for (const auto &d : opt.agent.state) so.view.binds.emplace_back(d, d);
+    for (const auto &d : opt.agent.state) {
+      for (const auto &dir : trusted_policy_dirs()) {
+        std::string t = resolved_or(dir);
+        if (is_under(t, d) || is_under(d, t)) {
+          throw refusal("the host's state directory " + d + " holds the trusted policy directory " + t +
+                        " (or lies in it); the agent could rewrite the policy of later runs. Point the "
+                        "host's state elsewhere, or move the policy (--policy FILE)");
+        }
+      }
+      so.view.binds.emplace_back(d, d);
+    }
     so.view.protect.insert(so.view.protect.end(), opt.agent.protect.begin(), opt.agent.protect.end());
     so.view.hide = opt.agent.hide;
     so.view.home_files = opt.agent.home_files;

@@ -414,6 +414,17 @@ class AgentPiCurrentAsRoot(NetnsHostCase):
         _, p = self.run_host([SLUICE, "agent", "pi", "--policy", self.policy, "--", "-p", "--provider", "fake", "hi"])
         self.assertEqual(p.returncode, 125)
         self.assertIn("apiKey must name an environment variable", p.stderr.decode())
+        # A state directory that holds the trusted policy's directory (~/.config/sluice) is refused.
+        config = os.path.join(self.home, ".config")
+        os.makedirs(config, exist_ok=True)
+        with open(os.path.join(config, "models.json"), "w") as f:
+            f.write(before)
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), config], check=True)
+        _, p = self.run_host([SLUICE, "agent", "pi", "--policy", self.policy, "--", "-p", "--provider", "fake", "hi"],
+                             env={"PI_CODING_AGENT_DIR": config})
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("holds the trusted policy directory", p.stderr.decode())
 
 
 class AgentPiCurrentAsNobody(AgentPiCurrentAsRoot):
