@@ -220,20 +220,26 @@ exec::host_boundary claude_boundary(const agent_request &r, const std::string &h
   b.hide.push_back(dir + "/.credentials.json");
   // ~/.claude.json (onboarding, trusted folders, MCP servers) is a copy inside, without keys that
   // may hold secrets: what the host writes to it stays inside.
+  // The placeholder is the key Claude sees: it is marked approved (Claude keeps the last 20
+  // characters of keys a person accepted), so that an interactive Claude does not ask about it at
+  // every start.
   std::string state_file = env("CLAUDE_CONFIG_DIR").empty() ? home + "/.claude.json" : dir + "/.claude.json";
   if (exec::is_under(state_file, home) && !exec::is_under(state_file, dir)) {
+    boost::json::object o;
     std::string text = read_small(state_file, 8u << 20);
-    if (!text.empty()) {
-      boost::system::error_code ec;
-      auto v = boost::json::parse(text, ec);
-      if (!ec && v.is_object()) {
-        auto &o = v.as_object();
-        for (auto it = o.begin(); it != o.end();) {
-          it = secret_key(it->key()) ? o.erase(it) : std::next(it);
-        }
-        b.home_files.emplace_back(state_file, boost::json::serialize(v));
-      }
+    boost::system::error_code ec;
+    auto v = text.empty() ? boost::json::value() : boost::json::parse(text, ec);
+    if (!ec && v.is_object()) o = std::move(v.as_object());
+    for (auto it = o.begin(); it != o.end();) {
+      it = secret_key(it->key()) ? o.erase(it) : std::next(it);
     }
+    if (key.env == "ANTHROPIC_API_KEY") {
+      std::string placeholder = filters::credential_placeholder(key.name);
+      o["customApiKeyResponses"] = boost::json::object{
+          {"approved", boost::json::array{boost::json::string(placeholder.substr(placeholder.size() - 20))}},
+          {"rejected", boost::json::array{}}};
+    }
+    if (!ec) b.home_files.emplace_back(state_file, boost::json::serialize(o));
   }
   keep_host_env(b, {"CLAUDE_", "ANTHROPIC_", "DISABLE_"});
   return b;

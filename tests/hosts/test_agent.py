@@ -148,6 +148,15 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         self.assertEqual(self.web.hits, hits + 1)
 
     def test_the_key_never_appears_inside(self):
+        # A key Claude stored in ~/.claude.json (a console login) stays out of the copy inside.
+        stored = "sk-ant-stored-" + "9d41e07a"
+        with open(os.path.join(self.home, ".claude.json"), "w") as f:
+            json.dump({"hasCompletedOnboarding": True, "primaryApiKey": stored}, f)
+        if self.user is not None:
+            os.chown(os.path.join(self.home, ".claude.json"), self.user, self.user)
+        out, _ = self.bash("cat ~/.claude.json; echo")
+        self.assertIn("hasCompletedOnboarding", out)
+        self.assertNotIn(stored, out)
         # The key is searched for in two halves joined by the shell, so that the command's own text
         # (in its command line and the transcript) does not hold it.
         out, _ = self.bash("env; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f; done; "
