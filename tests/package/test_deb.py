@@ -75,7 +75,7 @@ class DebianPackage(unittest.TestCase):
 
     def test_claude_conformance_against_the_installed_binary(self):
         suite = tempfile.mkdtemp(prefix="hosts-", dir=self.outside)
-        for name in ("test_claude.py", "fake_model.py"):
+        for name in ("test_claude.py", "fake_model.py", "approver_mcp.py", "mcp_stdio.py"):
             shutil.copy(os.path.join(ROOT, "tests", "hosts", name), suite)
         files = ["test_claude.AdapterFiles." + t for t in (
             "test_merge_and_exact_restore", "test_restore_of_an_absent_file_removes_what_was_created",
