@@ -75,8 +75,11 @@ class DebianPackage(unittest.TestCase):
 
     def test_claude_conformance_against_the_installed_binary(self):
         suite = tempfile.mkdtemp(prefix="hosts-", dir=self.outside)
+        # The hosts run as 65534 too and start the approver MCP server from here: readable by all.
+        os.chmod(suite, 0o755)
         for name in ("test_claude.py", "fake_model.py", "approver_mcp.py", "mcp_stdio.py"):
             shutil.copy(os.path.join(ROOT, "tests", "hosts", name), suite)
+            os.chmod(os.path.join(suite, name), 0o644)
         files = ["test_claude.AdapterFiles." + t for t in (
             "test_merge_and_exact_restore", "test_restore_of_an_absent_file_removes_what_was_created",
             "test_edits_after_install_are_kept_on_remove", "test_unreadable_or_hook_disabling_settings_are_refused",
