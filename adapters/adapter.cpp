@@ -293,6 +293,9 @@ js::array *pre_tool_use(js::object &s, bool create) {
 }
 
 // OpenCode: where sluice's plugin goes, beside the config file it is listed in.
+// How sluice's OpenCode ask rule ends: approval_prefix(SLUICE) + "*".
+constexpr std::string_view ask_rule_tail = " exec --needs-approval *";
+
 std::string opencode_plugin(const std::string &config_path, bool project) {
   fs::path dir = fs::path(config_path).parent_path();
   return (project ? dir / ".opencode" / "sluice" : dir / "sluice").string() + "/sluice.js";
@@ -335,6 +338,21 @@ void strip(js::object &s, const adapter_options &o) {
       if (ex->as_array().empty()) sbo.erase("excludedCommands");
     }
     if (sbo.empty()) s.erase("sandbox");
+  }
+  // OpenCode's ask rule for the rewrites that need approval ("SLUICE exec --needs-approval *").
+  if (auto *perm = s.if_contains("permission"); perm && perm->is_object()) {
+    auto &po = perm->as_object();
+    bool removed = false;
+    if (auto *bash = po.if_contains("bash"); bash && bash->is_object()) {
+      std::vector<std::string> ours;
+      for (auto &[k, v] : bash->as_object()) {
+        if (k.size() > ask_rule_tail.size() && k.substr(k.size() - ask_rule_tail.size()) == ask_rule_tail) ours.emplace_back(k);
+      }
+      for (auto &k : ours) bash->as_object().erase(k);
+      removed = !ours.empty();
+      if (removed && bash->as_object().empty()) po.erase("bash");
+    }
+    if (removed && po.empty()) s.erase("permission");
   }
 }
 
@@ -703,6 +721,35 @@ void undo_paths(js::object &root, const js::array &undo) {
   }
 }
 
+// OpenCode asks a person about a bash command when the last permission rule matching it says "ask":
+// sluice's rule (every rewrite that needs approval) goes last under permission.bash. A plain string
+// for "permission" or for "bash" becomes the object form that means the same, with the rule added.
+void ask_rule(const std::string &path, js::object &s, const std::string &rule, js::array &undo) {
+  js::value *perm = s.if_contains("permission");
+  if (!perm || perm->is_null()) {
+    set_path(s, {"permission", "bash", rule}, js::string("ask"), undo);
+    return;
+  }
+  if (perm->is_string()) {
+    js::value all = *perm;
+    set_path(s, {"permission"}, js::object{{"*", all}, {"bash", js::object{{rule, "ask"}}}}, undo);
+    return;
+  }
+  if (!perm->is_object()) {
+    throw std::runtime_error(path + ": \"permission\" is neither a string nor an object; fix it first");
+  }
+  js::value *bash = perm->as_object().if_contains("bash");
+  if (bash && bash->is_string()) {
+    js::value all = *bash;
+    set_path(s, {"permission", "bash"}, js::object{{"*", all}, {rule, "ask"}}, undo);
+    return;
+  }
+  if (bash && !bash->is_null() && !bash->is_object()) {
+    throw std::runtime_error(path + ": \"permission.bash\" is neither a string nor an object; fix it first");
+  }
+  set_path(s, {"permission", "bash", rule}, js::string("ask"), undo);
+}
+
 unsigned loopback_port(const std::string &listen, const std::string &config) {
   auto colon = listen.rfind(':');
   std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
@@ -826,6 +873,7 @@ void adapter_install(const adapter_options &o) {
     std::string file = o.host == "pi" ? path : opencode_plugin(path, o.scope == "project");
     std::string config_path = fs::path(file).parent_path().string() + "/sluice-adapter.json";
     js::object cfg{{"sluice", o.sluice_path}, {"skill", o.skill}, {"policy", o.policy_file}};
+    if (o.host == "opencode") cfg["ask_prefix"] = approval_prefix(o.sluice_path);
     std::vector<file_change> changes{
         {file, read_file(file), std::string(o.host == "pi" ? pi_extension : opencode_plugin_source)},
         {config_path, read_file(config_path), to_text(cfg)}};
@@ -843,7 +891,10 @@ void adapter_install(const adapter_options &o) {
       if (plugins.is_null()) plugins = js::array{};
       if (!plugins.is_array()) throw std::runtime_error(path + ": \"plugin\" is not an array; fix it first");
       plugins.as_array().push_back(js::string("file://" + file));
+      js::array undo;
+      ask_rule(path, s, approval_prefix(o.sluice_path) + "*", undo);
       changes.push_back({path, before, to_text(s)});
+      changes.back().undo = std::move(undo);
       note_missing_dirs(path, created);
     }
     save_state(state, {{"host", o.host}}, changes, created);
@@ -964,11 +1015,8 @@ void remove_with_state(const adapter_options &o, const std::string &state) {
     }
     if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
       js::object s = parse_settings(path, now);
-      if (auto *undo = fo.if_contains("undo"); undo && undo->is_array()) {
-        undo_paths(s, undo->as_array());
-      } else {
-        strip(s, o);
-      }
+      if (auto *undo = fo.if_contains("undo"); undo && undo->is_array()) undo_paths(s, undo->as_array());
+      strip(s, o);
       write_file(path, to_text(s));
     } else {
       // config.toml edited since (Codex itself records trusted projects there): drop the trust
@@ -1154,7 +1202,21 @@ adapter_state status_of(const adapter_options &o) {
     a.installed = ext.has_value();
     if (o.host == "opencode") {
       try {
-        a.installed = a.installed && installed_in(parse_settings(a.settings, read_file(a.settings)));
+        js::object oc = parse_settings(a.settings, read_file(a.settings));
+        a.installed = a.installed && installed_in(oc);
+        // The ask rule must be the last bash rule, or OpenCode's prompt is not what decides.
+        const js::value *perm = oc.if_contains("permission");
+        const js::value *bash = perm && perm->is_object() ? perm->as_object().if_contains("bash") : nullptr;
+          bool last_is_ours = bash && bash->is_object() && !bash->as_object().empty() &&
+                            [&] {
+                              std::string_view k = std::prev(bash->as_object().end())->key();
+                              return k.size() > ask_rule_tail.size() && k.substr(k.size() - ask_rule_tail.size()) == ask_rule_tail;
+                            }();
+        if (a.installed && !last_is_ours) {
+          a.warnings.push_back(a.settings + ": sluice's ask rule is not the last under permission.bash, so "
+                               "commands that need a person's approval are refused; run `sluice adapter "
+                               "install opencode` again");
+        }
       } catch (const std::exception &e) {
         a.warnings.push_back(e.what());
         a.installed = false;

@@ -185,8 +185,7 @@ ask_route route_for(hook_host host, std::string &why) {
     why = "Codex has no permission prompt a hook can use";
     return ask_route::no_prompt;
   case hook_host::opencode:
-    why = "sluice's OpenCode plugin cannot ask through OpenCode's permission prompt yet";
-    return ask_route::no_prompt;
+    return ask_route::ask; // the adapter's permission rule has OpenCode ask for the rewrite
   }
   return ask_route::no_prompt;
 }
@@ -303,6 +302,10 @@ std::string sluice_command(const std::string &sluice_path, const std::string &su
   if (!skill.empty()) out += " --skill " + shell_word(skill);
   if (!policy_file.empty()) out += " --policy " + shell_word(policy_file);
   return out;
+}
+
+std::string approval_prefix(const std::string &sluice_path) {
+  return shell_word(sluice_path) + " exec --needs-approval ";
 }
 
 hook_outcome run_hook(const hook_options &opt, std::string_view input) {
@@ -436,6 +439,11 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
     }
 
     std::string rewritten = sluice_command(opt.sluice_path, "exec", opt.skill, opt.policy_file);
+    if (!asks.empty()) { // "SLUICE exec --needs-approval [--skill S] [--policy P]"
+      std::string prefix = approval_prefix(opt.sluice_path);
+      prefix.pop_back();
+      rewritten = prefix + rewritten.substr(shell_word(opt.sluice_path).size() + 5);
+    }
     if (chosen.profile) rewritten += " --sandbox-profile " + shell_word(*chosen.profile);
     if (req.confirm_side_effects) rewritten += " --confirm-external-side-effects";
     if (chosen.filesystem) rewritten += " --filesystem " + shell_word(*chosen.filesystem);

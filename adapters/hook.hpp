@@ -56,6 +56,11 @@ std::string shell_word(std::string_view word);
 std::string sluice_command(const std::string &sluice_path, const std::string &subcommand,
                            const std::string &skill, const std::string &policy_file);
 
+// How every rewrite that needs a person's approval starts: "SLUICE exec --needs-approval ". A host
+// whose prompt is driven by its own permission rules (OpenCode) gets a rule that asks for every
+// command starting so; the option itself grants nothing (the run's summary records it).
+std::string approval_prefix(const std::string &sluice_path);
+
 // A command the agent wrote as `sluice exec OPTIONS -- REST`: the options (split as the shell would)
 // and REST as raw shell text. Empty when the command does not start that way or quotes oddly.
 struct sluice_prefix {

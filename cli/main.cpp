@@ -99,6 +99,9 @@ int main(int argc, char **argv) {
     c->add_option("--allow-env", ex.request.allow_env, "keep credential variable NAME");
     c->add_flag("--confirm-external-side-effects", ex.request.confirm_side_effects,
         "required by the publish profile");
+    c->add_flag("--needs-approval", ex.needs_approval,
+        "written by `sluice hook` into a command a person approved in the agent host's prompt; "
+        "grants nothing, recorded in the JSON summary");
     c->add_option("--keep-env", ex.request.keep_env, "keep non-secret variable NAME (repeatable)");
     c->add_option("--credential", ex.request.credentials,
         "let the gateway add credential NAME ([credentials.NAME]) to its hosts' requests");

@@ -581,6 +581,7 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
                           {"durationSeconds", seconds},
                           {"profile", std::string(filters::to_string(plan.mode))},
                           {"skill", resolved.skill},
+                          {"approvedInHostPrompt", opt.needs_approval},
                           {"policy", resolved.policy_source},
                           {"requestsAllowed", allowed},
                           {"requestsDenied", denied},

@@ -11,8 +11,8 @@ import shutil
 import subprocess
 import unittest
 
-from netns_host import NetnsHostCase, npm_install
-from test_claude import ARGS_CMD, CACHE, SLUICE, prompt_for
+from netns_host import HERE, NetnsHostCase, npm_install
+from test_claude import ARGS_CMD, CACHE, PYTHON, SLUICE, free_port, prompt_for
 
 CURRENT, MINIMUM = "1.18.33", "1.3.2"
 QUIET = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -106,17 +106,83 @@ class OpenCodeCurrentAsRoot(NetnsHostCase):
         out, _ = self.opencode("sluice exec --sandbox-profile network-read -- echo proxy=$HTTPS_PROXY")
         self.assertIn("proxy=http://", out)
 
-    def test_what_needs_a_person_is_refused_with_the_policy_line(self):
-        """sluice's plugin does not reach OpenCode's permission prompt yet: a command the policy
-        would let a person approve is refused, with the reason and the line that would admit it."""
+    # --- approvals: what the policy lets a person approve goes to OpenCode's own prompt ----------
+    def serve(self, command, answer):
+        """Runs `opencode serve` with opencode_serve.py as the person answering its permission
+        requests; returns (the requests, the tool output the model saw, or None)."""
+        port = free_port()
+        server = subprocess.Popen(self.prefix() + ["opencode", "serve", "--hostname", "127.0.0.1", "--port", str(port)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  env=self.env(), cwd=self.proj)
+        try:
+            p = subprocess.run(self.ns.prefix() + [PYTHON, os.path.join(HERE, "opencode_serve.py"), str(port),
+                                                   prompt_for("bash", {"command": command, "description": "conformance"}),
+                                                   answer], capture_output=True, timeout=300)
+        finally:
+            server.terminate()
+            try:
+                _, err = server.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                _, err = server.communicate()
+        self.assertEqual(p.returncode, 0, p.stderr.decode() + err.decode()[-3000:])
+        results = []
+        if os.path.exists(self.results):
+            with open(self.results) as f:
+                results = [json.loads(l) for l in f if l.strip()]
+            os.unlink(self.results)
+        return json.loads(p.stdout), (results[0]["content"] if results else None)
+
+    def test_an_approved_domain_holds_for_that_command_only(self):
+        self.sluice("adapter", "install", "opencode", "--skill", "asker", "--policy", self.ask_policy_file())
+        port = self.service_port
+        command = ("sluice exec --allow-domain api.ask.test:%d -- sh -c 'curl -s -m 5 http://api.ask.test:%d/; "
+                   "echo; curl -s -m 5 -o /dev/null -w other=%%{http_code} http://other.ask.test:%d/'" % (port, port, port))
+        asked, out = self.serve(command, "once")
+        self.assertEqual(len(asked), 1, asked)
+        self.assertEqual(asked[0]["permission"], "bash")
+        shown = " ".join(asked[0]["patterns"])
+        self.assertIn(" exec --needs-approval --skill asker", shown)  # the rewrite is what is asked about
+        self.assertIn("--allow-domain api.ask.test:%d" % port, shown)
+        self.assertIn("HOSTREPLY", out or "")  # the approved name, through sluice's gateway
+        self.assertIn("other=403", out)  # and nothing else
+        # The next command does not keep it, and nothing is asked (`opencode run` would reject).
+        out, _ = self.opencode("curl -s -m 5 -o /dev/null -w again=%%{http_code} http://api.ask.test:%d/" % port)
+        self.assertIn("again=403", out)
+
+    def test_a_declined_or_unattended_approval_runs_nothing(self):
         self.sluice("adapter", "install", "opencode", "--skill", "asker", "--policy", self.ask_policy_file())
         marker = os.path.join(self.proj, "ran")
-        out, _ = self.opencode("sluice exec --allow-domain api.ask.test:%d -- touch %s" % (self.service_port, marker))
+        command = "sluice exec --allow-domain api.ask.test:%d -- touch %s" % (self.service_port, marker)
+        asked, _ = self.serve(command, "reject")
+        self.assertEqual(len(asked), 1, asked)
         self.assertFalse(os.path.exists(marker))
-        self.assertIn("needs a person's approval", out)
-        self.assertIn("allow_domains = [", out)
-        self.assertIn('api.ask.test:%d' % self.service_port, out)
-        self.assertIn("under [skills.asker]", out)
+        # `opencode run` has no person: OpenCode rejects what it would ask about.
+        _, p = self.run_host(["opencode", "run", "--format", "json",
+                              prompt_for("bash", {"command": command, "description": "conformance"})])
+        self.assertIn("auto-rejecting", (p.stdout + p.stderr).decode())
+        self.assertFalse(os.path.exists(marker))
+        # What ask_domains does not list is refused without a question.
+        out, _ = self.opencode("sluice exec --allow-domain evil.test -- touch %s" % marker)
+        self.assertIn("cannot be chosen by the agent", out)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_a_rule_that_would_skip_the_prompt_refuses_the_approval(self):
+        """Where OpenCode's configuration would run the rewrite without asking (a bash rule of an
+        agent after sluice's), the plugin refuses the command instead of handing it on."""
+        self.sluice("adapter", "install", "opencode", "--skill", "asker", "--policy", self.ask_policy_file())
+        path = os.path.join(self.proj, "opencode.json")
+        with open(path) as f:
+            cfg = json.load(f)
+        cfg["agent"] = {"build": {"permission": {"bash": {"*": "allow"}}}}
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        marker = os.path.join(self.proj, "ran")
+        out, _ = self.opencode("sluice exec --allow-domain api.ask.test:%d -- touch %s" % (self.service_port, marker))
+        self.assertIn("would run it without asking", out)
+        self.assertFalse(os.path.exists(marker))
+        st = json.loads(self.sluice("adapter", "status", "opencode", "--json").stdout)["adapters"][0]
+        self.assertEqual(st["warnings"], [], st)  # sluice's own file still holds the rule last
 
     def test_not_ready_or_missing_sluice_refuses(self):
         copy = os.path.join(self.work, "sluice-copy")

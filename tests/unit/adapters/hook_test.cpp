@@ -143,8 +143,9 @@ TEST_CASE("what the skill lets a person approve is asked for; the rest is refuse
   auto o = c.run(hook_host::claude, "sluice exec --allow-domain api.ask.test -- curl -s http://api.ask.test/");
   CHECK(o.exit_code == 0);
   REQUIRE(decision(o) == "ask");
-  CHECK(field(o, "command").find(c.sluice + " exec --skill asker --policy " + c.policy + " --allow-domain api.ask.test -- ") !=
-        std::string::npos);
+  // Marked, so that a host driven by its own permission rules (OpenCode) can be told to ask for it.
+  CHECK(field(o, "command").rfind(c.sluice + " exec --needs-approval --skill asker --policy " + c.policy +
+                                  " --allow-domain api.ask.test -- ", 0) == 0);
   CHECK(field(o, "permissionDecisionReason").find("network access to api.ask.test") != std::string::npos);
   CHECK(field(o, "permissionDecisionReason").find("this one command") != std::string::npos);
 
@@ -162,7 +163,9 @@ TEST_CASE("what the skill lets a person approve is asked for; the rest is refuse
 
   // Profiles: an escalation or the default runs; ask_profiles asks (publish with the confirmation);
   // a skill that does not list publish there refuses it.
-  CHECK(decision(c.run(hook_host::claude, "sluice exec --sandbox-profile network-read -- true")) == "allow");
+  o = c.run(hook_host::claude, "sluice exec --sandbox-profile network-read -- true");
+  CHECK(decision(o) == "allow");
+  CHECK(field(o, "command").find("--needs-approval") == std::string::npos);
   o = c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true");
   CHECK(decision(o) == "ask");
   CHECK(field(o, "command").find("--sandbox-profile allowlist -- ") != std::string::npos);
@@ -176,9 +179,12 @@ TEST_CASE("what the skill lets a person approve is asked for; the rest is refuse
   CHECK(decision(c.run(hook_host::claude, "sluice exec --allow-domain api.ask.test -- true", "plain")) == "deny");
   CHECK(decision(c.run(hook_host::claude, "curl -s http://api.ask.test/")) == "allow");
 
-  // Pi's extension asks through Pi's UI; Codex and an old or unknown Claude cannot ask, so they
-  // refuse with the line the policy would need.
+  // Pi's extension asks through Pi's UI, OpenCode's plugin through OpenCode's permission rules;
+  // Codex and an old or unknown Claude cannot ask, so they refuse with the line the policy would need.
   CHECK(decision(c.run(hook_host::pi, "sluice exec --allow-domain api.ask.test -- true")) == "ask");
+  o = c.run(hook_host::opencode, "sluice exec --allow-domain api.ask.test -- true");
+  CHECK(decision(o) == "ask");
+  CHECK(field(o, "command").rfind(approval_prefix(c.sluice), 0) == 0);
   o = c.run(hook_host::codex, "sluice exec --allow-domain api.ask.test -- true");
   CHECK(decision(o) == "deny");
   CHECK(o.err.find("Codex has no permission prompt") != std::string::npos);
