@@ -415,6 +415,147 @@ exec::host_boundary pi_boundary(const agent_request &r, const std::string &home,
   return b;
 }
 
+// A directory of the XDG base-directory spec: $VAR when set, else the home's default.
+std::string xdg_dir(const char *var, const std::string &home, const char *fallback, const char *app) {
+  std::string base = env(var).empty() ? home + "/" + fallback : env(var);
+  return base + "/" + app;
+}
+
+// OpenCode's configuration file: JSON with comments and trailing commas (opencode.jsonc).
+boost::json::object jsonc_file(const std::string &path) {
+  std::string text = read_small(path, 8u << 20);
+  if (text.empty()) return {};
+  boost::json::parse_options po;
+  po.allow_comments = true;
+  po.allow_trailing_commas = true;
+  boost::system::error_code ec;
+  auto v = boost::json::parse(text, ec, {}, po);
+  if (ec || !v.is_object()) {
+    throw refusal(path + " is not a JSON object (" + (ec ? ec.message() : std::string("another type")) +
+                  "); OpenCode could not read it either: fix it");
+  }
+  return std::move(v.as_object());
+}
+
+// OpenCode: `opencode` on PATH; its configuration in $XDG_CONFIG_HOME/opencode (~/.config/opencode),
+// its settings and what grants or runs something (plugins, agents, commands, tools) read-only; its
+// data (sessions; auth.json and mcp-auth.json hold stored keys: hidden), cache and state in the
+// XDG data, cache and state directories, read-write. The model is `--model PROVIDER/MODEL` (-m) or
+// "model" of the user's own opencode.json (or $OPENCODE_CONFIG): a repository's opencode.json is
+// not trusted to name the endpoint the key goes to. Its provider's options.baseURL is the endpoint
+// (the built-in anthropic and openai have defaults), and its key is named by options.apiKey
+// "{env:NAME}", or is the built-in provider's variable.
+exec::host_boundary opencode_boundary(const agent_request &r, const std::string &home, std::string &binary) {
+  binary = host_binary("opencode", "opencode-ai");
+  exec::host_boundary b;
+  b.host = "opencode";
+  std::string config_dir = state_dir(xdg_dir("XDG_CONFIG_HOME", home, ".config", "opencode"), home,
+                                     "$XDG_CONFIG_HOME/opencode");
+  std::string config_file = env("OPENCODE_CONFIG");
+  boost::json::object config;
+  if (!config_file.empty()) {
+    config = jsonc_file(config_file);
+  } else {
+    for (auto name : {"opencode.json", "opencode.jsonc", "config.json"}) {
+      std::string f = config_dir + "/" + name;
+      if (::access(f.c_str(), F_OK) == 0) {
+        config_file = f;
+        config = jsonc_file(f);
+        break;
+      }
+    }
+  }
+  std::string model = host_option(r.args, "--model");
+  if (model.empty()) model = host_option(r.args, "-m");
+  if (model.empty()) {
+    if (auto *m = config.if_contains("model"); m && m->is_string()) model = m->as_string();
+  }
+  auto slash = model.find('/');
+  if (slash == std::string::npos || slash == 0) {
+    throw refusal("sluice agent opencode needs to know the model: give opencode --model PROVIDER/MODEL after --, "
+                  "or set \"model\" in " + (config_file.empty() ? config_dir + "/opencode.json" : config_file) +
+                  " (a repository's opencode.json does not name the endpoint the key goes to)");
+  }
+  std::string provider = model.substr(0, slash);
+  const boost::json::object *def = nullptr;
+  if (auto *ps = config.if_contains("provider"); ps && ps->is_object()) {
+    if (auto *p = ps->as_object().if_contains(provider); p && p->is_object()) def = &p->as_object();
+  }
+  auto str = [](const boost::json::object *o, const char *k) {
+    auto *v = o ? o->if_contains(k) : nullptr;
+    return v && v->is_string() ? std::string(v->as_string()) : std::string();
+  };
+  const boost::json::object *options = nullptr;
+  if (def) {
+    if (auto *o = def->if_contains("options"); o && o->is_object()) options = &o->as_object();
+  }
+  std::string npm = str(def, "npm"), url = str(options, "baseURL"), api_key = str(options, "apiKey");
+  std::string from = "provider." + provider + ".options.baseURL in " + config_file, key_env;
+  if (npm.empty()) npm = provider == "anthropic" ? "@ai-sdk/anthropic" : provider == "openai" ? "@ai-sdk/openai" : "";
+  if (url.empty() && provider == "anthropic") url = "https://api.anthropic.com/v1", from = "OpenCode's anthropic provider";
+  if (url.empty() && provider == "openai") url = "https://api.openai.com/v1", from = "OpenCode's openai provider";
+  if (!api_key.empty()) {
+    bool env_ref = api_key.size() > 6 && api_key.rfind("{env:", 0) == 0 && api_key.back() == '}';
+    key_env = env_ref ? api_key.substr(5, api_key.size() - 6) : std::string();
+    if (key_env.empty() || key_env.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+                               std::string::npos) {
+      throw refusal("provider." + provider + ".options.apiKey in " + config_file + " must name an environment "
+                    "variable that holds the key (\"apiKey\": \"{env:MY_KEY}\" with MY_KEY exported): a key "
+                    "written there would be read inside, where the gateway adds the key instead");
+    }
+  } else if (provider == "anthropic") {
+    key_env = "ANTHROPIC_API_KEY";
+  } else if (provider == "openai") {
+    key_env = "OPENAI_API_KEY";
+  }
+  if (!r.model_url.empty()) {
+    url = r.model_url;
+    from = "--model-url";
+  }
+  if (url.empty()) {
+    throw refusal("provider '" + provider + "' has no options.baseURL in " +
+                  (config_file.empty() ? config_dir + "/opencode.json" : config_file) + " and is not one sluice "
+                  "knows (anthropic, openai); add it there, or give --model-url");
+  }
+  if (key_env.empty() || env(key_env.c_str()).empty()) {
+    throw refusal("sluice agent opencode needs the model's key in " +
+                  (key_env.empty() ? std::string("a variable (\"apiKey\": \"{env:NAME}\" in the provider's options)") : key_env) +
+                  ": the gateway adds it to the requests for " + url + " and OpenCode inside holds a placeholder; "
+                  "a key stored by `opencode auth login` is not taken inside. Export it and run again");
+  }
+  endpoint e = parse_endpoint(url, from);
+  filters::credential_config key;
+  key.name = "opencode-model";
+  key.source = "env:" + key_env;
+  key.env = key_env;
+  if (npm == "@ai-sdk/anthropic") {
+    key.header = "x-api-key";
+    key.format = "{}";
+  } else {
+    key.header = "Authorization";
+    key.format = "Bearer {}";
+  }
+  model_endpoint(b, e, {"/chat/completions", "/responses", "/responses/*", "/messages", "/messages/*"}, key);
+  // The configuration directory: OpenCode writes its .gitignore (and the plugins' installed
+  // packages) there at start; the settings, instructions and whatever holds code it runs
+  // (plugins, tools, packages and how they are installed) are read-only.
+  b.state.push_back(config_dir);
+  protect_dirs(b, config_dir, {"plugin", "plugins", "tool", "tools", "agent", "agents", "command", "commands",
+                               "mode", "modes", "skill", "skills", "node_modules"});
+  for (auto name : {"opencode.json", "opencode.jsonc", "config.json", "tui.json", "tui.jsonc", "AGENTS.md",
+                    "package.json", "bun.lock", "bun.lockb", "bunfig.toml", ".npmrc"}) {
+    b.protect.push_back(config_dir + "/" + name);
+  }
+  std::string data = state_dir(xdg_dir("XDG_DATA_HOME", home, ".local/share", "opencode"), home, "$XDG_DATA_HOME/opencode");
+  b.state.push_back(data);
+  b.hide.push_back(data + "/auth.json");
+  b.hide.push_back(data + "/mcp-auth.json");
+  b.state.push_back(state_dir(xdg_dir("XDG_CACHE_HOME", home, ".cache", "opencode"), home, "$XDG_CACHE_HOME/opencode"));
+  b.state.push_back(state_dir(xdg_dir("XDG_STATE_HOME", home, ".local/state", "opencode"), home, "$XDG_STATE_HOME/opencode"));
+  keep_host_env(b, {"OPENCODE_", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"});
+  return b;
+}
+
 } // namespace
 
 exec::exec_options agent_exec_options(const agent_request &r) {
@@ -433,10 +574,9 @@ exec::exec_options agent_exec_options(const agent_request &r) {
   } else if (r.host == "pi") {
     ex.agent = pi_boundary(r, home, binary);
   } else if (r.host == "opencode") {
-    throw refusal("sluice agent runs claude, codex and pi so far; " + r.host + " runs its shell through sluice exec with "
-                  "`sluice adapter install " + r.host + "` (docs/adapters.md)");
+    ex.agent = opencode_boundary(r, home, binary);
   } else {
-    throw refusal("unknown agent host '" + r.host + "'; use claude, codex or pi (opencode: sluice adapter install)");
+    throw refusal("unknown agent host '" + r.host + "'; use claude, codex, opencode or pi");
   }
   // The default profile of the whole agent is network-read: the model endpoint is a route of its own.
   if (!ex.request.profile) ex.request.profile = filters::profile::network_read;

@@ -123,12 +123,12 @@ int main(int argc, char **argv) {
 
   // `agent HOST -- HOST_ARGS`: the host itself inside one exec boundary.
   sluice::adapters::agent_request agent;
-  auto *agent_cmd = app.add_subcommand("agent", "run an agent host (claude, codex, pi) itself inside one sandbox");
+  auto *agent_cmd = app.add_subcommand("agent", "run an agent host (claude, codex, opencode, pi) itself inside one sandbox");
   agent_cmd->footer("The host, its shell tool, MCP servers and subprocesses run inside one sluice exec boundary:\n"
                     "its model endpoint is a route that may POST to the API, its key is added by the\n"
                     "gateway (the host holds a placeholder), its state directory is writable and its\n"
                     "settings and hooks read-only. Default profile: network-read.\n");
-  agent_cmd->add_option("host", agent.host, "claude, codex or pi")->required();
+  agent_cmd->add_option("host", agent.host, "claude, codex, opencode or pi")->required();
   agent_cmd->add_option("--model-url", agent.model_url,
                         "the model API's base URL (default: the host's own configuration)");
   exec_options_of(agent_cmd);

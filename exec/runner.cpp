@@ -283,6 +283,13 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   so.view.replace_trust = filters::terminates_tls(plan.mode);
   so.view.extra = command_files(opt.argv[0], path_env ? path_env : "/usr/bin:/bin", ws.cwd, plan.caller_home);
   so.view.extra.insert(so.view.extra.end(), ws.git_meta.begin(), ws.git_meta.end());
+  // Inside `sluice agent`, an adapter's hook or plugin runs this sluice by its path (and lets the
+  // command through, inside the boundary): it is shown, read-only, wherever it is installed.
+  if (!opt.agent.host.empty()) {
+    char self[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) so.view.extra.emplace_back(self, static_cast<std::size_t>(n));
+  }
   // The policy in use must not change, wherever it shows. The rest of what must not change for
   // whoever runs next (agent settings, shell and editor configuration, Git's config and hooks, the
   // repository's .sluice/) is found by the guard's walk, wherever it is in the writable places.

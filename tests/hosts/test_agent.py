@@ -1,6 +1,6 @@
-"""Conformance of `sluice agent claude`: the real Claude Code (the version this project follows and
-the minimum), the host process itself inside one `sluice exec` boundary, driven headlessly by the
-fake model server, which it reaches only through sluice's gateway under a name of its own
+"""Conformance of `sluice agent claude|codex|opencode|pi`: the real hosts (the version this project
+follows and the minimum of each), the host process itself inside one `sluice exec` boundary,
+driven headlessly by the fake model server, which it reaches only through sluice's gateway under a name of its own
 (model.test, pinned to 127.0.0.1). The key the test gives sluice never enters the boundary: the
 gateway adds it to the model's requests. Run as root and as 65534."""
 import json
@@ -11,9 +11,10 @@ import tempfile
 import unittest
 
 from netns_host import NetnsHostCase
-from test_claude import (CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, install_claude, prompt_for,
+from test_claude import (CACHE, CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, install_claude, prompt_for,
                          server_cert)
 from test_codex import CURRENT as CODEX_CURRENT, MINIMUM as CODEX_MINIMUM, install_codex
+from test_opencode import CURRENT as OPENCODE_CURRENT, MINIMUM as OPENCODE_MINIMUM, QUIET, install_opencode
 from test_pi import CURRENT as PI_CURRENT, MINIMUM as PI_MINIMUM, install_pi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -434,6 +435,155 @@ class AgentPiCurrentAsRoot(NetnsHostCase):
                              env={"PI_CODING_AGENT_DIR": config})
         self.assertEqual(p.returncode, 125)
         self.assertIn("holds the trusted policy directory", p.stderr.decode())
+
+
+class AgentOpenCodeCurrentAsRoot(NetnsHostCase):
+    """`sluice agent opencode`: OpenCode itself inside the boundary, in a loopback-only network
+    namespace, the fake model behind HTTPS as model.test, named by the user's own opencode.json."""
+    host = "opencode"
+    version = OPENCODE_CURRENT
+    model_tls = True
+
+    @classmethod
+    def install(cls, version):
+        return install_opencode(version)
+
+    def configure(self):
+        self.config = os.path.join(self.home, ".config", "opencode")
+        os.makedirs(self.config)
+        os.makedirs(os.path.join(self.home, ".ssh"))
+        with open(os.path.join(self.home, ".ssh", "id_ed25519"), "w") as f:
+            f.write("SECRETKEY\n")
+        self.outside = os.path.join(self.work, "outside.txt")
+        with open(self.outside, "w") as f:
+            f.write("OUTSIDE-THE-WORKSPACE\n")
+        with open(os.path.join(self.proj, "notes.txt"), "w") as f:
+            f.write("IN-THE-WORKSPACE\n")
+        for name in ("fetch_mcp.py", "mcp_stdio.py"):
+            shutil.copy(os.path.join(HERE, name), os.path.join(self.proj, name))
+        self.settings = os.path.join(self.config, "opencode.json")
+        with open(self.settings, "w") as f:
+            json.dump({"provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "fake",
+                                             "options": {"baseURL": "https://model.test:%d/v1" % self.model_port,
+                                                         "apiKey": "{env:FAKE_KEY}"},
+                                             "models": {"fake-model": {"name": "fake", "tool_call": True}}}},
+                       "model": "fake/fake-model",
+                       # OpenCode's own prompts let everything through: what holds is sluice's boundary.
+                       "permission": {"external_directory": "allow", "bash": "allow", "read": "allow"},
+                       "mcp": {"net": {"type": "local", "command": [PYTHON, os.path.join(self.proj, "fetch_mcp.py")]}}},
+                      f, indent=2)
+        self.policy = os.path.join(self.work, "policy.toml")
+        with open(self.policy, "w") as f:
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
+                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
+                    '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
+                    % (self.service_port, self.model_ca))
+
+    def host_env(self):
+        return dict(QUIET, FAKE_KEY=KEY)
+
+    def agent(self, tool, tool_input, env=None):
+        results, p = self.run_host([SLUICE, "agent", "opencode", "--policy", self.policy, "--", "run", "--format", "json",
+                                    prompt_for(tool, tool_input)], env)
+        self.assertEqual(len(results), 1, p.stdout.decode()[-2000:] + p.stderr.decode()[-3000:])
+        return results[0]["content"], p
+
+    def bash(self, command):
+        return self.agent("bash", {"command": command, "description": "conformance"})
+
+    def test_a_turn_completes_with_the_key_added_outside(self):
+        out, p = self.bash("echo key=$FAKE_KEY; readlink /proc/self/ns/net; cat /.sluice/agent; echo hi > written.txt")
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        self.assertIn("key=sluice-credential-", out)
+        self.assert_inside_sluice(out)
+        self.assertIn("opencode", out)
+        with open(os.path.join(self.proj, "written.txt")) as f:
+            self.assertEqual(f.read(), "hi\n")
+        with open(self.requests) as f:
+            requests = [json.loads(l) for l in f if l.strip()]
+        self.assertTrue(requests)
+        for r in requests:
+            self.assertEqual(r["headers"].get("authorization"), "Bearer " + KEY)
+
+    def test_file_tools_see_only_the_workspace(self):
+        for path, secret in ((os.path.join(self.home, ".ssh", "id_ed25519"), "SECRETKEY"),
+                             (self.outside, "OUTSIDE-THE-WORKSPACE")):
+            out, _ = self.agent("read", {"filePath": path})
+            self.assertNotIn(secret, out)
+        out, _ = self.agent("read", {"filePath": os.path.join(self.proj, "notes.txt")})
+        self.assertIn("IN-THE-WORKSPACE", out)
+
+    def test_the_hosts_network_and_its_mcp_servers_go_through_the_policy(self):
+        port = self.service_port
+        out, _ = self.bash("curl -s -m 5 http://web.test:%d/; echo; "
+                           "curl -s -m 5 -o /dev/null -w post=%%{http_code} -X POST -d x http://web.test:%d/; echo; "
+                           "curl -s -m 5 -o /dev/null -w other=%%{http_code} http://other.test:%d/; echo; "
+                           "env; a=%s; b=%s; grep -rsl -- \"$a$b\" ~ /tmp /.sluice 2>/dev/null; echo scanned"
+                           % (port, port, port, KEY[:10], KEY[10:]))
+        self.assertIn("HOSTREPLY", out)
+        self.assertIn("post=403", out)
+        self.assertIn("other=403", out)
+        self.assertIn("scanned", out)
+        self.assertNotIn(KEY, out)
+        allowed, _ = self.agent("net_fetch", {"url": "http://web.test:%d/" % port})
+        self.assertIn("status=200 body=HOSTREPLY", allowed)
+        other, _ = self.agent("net_fetch", {"url": "http://other.test:%d/" % port})
+        self.assertIn("status=403", other)
+        for root, _, files in os.walk(self.home):  # sessions and state the host wrote
+            for name in files:
+                with open(os.path.join(root, name), "rb") as f:
+                    self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+
+    def test_settings_stay_read_only_and_a_written_key_is_refused(self):
+        with open(self.settings) as f:
+            before = f.read()
+        out, _ = self.bash("echo x >> ~/.config/opencode/opencode.json; echo config=$?; "
+                           "mkdir -p ~/.config/opencode/plugin; echo evil > ~/.config/opencode/plugin/x.js; echo plugin=$?")
+        self.assertNotIn("config=0", out)
+        self.assertNotIn("plugin=0", out)
+        with open(self.settings) as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse(os.path.exists(os.path.join(self.config, "plugin", "x.js")))
+        # A key written into opencode.json would be read inside: refused, with the fix.
+        with open(self.settings, "w") as f:
+            f.write(before.replace('"{env:FAKE_KEY}"', '"%s"' % KEY))
+        _, p = self.run_host([SLUICE, "agent", "opencode", "--policy", self.policy, "--", "run", "hi"])
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("must name an environment variable", p.stderr.decode())
+        with open(self.settings, "w") as f:
+            f.write(before)
+        _, p = self.run_host([SLUICE, "agent", "opencode", "--policy", self.policy, "--", "run", "hi"],
+                             env={"FAKE_KEY": ""})
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("needs the model's key in FAKE_KEY", p.stderr.decode())
+
+
+    def test_with_sluices_adapter_installed_the_shell_runs_as_it_is(self):
+        """A user with sluice's OpenCode adapter installed runs the whole agent too: the plugin's
+        `sluice hook` (this sluice, shown inside) lets the shell through, inside the boundary."""
+        shutil.copytree(os.path.join(CACHE, "opencode-plugin-" + self.version), self.config, symlinks=True,
+                        dirs_exist_ok=True)  # what OpenCode installs for a plugin on an online start
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.config], check=True)
+        self.sluice("adapter", "install", "opencode", "--skill", "default")
+        out, p = self.bash("readlink /proc/self/ns/net; cat /.sluice/agent; echo proxy=${HTTPS_PROXY:-none}")
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        self.assert_inside_sluice(out)
+        self.assertIn("opencode", out)
+        self.assertIn("proxy=http://", out)  # the boundary's own gateway, not a nested sandbox
+
+
+class AgentOpenCodeCurrentAsNobody(AgentOpenCodeCurrentAsRoot):
+    user = 65534
+
+
+class AgentOpenCodeMinimumAsRoot(AgentOpenCodeCurrentAsRoot):
+    version = OPENCODE_MINIMUM
+
+
+class AgentOpenCodeMinimumAsNobody(AgentOpenCodeCurrentAsRoot):
+    version = OPENCODE_MINIMUM
+    user = 65534
 
 
 class AgentPiCurrentAsNobody(AgentPiCurrentAsRoot):
