@@ -1,4 +1,5 @@
 #include "adapters/agent.hpp"
+#include "adapters/host_adapter.hpp"
 #include "exec/environment.hpp"
 #include "exec/mount_view.hpp"
 #include "exec/profile_resolver.hpp"
@@ -28,22 +29,6 @@ std::string env(const char *name) {
   return v ? std::string(v) : std::string();
 }
 
-std::string on_path(const std::string &name) {
-  std::string path = env("PATH");
-  std::size_t start = 0;
-  while (start <= path.size()) {
-    auto end = path.find(':', start);
-    std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!dir.empty() && dir[0] == '/') {
-      std::string cand = dir + "/" + name;
-      struct stat st {};
-      if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;
-    }
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return {};
-}
 
 // The model endpoint as the gateway sees it: the host pattern (with the port when the URL names
 // one) and the path the API lives under ("" or "/prefix").
@@ -95,7 +80,7 @@ bool secret_key(std::string_view key) {
 
 // The host's binary on PATH, or a refusal that says how to install it.
 std::string host_binary(const std::string &name, const std::string &package) {
-  std::string b = on_path(name);
+  std::string b = find_on_path(name);
   if (b.empty()) {
     throw refusal(name + " is not on PATH; install it (npm install -g " + package + ") or put its directory on PATH");
   }
@@ -542,8 +527,11 @@ exec::host_boundary opencode_boundary(const agent_request &r, const std::string 
   b.state.push_back(config_dir);
   protect_dirs(b, config_dir, {"plugin", "plugins", "tool", "tools", "agent", "agents", "command", "commands",
                                "mode", "modes", "skill", "skills", "node_modules"});
+  // package.json and bun.lock stay writable: OpenCode rewrites them at every start for a configured
+  // plugin (1.3.2 stops when it cannot), and what they name is installed only into node_modules,
+  // which stays read-only, as does opencode.json, the only place that makes a package a plugin.
   for (auto name : {"opencode.json", "opencode.jsonc", "config.json", "tui.json", "tui.jsonc", "AGENTS.md",
-                    "package.json", "bun.lock", "bun.lockb", "bunfig.toml", ".npmrc"}) {
+                    "bunfig.toml", ".npmrc"}) {
     b.protect.push_back(config_dir + "/" + name);
   }
   std::string data = state_dir(xdg_dir("XDG_DATA_HOME", home, ".local/share", "opencode"), home, "$XDG_DATA_HOME/opencode");

@@ -1,9 +1,11 @@
 #include "adapters/hook.hpp"
+#include "adapters/host_adapter.hpp"
 #include "adapters/adapter.hpp"
 #include "filters/host_matcher.hpp"
 #include "filters/host_pattern.hpp"
 #include "exec/doctor.hpp"
 #include "exec/profile_resolver.hpp"
+#include "exec/workspace.hpp"
 
 #include <boost/json.hpp>
 #include <algorithm>
@@ -42,14 +44,6 @@ hook_outcome hook_deny(const std::string &reason) {
 }
 
 namespace {
-
-// The shell tools each host routes through the hook; anything else reaching it is a configuration
-// error and is refused rather than waved through.
-bool shell_tool(hook_host host, std::string_view name) {
-  if (host == hook_host::claude) return name == "Bash" || name == "Monitor";
-  if (host == hook_host::pi || host == hook_host::opencode) return name == "bash";
-  return name == "Bash" || name == "exec_command" || name == "shell";
-}
 
 // What the agent chose in its own `sluice exec ... --` prefix. The profile and the filesystem the
 // trusted policy then authorizes (the skill's escalations) or lets a person approve (ask_profiles);
@@ -107,32 +101,6 @@ bool askable_domain(const std::vector<std::string> &ask, const std::string &doma
          m.match(p.value, "http", p.port ? p.port : 80).has_value();
 }
 
-// Claude Code's version from the AI_AGENT it sets for hooks: "claude-code_2-1-332_harness" (from
-// 2.1.128) or "claude-code/2.1.120/harness" (2.1.120 to 2.1.126); empty when the variable is
-// absent (before 2.1.120) or has another shape.
-std::string claude_version_from_env() {
-  const char *v = std::getenv("AI_AGENT");
-  if (!v) return {};
-  std::string_view s(v);
-  constexpr std::string_view prefix = "claude-code";
-  if (s.substr(0, prefix.size()) != prefix || s.size() <= prefix.size()) return {};
-  char sep = s[prefix.size()];
-  if (sep != '_' && sep != '/') return {};
-  s.remove_prefix(prefix.size() + 1);
-  std::string out;
-  for (char c : s) {
-    if (c == sep) break;
-    if (c == (sep == '_' ? '-' : '.')) {
-      out += '.';
-    } else if (c >= '0' && c <= '9') {
-      out += c;
-    } else {
-      return {};
-    }
-  }
-  return out;
-}
-
 // Whether the command's first word is this sluice: on a host that shows a person the original
 // command instead of the rewrite (or runs it once approved), what runs is then still sluice.
 bool names_this_sluice(const std::string &command, const std::string &cwd, const std::string &self) {
@@ -141,53 +109,11 @@ bool names_this_sluice(const std::string &command, const std::string &cwd, const
   std::size_t end = command.find_first_of(" \t", i);
   std::string word = command.substr(i, end == std::string::npos ? std::string::npos : end - i);
   if (word.find_first_of("'\"\\") != std::string::npos) return false;
-  std::string found;
-  if (word.find('/') != std::string::npos) {
-    found = word[0] == '/' ? word : cwd + "/" + word;
-  } else if (const char *path = std::getenv("PATH")) {
-    std::string_view p(path);
-    while (!p.empty()) {
-      auto colon = p.find(':');
-      std::string dir(p.substr(0, colon));
-      if (!dir.empty() && ::access((dir + "/" + word).c_str(), X_OK) == 0) {
-        found = dir + "/" + word;
-        break;
-      }
-      if (colon == std::string_view::npos) break;
-      p.remove_prefix(colon + 1);
-    }
-  }
+  const char *path = std::getenv("PATH");
+  std::string found = exec::find_executable(word, path ? path : "", cwd);
   struct stat a {}, b {};
   return !found.empty() && ::stat(found.c_str(), &a) == 0 && ::stat(self.c_str(), &b) == 0 &&
          a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-// The shape of the answer for a command that needs a person: each host's own prompt, or a deny
-// that says why and what to add to the policy where the host has no prompt a hook can use.
-enum class ask_route { ask, no_prompt };
-
-ask_route route_for(hook_host host, std::string &why) {
-  switch (host) {
-  case hook_host::pi:
-    return ask_route::ask; // sluice's extension asks through Pi's UI, or refuses without one
-  case hook_host::claude: {
-    std::string version = claude_version_from_env();
-    if (!version.empty() && version_at_least(version, claude_ask_minimum)) return ask_route::ask;
-    why = version.empty()
-              ? std::string("this Claude Code does not name its version to hooks (AI_AGENT, from 2.1.120), "
-                            "and before 2.1.85 it does not show a hook's question with the rewrite, so "
-                            "sluice cannot ask; update Claude Code")
-              : "Claude Code " + version + " (before " + claude_ask_minimum + ") does not show a hook's "
-                "question with the rewrite, so sluice cannot ask; update Claude Code";
-    return ask_route::no_prompt;
-  }
-  case hook_host::codex:
-    why = "Codex has no permission prompt a hook can use";
-    return ask_route::no_prompt;
-  case hook_host::opencode:
-    return ask_route::ask; // the adapter's permission rule has OpenCode ask for the rewrite
-  }
-  return ask_route::no_prompt;
 }
 
 // /.sluice/agent exists only in the view of a `sluice agent` run: sluice writes it into the view's
@@ -327,8 +253,10 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
     if (!event.empty() && event != "PreToolUse") {
       throw deny_error("unexpected hook event '" + event + "'; sluice answers PreToolUse only");
     }
+    const host_adapter *host = host_named(opt.host);
+    if (!host) throw deny_error("unknown hook host '" + opt.host + "'; use claude, codex, opencode or pi");
     std::string tool = str(o, "tool_name");
-    if (!shell_tool(opt.host, tool)) {
+    if (!host->shell_tool(tool)) {
       throw deny_error("tool '" + tool + "' reached the sluice hook, which only sandboxes shell "
                        "tools; fix the hook matcher (sluice adapter install writes it)");
     }
@@ -463,7 +391,7 @@ hook_outcome run_hook(const hook_options &opt, std::string_view input) {
                          "first word is not this sluice (" + opt.sluice_path + "); write it as `sluice "
                          "exec OPTIONS -- CMD` with sluice on PATH, or by that path");
       }
-      if (route_for(opt.host, why) == ask_route::no_prompt) {
+      if (host->route(why) == ask_route::no_prompt) {
         std::string lines;
         for (auto &l : policy_lines) lines += (lines.empty() ? "" : "; ") + l;
         throw deny_error("this command asks for " + what + ", beyond what skill '" + resolved.skill +

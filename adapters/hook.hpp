@@ -6,10 +6,6 @@
 
 namespace sluice::adapters {
 
-// The agent hosts whose PreToolUse hook `sluice hook HOST` answers (one contract; Pi's extension
-// speaks it too).
-enum class hook_host { claude, codex, pi, opencode };
-
 // The first Claude Code whose hooks may answer "ask" with a rewritten command: it shows the rewrite
 // to a person (or to --permission-prompt-tool) and runs it only once allowed; headless (`-p`) it
 // refuses. Checked version by version: before 2.1.2 an "ask" drops the rewrite (the prompt shows
@@ -19,7 +15,7 @@ enum class hook_host { claude, codex, pi, opencode };
 inline constexpr const char *claude_ask_minimum = "2.1.85";
 
 struct hook_options {
-  hook_host host = hook_host::claude;
+  std::string host = "claude"; // the agent host whose PreToolUse event this is (adapters/hosts/)
   std::string skill;       // --skill: the trusted skill every rewritten command runs under
   std::string policy_file; // --policy: the trusted policy file (else the usual search)
   std::string sluice_path; // absolute path of this binary, written into the rewrite

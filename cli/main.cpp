@@ -198,18 +198,7 @@ int main(int argc, char **argv) {
   };
   if (*hook_cmd) {
     try {
-      if (hook_host_name == "claude") {
-        hook.host = sluice::adapters::hook_host::claude;
-      } else if (hook_host_name == "codex") {
-        hook.host = sluice::adapters::hook_host::codex;
-      } else if (hook_host_name == "pi") {
-        hook.host = sluice::adapters::hook_host::pi;
-      } else if (hook_host_name == "opencode") {
-        hook.host = sluice::adapters::hook_host::opencode;
-      } else {
-        throw std::runtime_error("unknown hook host '" + hook_host_name +
-                                 "'; use claude, codex, opencode or pi");
-      }
+      hook.host = hook_host_name;
       hook.sluice_path = self_path();
       return sluice::adapters::hook_main(hook);
     } catch (const std::exception &e) {

@@ -35,8 +35,9 @@ std::string trim(std::string s) {
   return s;
 }
 
-// The first executable regular file named `name` on `path` (execvp's search), or "".
-std::string search_path(const std::string &name, const std::string &path, const std::string &cwd) {
+} // namespace
+
+std::string find_executable(const std::string &name, const std::string &path, const std::string &cwd) {
   if (name.empty()) return {};
   if (name.find('/') != std::string::npos) return name[0] == '/' ? name : cwd + "/" + name;
   std::size_t start = 0;
@@ -54,8 +55,6 @@ std::string search_path(const std::string &name, const std::string &path, const 
     start = colon + 1;
   }
 }
-
-} // namespace
 
 std::string resolved(const std::string &path) {
   char buf[PATH_MAX];
@@ -200,7 +199,7 @@ std::string package_root(const std::string &file, const std::string &home) {
 std::vector<std::string> command_files(const std::string &argv0, const std::string &path,
                                        const std::string &cwd, const std::string &home) {
   std::vector<std::string> out;
-  std::string found = search_path(argv0, path, cwd);
+  std::string found = find_executable(argv0, path, cwd);
   if (found.empty()) return out;
   std::string real = resolved(found);
   if (real.empty()) return out;
@@ -230,7 +229,7 @@ std::vector<std::string> command_files(const std::string &argv0, const std::stri
     for (std::size_t k = 1; k < words.size(); ++k) {
       if (words[k] == "-S" || (words[k][0] == '-' && words[k].find('=') == std::string::npos)) continue;
       if (words[k].find('=') != std::string::npos) continue; // VAR=value
-      std::string target = search_path(words[k], path, cwd);
+      std::string target = find_executable(words[k], path, cwd);
       if (!target.empty()) {
         out.push_back(target);
         if (auto r = resolved(target); !r.empty() && r != target) out.push_back(r);

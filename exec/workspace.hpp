@@ -19,6 +19,11 @@ struct workspace {
 // directory itself.
 workspace find_workspace(const std::string &cwd, const std::string &home);
 
+// Where a shell would find the executable `name`: as given when it holds a slash (relative to
+// cwd), else the first regular executable file of that name in the PATH-style list `path` (an
+// empty or relative entry is relative to cwd). "" when there is none.
+std::string find_executable(const std::string &name, const std::string &path, const std::string &cwd);
+
 // The files the command needs from wherever they are: its executable as found on `path` (the
 // path given and the file it resolves to) and a script's interpreter (`#!/usr/bin/env node`
 // and `env -S` too). Missing files are left out: exec reports them.

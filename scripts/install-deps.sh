@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   libssl-dev libc-ares-dev libre2-dev prometheus-cpp-dev
   catch2 libcli11-dev libtomlplusplus-dev libseccomp-dev

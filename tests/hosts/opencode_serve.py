@@ -12,23 +12,24 @@ PORT, PROMPT, ANSWER = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 BASE = "http://127.0.0.1:%d" % PORT
 
 
-def call(method, path, body=None):
+def call(method, path, body=None, timeout=30):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(BASE + path, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urllib.request.urlopen(req, timeout=timeout) as r:
         text = r.read().decode()
     return json.loads(text) if text.strip() else None
 
 
-for attempt in range(300):  # the server may still be starting
+start = time.time()
+while True:  # the server may still be starting: refused, or a request that hangs (2 s each)
     try:
-        session = call("POST", "/session", {})["id"]
+        session = call("POST", "/session", {}, timeout=2)["id"]
         break
     except OSError:
+        if time.time() - start > 60:
+            sys.exit("opencode_serve.py: no server on port %d within 60 s" % PORT)
         time.sleep(0.2)
-else:
-    sys.exit("opencode_serve.py: no server on port %d within 60 s" % PORT)
 call("POST", "/session/%s/prompt_async" % session, {"parts": [{"type": "text", "text": PROMPT}]})
 asked, answered = [], set()
 deadline = time.time() + 180

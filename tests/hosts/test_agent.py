@@ -11,8 +11,8 @@ import tempfile
 import unittest
 
 from netns_host import NetnsHostCase
-from test_claude import (CACHE, CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, install_claude, prompt_for,
-                         server_cert)
+from test_claude import (CACHE, CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, full_matrix, install_claude,
+                         prompt_for, server_cert)
 from test_codex import CURRENT as CODEX_CURRENT, MINIMUM as CODEX_MINIMUM, install_codex
 from test_opencode import CURRENT as OPENCODE_CURRENT, MINIMUM as OPENCODE_MINIMUM, QUIET, install_opencode
 from test_pi import CURRENT as PI_CURRENT, MINIMUM as PI_MINIMUM, install_pi
@@ -469,7 +469,8 @@ class AgentOpenCodeCurrentAsRoot(NetnsHostCase):
                                              "models": {"fake-model": {"name": "fake", "tool_call": True}}}},
                        "model": "fake/fake-model",
                        # OpenCode's own prompts let everything through: what holds is sluice's boundary.
-                       "permission": {"external_directory": "allow", "bash": "allow", "read": "allow"},
+                       "permission": {"external_directory": "allow", "bash": "allow", "read": "allow",
+                                      "webfetch": "allow"},
                        "mcp": {"net": {"type": "local", "command": [PYTHON, os.path.join(self.proj, "fetch_mcp.py")]}}},
                       f, indent=2)
         self.policy = os.path.join(self.work, "policy.toml")
@@ -527,6 +528,12 @@ class AgentOpenCodeCurrentAsRoot(NetnsHostCase):
         self.assertNotIn(KEY, out)
         allowed, _ = self.agent("net_fetch", {"url": "http://web.test:%d/" % port})
         self.assertIn("status=200 body=HOSTREPLY", allowed)
+        # Its own web fetch tool: the allowed host's page, not another host's.
+        fetched, _ = self.agent("webfetch", {"url": "http://web.test:%d/" % port, "format": "text"})
+        self.assertIn("HOSTREPLY", fetched)
+        refused, _ = self.agent("webfetch", {"url": "http://other.test:%d/" % port, "format": "text"})
+        self.assertNotIn("HOSTREPLY", refused)
+        self.assertIn("403", refused)
         other, _ = self.agent("net_fetch", {"url": "http://other.test:%d/" % port})
         self.assertIn("status=403", other)
         for root, _, files in os.walk(self.home):  # sessions and state the host wrote
@@ -577,6 +584,7 @@ class AgentOpenCodeCurrentAsNobody(AgentOpenCodeCurrentAsRoot):
     user = 65534
 
 
+@full_matrix
 class AgentOpenCodeMinimumAsRoot(AgentOpenCodeCurrentAsRoot):
     version = OPENCODE_MINIMUM
 
@@ -590,6 +598,7 @@ class AgentPiCurrentAsNobody(AgentPiCurrentAsRoot):
     user = 65534
 
 
+@full_matrix
 class AgentPiMinimumAsRoot(AgentPiCurrentAsRoot):
     version = PI_MINIMUM
 
@@ -603,6 +612,7 @@ class AgentCodexCurrentAsNobody(AgentCodexCurrentAsRoot):
     user = 65534
 
 
+@full_matrix
 class AgentCodexMinimumAsRoot(AgentCodexCurrentAsRoot):
     version = CODEX_MINIMUM
 
@@ -616,6 +626,7 @@ class AgentClaudeCurrentAsNobody(AgentClaudeCurrentAsRoot):
     user = 65534
 
 
+@full_matrix
 class AgentClaudeMinimumAsRoot(AgentClaudeCurrentAsRoot):
     version = MINIMUM
 

@@ -21,6 +21,13 @@ CURRENT, MINIMUM = "2.1.332", "2.0.10"
 ARGS_CMD = "printf '[%s]' \"a b\" 'c\"d' '$HOME' \"it's\" '*'"
 
 
+# The minimum version of each host runs as 65534 in CI, and as root too with SLUICE_HOSTS_FULL=1:
+# root against 65534 is compared at the current version, where sluice's own difference lies (its
+# view is built another way for root); what differs between versions is the host's.
+full_matrix = unittest.skipUnless(os.environ.get("SLUICE_HOSTS_FULL"),
+                                  "the minimum version as root runs with SLUICE_HOSTS_FULL=1")
+
+
 def prompt_for(tool, tool_input):
     """The prompt that makes fake_model.py ask for exactly this tool call."""
     call = json.dumps({"tool": tool, "input": tool_input})
@@ -428,6 +435,7 @@ class ClaudeCurrentAsNobody(ClaudeCase):
     user = 65534
 
 
+@full_matrix
 class ClaudeMinimumAsRoot(ClaudeCase):
     version = MINIMUM
 

@@ -11,7 +11,7 @@ import subprocess
 import unittest
 
 from netns_host import NetnsHostCase, npm_install
-from test_claude import ARGS_CMD, CACHE, SLUICE, prompt_for
+from test_claude import ARGS_CMD, CACHE, SLUICE, full_matrix, prompt_for
 
 CURRENT, MINIMUM = "0.171.0", "0.131.0"
 
@@ -151,6 +151,7 @@ class CodexCurrentAsNobody(CodexCurrentAsRoot):
     user = 65534
 
 
+@full_matrix
 class CodexMinimumAsRoot(CodexCurrentAsRoot):
     version = MINIMUM
 

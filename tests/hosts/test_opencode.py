@@ -12,7 +12,7 @@ import subprocess
 import unittest
 
 from netns_host import HERE, NetnsHostCase, npm_install
-from test_claude import ARGS_CMD, CACHE, PYTHON, SLUICE, free_port, prompt_for
+from test_claude import ARGS_CMD, CACHE, PYTHON, SLUICE, free_port, full_matrix, prompt_for
 
 CURRENT, MINIMUM = "1.18.33", "1.3.2"
 QUIET = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -199,17 +199,36 @@ class OpenCodeCurrentAsRoot(NetnsHostCase):
         self.assertFalse(os.path.exists(marker))
 
     def test_status_and_removal(self):
-        with open(os.path.join(self.config, "opencode.json"), "w") as f:
-            f.write('{"theme": "system"}\n')
+        path = os.path.join(self.config, "opencode.json")
+        original = '{"theme": "system", "permission": "allow"}\n'
+        with open(path, "w") as f:
+            f.write(original)
         if self.user is not None:
-            os.chown(os.path.join(self.config, "opencode.json"), self.user, self.user)
+            os.chown(path, self.user, self.user)
         self.sluice("adapter", "install", "opencode", "--skill", "default")
+        with open(path) as f:
+            installed = json.load(f)
+        # The plain "allow" becomes the object form that means the same, with the ask rule last.
+        self.assertEqual(list(installed["permission"]), ["*", "bash"])
+        self.assertEqual(installed["permission"]["*"], "allow")
+        self.assertEqual(list(installed["permission"]["bash"].values()), ["ask"])
+        self.assertTrue(list(installed["permission"]["bash"])[0].endswith(" exec --needs-approval *"))
         st = json.loads(self.sluice("adapter", "status", "opencode", "--json").stdout)["adapters"][0]
         self.assertTrue(st["installed"] and st["hookVerified"] and st["atLeastMinimum"], st)
         self.assertEqual(st["version"], self.version)
+        self.assertEqual(st["warnings"], [])
+        # A rule added after sluice's would decide instead: status says so.
+        installed["permission"]["bash"]["git *"] = "allow"
+        with open(path, "w") as f:
+            json.dump(installed, f)
+        st = json.loads(self.sluice("adapter", "status", "opencode", "--json", check=False).stdout)["adapters"][0]
+        self.assertTrue([w for w in st["warnings"] if "not the last under permission.bash" in w], st)
+        with open(path, "w") as f:  # back as install left it: remove restores the original exactly
+            f.write(json.dumps(installed).replace(', "git *": "allow"', ""))
         self.sluice("adapter", "remove", "opencode")
-        with open(os.path.join(self.config, "opencode.json")) as f:
-            self.assertEqual(f.read(), '{"theme": "system"}\n')
+        with open(path) as f:
+            after = json.load(f)
+        self.assertEqual(after, json.loads(original))
         self.assertFalse(os.path.exists(os.path.join(self.config, "sluice")))
 
 
@@ -217,6 +236,7 @@ class OpenCodeCurrentAsNobody(OpenCodeCurrentAsRoot):
     user = 65534
 
 
+@full_matrix
 class OpenCodeMinimumAsRoot(OpenCodeCurrentAsRoot):
     version = MINIMUM
 

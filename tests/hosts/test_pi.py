@@ -11,7 +11,7 @@ import threading
 import unittest
 
 from netns_host import NetnsHostCase, npm_install
-from test_claude import ARGS_CMD, CACHE, SLUICE, prompt_for
+from test_claude import ARGS_CMD, CACHE, SLUICE, full_matrix, prompt_for
 
 CURRENT, MINIMUM = "0.73.1", "0.51.0"
 
@@ -186,6 +186,7 @@ class PiCurrentAsNobody(PiCurrentAsRoot):
     user = 65534
 
 
+@full_matrix
 class PiMinimumAsRoot(PiCurrentAsRoot):
     version = MINIMUM
 

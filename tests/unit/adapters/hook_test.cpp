@@ -116,14 +116,14 @@ struct hook_case {
     std::remove(policy.c_str());
     ::rmdir(policy.substr(0, policy.rfind('/')).c_str());
   }
-  hook_outcome run(hook_host host, const std::string &command, const std::string &skill = "asker") {
+  hook_outcome run(const std::string &host, const std::string &command, const std::string &skill = "asker") {
     hook_options o;
     o.host = host;
     o.skill = skill;
     o.policy_file = policy;
     o.sluice_path = sluice;
     boost::json::object in{{"hook_event_name", "PreToolUse"},
-                           {"tool_name", host == hook_host::claude || host == hook_host::codex ? "Bash" : "bash"},
+                           {"tool_name", host == "claude" || host == "codex" ? "Bash" : "bash"},
                            {"tool_input", boost::json::object{{"command", command}}},
                            {"cwd", "/"}};
     return run_hook(o, boost::json::serialize(in));
@@ -140,7 +140,7 @@ std::string field(const hook_outcome &o, const char *key) {
 TEST_CASE("what the skill lets a person approve is asked for; the rest is refused as before") {
   hook_case c;
   ::setenv("AI_AGENT", "claude-code_2-1-332_harness", 1);
-  auto o = c.run(hook_host::claude, "sluice exec --allow-domain api.ask.test -- curl -s http://api.ask.test/");
+  auto o = c.run("claude", "sluice exec --allow-domain api.ask.test -- curl -s http://api.ask.test/");
   CHECK(o.exit_code == 0);
   REQUIRE(decision(o) == "ask");
   // Marked, so that a host driven by its own permission rules (OpenCode) can be told to ask for it.
@@ -150,10 +150,10 @@ TEST_CASE("what the skill lets a person approve is asked for; the rest is refuse
   CHECK(field(o, "permissionDecisionReason").find("this one command") != std::string::npos);
 
   // As written, or one name a pattern covers on its port; nothing else.
-  CHECK(decision(c.run(hook_host::claude, "sluice exec --allow-domain '*.ask.test' -- true")) == "ask");
-  CHECK(decision(c.run(hook_host::claude, "sluice exec --allow-domain=exact.example -- true")) == "ask");
+  CHECK(decision(c.run("claude", "sluice exec --allow-domain '*.ask.test' -- true")) == "ask");
+  CHECK(decision(c.run("claude", "sluice exec --allow-domain=exact.example -- true")) == "ask");
   for (const char *d : {"evil.test", "api.ask.test:8443", "ask.test", "*.test", "re:.*"}) {
-    auto refused = c.run(hook_host::claude, std::string("sluice exec --allow-domain '") + d + "' -- true");
+    auto refused = c.run("claude", std::string("sluice exec --allow-domain '") + d + "' -- true");
     CHECK(refused.exit_code == 2);
     CHECK(decision(refused) == "deny");
     // A pattern sluice would refuse anyway says why; the others say what the skill lets be asked.
@@ -163,38 +163,38 @@ TEST_CASE("what the skill lets a person approve is asked for; the rest is refuse
 
   // Profiles: an escalation or the default runs; ask_profiles asks (publish with the confirmation);
   // a skill that does not list publish there refuses it.
-  o = c.run(hook_host::claude, "sluice exec --sandbox-profile network-read -- true");
+  o = c.run("claude", "sluice exec --sandbox-profile network-read -- true");
   CHECK(decision(o) == "allow");
   CHECK(field(o, "command").find("--needs-approval") == std::string::npos);
-  o = c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true");
+  o = c.run("claude", "sluice exec --sandbox-profile allowlist -- true");
   CHECK(decision(o) == "ask");
   CHECK(field(o, "command").find("--sandbox-profile allowlist -- ") != std::string::npos);
-  o = c.run(hook_host::claude, "sluice exec --sandbox-profile publish -- true");
+  o = c.run("claude", "sluice exec --sandbox-profile publish -- true");
   CHECK(decision(o) == "ask");
   CHECK(field(o, "command").find("--sandbox-profile publish --confirm-external-side-effects -- ") !=
         std::string::npos);
-  o = c.run(hook_host::claude, "sluice exec --sandbox-profile publish -- true", "plain");
+  o = c.run("claude", "sluice exec --sandbox-profile publish -- true", "plain");
   CHECK(decision(o) == "deny");
   CHECK(o.err.find("ask_profiles under [skills.plain]") != std::string::npos);
-  CHECK(decision(c.run(hook_host::claude, "sluice exec --allow-domain api.ask.test -- true", "plain")) == "deny");
-  CHECK(decision(c.run(hook_host::claude, "curl -s http://api.ask.test/")) == "allow");
+  CHECK(decision(c.run("claude", "sluice exec --allow-domain api.ask.test -- true", "plain")) == "deny");
+  CHECK(decision(c.run("claude", "curl -s http://api.ask.test/")) == "allow");
 
   // Pi's extension asks through Pi's UI, OpenCode's plugin through OpenCode's permission rules;
   // Codex and an old or unknown Claude cannot ask, so they refuse with the line the policy would need.
-  CHECK(decision(c.run(hook_host::pi, "sluice exec --allow-domain api.ask.test -- true")) == "ask");
-  o = c.run(hook_host::opencode, "sluice exec --allow-domain api.ask.test -- true");
+  CHECK(decision(c.run("pi", "sluice exec --allow-domain api.ask.test -- true")) == "ask");
+  o = c.run("opencode", "sluice exec --allow-domain api.ask.test -- true");
   CHECK(decision(o) == "ask");
   CHECK(field(o, "command").rfind(approval_prefix(c.sluice), 0) == 0);
-  o = c.run(hook_host::codex, "sluice exec --allow-domain api.ask.test -- true");
+  o = c.run("codex", "sluice exec --allow-domain api.ask.test -- true");
   CHECK(decision(o) == "deny");
   CHECK(o.err.find("Codex has no permission prompt") != std::string::npos);
   CHECK(o.err.find("allow_domains = [\"api.ask.test\"] under [skills.asker]") != std::string::npos);
   ::setenv("AI_AGENT", "claude-code/2.1.120/harness", 1); // the form of 2.1.120 to 2.1.126
-  CHECK(decision(c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true")) == "ask");
+  CHECK(decision(c.run("claude", "sluice exec --sandbox-profile allowlist -- true")) == "ask");
   ::setenv("AI_AGENT", "claude-code_2-1-85_harness", 1);
-  CHECK(decision(c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true")) == "ask");
+  CHECK(decision(c.run("claude", "sluice exec --sandbox-profile allowlist -- true")) == "ask");
   // The first word must be this sluice: an old host may run the original command once approved.
-  o = c.run(hook_host::claude, "./sluice exec --sandbox-profile allowlist -- true");
+  o = c.run("claude", "./sluice exec --sandbox-profile allowlist -- true");
   CHECK(decision(o) == "deny");
   CHECK(o.err.find("is not this sluice") != std::string::npos);
   for (const char *agent : {"claude-code_2-1-84_harness", "claude-code_2-0-10_harness", "claude-code/2.1.x/harness",
@@ -204,7 +204,7 @@ TEST_CASE("what the skill lets a person approve is asked for; the rest is refuse
     } else {
       ::unsetenv("AI_AGENT");
     }
-    o = c.run(hook_host::claude, "sluice exec --sandbox-profile allowlist -- true");
+    o = c.run("claude", "sluice exec --sandbox-profile allowlist -- true");
     CHECK(decision(o) == "deny");
     CHECK(o.err.find("update Claude Code") != std::string::npos);
     CHECK(o.err.find("escalations = [\"allowlist\"]") != std::string::npos);
