@@ -36,12 +36,21 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         cls.model = FakeModel(cls.tmp, (cert, key))
         cls.model_url = "https://model.test:%d" % cls.model.port
         cls.web = HostLoopback()  # "web.test": an allowed host
+        # The same over HTTPS, for Claude's WebFetch (it upgrades http:// URLs).
+        wcert, wkey, web_ca = server_cert(cls.tmp, "web.test")
+        cls.secure_web = HostLoopback((wcert, wkey))
+        bundle = os.path.join(cls.tmp, "upstream-ca.pem")
+        with open(bundle, "w") as out:
+            for ca in (cls.model_ca, web_ca):
+                with open(ca) as f:
+                    out.write(f.read())
+        os.chmod(bundle, 0o644)
         cls.policy = os.path.join(cls.tmp, "policy.toml")
         with open(cls.policy, "w") as f:
-            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d", "web.test:%d"]\n'
                     '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
                     '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
-                    % (cls.web.port, cls.model_ca))
+                    % (cls.web.port, cls.secure_web.port, bundle))
         os.chmod(cls.policy, 0o644)
         cls.outside = os.path.join(cls.tmp, "outside.txt")  # readable by every user, outside the workspace
         with open(cls.outside, "w") as f:
@@ -52,6 +61,7 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
     def tearDownClass(cls):
         cls.model.close()
         cls.web.sock.close()
+        cls.secure_web.sock.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def setUp(self):
@@ -147,6 +157,26 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         self.assertIn("status=403", seen["other"])
         self.assertNotIn("HOSTREPLY", seen["host"])  # the host's loopback is not the sandbox's
         self.assertEqual(self.web.hits, hits + 1)
+
+    def test_web_fetch_goes_through_the_policy(self):
+        """Claude's WebFetch, its domain check with claude.ai skipped as the user's settings say
+        (skipWebFetchPreflight): the allowed host's page reaches the model (Claude has it summarised
+        in a second model call), another host's does not."""
+        claude_dir = os.path.join(self.home, ".claude")
+        os.makedirs(claude_dir, exist_ok=True)
+        with open(os.path.join(claude_dir, "settings.json"), "w") as f:
+            json.dump({"skipWebFetchPreflight": True}, f)
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), claude_dir], check=True)
+        port = self.secure_web.port
+        results, p = self.agent("WebFetch", {"url": "https://web.test:%d/" % port, "prompt": "What does it say?"})
+        self.assertEqual(len(results), 1, p.stderr.decode()[-2000:])
+        self.assertIn("HOSTREPLY", json.dumps(self.model_requests()), results)
+        os.unlink(self.model.requests)
+        results, p = self.agent("WebFetch", {"url": "https://other.test:%d/" % port, "prompt": "What does it say?"})
+        self.assertEqual(len(results), 1, p.stderr.decode()[-2000:])
+        self.assertNotIn("HOSTREPLY", json.dumps(self.model_requests()))
+        self.assertRegex(results[0]["content"], "403|refused")  # sluice refused the CONNECT
 
     def test_the_key_never_appears_inside(self):
         # A key Claude stored in ~/.claude.json (a console login) stays out of the copy inside.

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -136,12 +137,16 @@ class FakeModel:
 class HostLoopback:
     """A service on the host's loopback: a command inside sluice must not reach it."""
 
-    def __init__(self):
+    def __init__(self, tls=()):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
         self.port = self.sock.getsockname()[1]
         self.hits = 0
+        self.tls = None
+        if tls:  # HTTPS with (cert, key)
+            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls.load_cert_chain(*tls)
         threading.Thread(target=self.serve, daemon=True).start()
 
     def serve(self):
@@ -151,7 +156,14 @@ class HostLoopback:
             except OSError:
                 return
             self.hits += 1
-            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 9\r\n\r\nHOSTREPLY")
+            try:
+                if self.tls:
+                    c.settimeout(10)
+                    c = self.tls.wrap_socket(c, server_side=True)
+                    c.recv(65536)  # the request
+                c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 9\r\n\r\nHOSTREPLY")
+            except OSError:
+                pass
             c.close()
 
 
