@@ -232,6 +232,9 @@ class OpenCodeCurrentAsRoot(NetnsHostCase):
         self.assertFalse(os.path.exists(os.path.join(self.config, "sluice")))
 
 
+# OpenCode's suite is the longest (each `opencode run` starts the whole host): in CI it runs the
+# current version as root and the minimum as 65534; SLUICE_HOSTS_FULL=1 adds the other two corners.
+@full_matrix
 class OpenCodeCurrentAsNobody(OpenCodeCurrentAsRoot):
     user = 65534
 
