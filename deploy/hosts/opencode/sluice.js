@@ -57,9 +57,10 @@ async function whyNoPrompt(client, command) {
     return action;
   };
   const global = rulesOf(config.permission);
-  if (decide(global) !== "ask") return "a bash permission rule in OpenCode's configuration would run it without asking";
+  // "deny" is OpenCode's own refusal, which is as safe as a person's no; only "allow" skips the person.
+  if (decide(global) === "allow") return "a bash permission rule in OpenCode's configuration would run it without asking";
   for (const [name, agent] of Object.entries(config.agent ?? {})) {
-    if (decide([...global, ...rulesOf(agent?.permission)]) !== "ask") {
+    if (decide([...global, ...rulesOf(agent?.permission)]) === "allow") {
       return `agent "${name}" has a bash permission rule that would run it without asking`;
     }
   }
