@@ -24,11 +24,7 @@ namespace {
 
 using exec::refusal;
 
-std::string env(const char *name) {
-  const char *v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
+std::string env(const char *name) { return env_or(name, ""); }
 
 // The model endpoint as the gateway sees it: the host pattern (with the port when the URL names
 // one) and the path the API lives under ("" or "/prefix").
@@ -303,11 +299,16 @@ std::string host_option(const std::vector<std::string> &args, const std::string 
   return {};
 }
 
-boost::json::object json_file(const std::string &path) {
+// A host's JSON file ({} when missing or empty); `comments` for the JSON with comments and
+// trailing commas that OpenCode reads (opencode.jsonc).
+boost::json::object json_file(const std::string &path, bool comments = false) {
   std::string text = read_small(path, 8u << 20);
   if (text.empty()) return {};
+  boost::json::parse_options po;
+  po.allow_comments = comments;
+  po.allow_trailing_commas = comments;
   boost::system::error_code ec;
-  auto v = boost::json::parse(text, ec);
+  auto v = boost::json::parse(text, ec, {}, po);
   if (ec || !v.is_object()) {
     throw refusal(path + " is not a JSON object (" + (ec ? ec.message() : std::string("another type")) +
                   "); the host could not read it either: fix it");
@@ -406,22 +407,6 @@ std::string xdg_dir(const char *var, const std::string &home, const char *fallba
   return base + "/" + app;
 }
 
-// OpenCode's configuration file: JSON with comments and trailing commas (opencode.jsonc).
-boost::json::object jsonc_file(const std::string &path) {
-  std::string text = read_small(path, 8u << 20);
-  if (text.empty()) return {};
-  boost::json::parse_options po;
-  po.allow_comments = true;
-  po.allow_trailing_commas = true;
-  boost::system::error_code ec;
-  auto v = boost::json::parse(text, ec, {}, po);
-  if (ec || !v.is_object()) {
-    throw refusal(path + " is not a JSON object (" + (ec ? ec.message() : std::string("another type")) +
-                  "); OpenCode could not read it either: fix it");
-  }
-  return std::move(v.as_object());
-}
-
 // OpenCode: `opencode` on PATH; its configuration in $XDG_CONFIG_HOME/opencode (~/.config/opencode),
 // its settings and what grants or runs something (plugins, agents, commands, tools) read-only; its
 // data (sessions; auth.json and mcp-auth.json hold stored keys: hidden), cache and state in the
@@ -439,13 +424,13 @@ exec::host_boundary opencode_boundary(const agent_request &r, const std::string 
   std::string config_file = env("OPENCODE_CONFIG");
   boost::json::object config;
   if (!config_file.empty()) {
-    config = jsonc_file(config_file);
+    config = json_file(config_file, true);
   } else {
     for (auto name : {"opencode.json", "opencode.jsonc", "config.json"}) {
       std::string f = config_dir + "/" + name;
       if (::access(f.c_str(), F_OK) == 0) {
         config_file = f;
-        config = jsonc_file(f);
+        config = json_file(f, true);
         break;
       }
     }

@@ -240,12 +240,45 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         self.assertIn("ANTHROPIC_API_KEY", p.stderr.decode())
 
 
-class AgentCodexCurrentAsRoot(NetnsHostCase):
+class NetnsAgentCase(NetnsHostCase):
+    """What the Codex, OpenCode and Pi whole-agent suites share: the fake model behind HTTPS as
+    model.test, the files the boundary must keep out or let in, and the policy."""
+    model_tls = True
+
+    def plant(self, mcp=False):
+        """A private key in the home, a file outside the workspace and one inside (with mcp, the
+        MCP server's script too), and the policy: network-read, web.test allowed."""
+        os.makedirs(os.path.join(self.home, ".ssh"))
+        with open(os.path.join(self.home, ".ssh", "id_ed25519"), "w") as f:
+            f.write("SECRETKEY\n")
+        self.outside = os.path.join(self.work, "outside.txt")
+        with open(self.outside, "w") as f:
+            f.write("OUTSIDE-THE-WORKSPACE\n")
+        with open(os.path.join(self.proj, "notes.txt"), "w") as f:
+            f.write("IN-THE-WORKSPACE\n")
+        if mcp:
+            for name in ("fetch_mcp.py", "mcp_stdio.py"):
+                shutil.copy(os.path.join(HERE, name), os.path.join(self.proj, name))
+        self.policy = os.path.join(self.work, "policy.toml")
+        with open(self.policy, "w") as f:
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
+                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
+                    '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
+                    % (self.service_port, self.model_ca))
+
+    def assert_key_not_in_home(self):
+        """The key is in none of the files the host wrote in its home (sessions, state)."""
+        for root, _, files in os.walk(self.home):
+            for name in files:
+                with open(os.path.join(root, name), "rb") as f:
+                    self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+
+
+class AgentCodexCurrentAsRoot(NetnsAgentCase):
     """`sluice agent codex`: Codex itself inside the boundary, in a network namespace with loopback
     only (Codex contacts the network when it starts), the fake model behind HTTPS as model.test."""
     host = "codex"
     version = CODEX_CURRENT
-    model_tls = True
 
     @classmethod
     def install(cls, version):
@@ -254,26 +287,13 @@ class AgentCodexCurrentAsRoot(NetnsHostCase):
     def configure(self):
         self.codex_home = os.path.join(self.home, ".codex")
         os.makedirs(self.codex_home)
-        os.makedirs(os.path.join(self.home, ".ssh"))
-        with open(os.path.join(self.home, ".ssh", "id_ed25519"), "w") as f:
-            f.write("SECRETKEY\n")
-        self.outside = os.path.join(self.work, "outside.txt")
-        with open(self.outside, "w") as f:
-            f.write("OUTSIDE-THE-WORKSPACE\n")
-        for name in ("fetch_mcp.py", "mcp_stdio.py"):
-            shutil.copy(os.path.join(HERE, name), os.path.join(self.proj, name))
+        self.plant(mcp=True)
         with open(os.path.join(self.codex_home, "config.toml"), "w") as f:
             f.write('model_provider = "fake"\nmodel = "fake-model"\n\n[model_providers.fake]\nname = "fake"\n'
                     'base_url = "https://model.test:%d/v1"\nwire_api = "responses"\nenv_key = "FAKE_KEY"\n'
                     '\n[analytics]\nenabled = false\n\n[otel]\nmetrics_exporter = "none"\n'
                     '\n[mcp_servers.net]\ncommand = "%s"\nargs = ["%s"]\n'
                     % (self.model_port, PYTHON, os.path.join(self.proj, "fetch_mcp.py")))
-        self.policy = os.path.join(self.work, "policy.toml")
-        with open(self.policy, "w") as f:
-            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
-                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
-                    '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
-                    % (self.service_port, self.model_ca))
 
     def host_env(self):
         return {"FAKE_KEY": KEY}
@@ -307,10 +327,7 @@ class AgentCodexCurrentAsRoot(NetnsHostCase):
         self.assertNotIn("SECRETKEY", out)
         self.assertNotIn("OUTSIDE-THE-WORKSPACE", out)
         self.assertNotIn(KEY, out)
-        for root, _, files in os.walk(self.home):  # sessions and state the host wrote
-            for name in files:
-                with open(os.path.join(root, name), "rb") as f:
-                    self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+        self.assert_key_not_in_home()
 
     def test_the_hosts_network_and_its_mcp_servers_go_through_the_policy(self):
         port = self.service_port
@@ -356,13 +373,12 @@ class AgentCodexCurrentAsRoot(NetnsHostCase):
         self.assertIn("needs the model's key in FAKE_KEY", p.stderr.decode())
 
 
-class AgentPiCurrentAsRoot(NetnsHostCase):
+class AgentPiCurrentAsRoot(NetnsAgentCase):
     """`sluice agent pi`: Pi itself inside the boundary (its Node fetch ignores the proxy variables:
     sluice's capture takes its connections), in a loopback-only network namespace, the fake model
     behind HTTPS as model.test. Pi has no MCP client of its own."""
     host = "pi"
     version = PI_CURRENT
-    model_tls = True
 
     @classmethod
     def install(cls, version):
@@ -371,26 +387,13 @@ class AgentPiCurrentAsRoot(NetnsHostCase):
     def configure(self):
         self.agent_dir = os.path.join(self.home, ".pi", "agent")
         os.makedirs(self.agent_dir)
-        os.makedirs(os.path.join(self.home, ".ssh"))
-        with open(os.path.join(self.home, ".ssh", "id_ed25519"), "w") as f:
-            f.write("SECRETKEY\n")
-        self.outside = os.path.join(self.work, "outside.txt")
-        with open(self.outside, "w") as f:
-            f.write("OUTSIDE-THE-WORKSPACE\n")
-        with open(os.path.join(self.proj, "notes.txt"), "w") as f:
-            f.write("IN-THE-WORKSPACE\n")
+        self.plant()
         with open(os.path.join(self.agent_dir, "models.json"), "w") as f:
             json.dump({"providers": {"fake": {
                 "baseUrl": "https://model.test:%d/v1" % self.model_port, "api": "openai-completions", "apiKey": "FAKE_KEY",
                 "models": [{"id": "fake-model", "name": "fake", "contextWindow": 100000, "maxTokens": 4096,
                             "input": ["text"], "reasoning": False,
                             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}}, f)
-        self.policy = os.path.join(self.work, "policy.toml")
-        with open(self.policy, "w") as f:
-            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
-                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
-                    '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
-                    % (self.service_port, self.model_ca))
 
     def host_env(self):
         return {"FAKE_KEY": KEY, "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
@@ -432,10 +435,7 @@ class AgentPiCurrentAsRoot(NetnsHostCase):
         self.assertIn("other=403", out)
         self.assertIn("scanned", out)
         self.assertNotIn(KEY, out)
-        for root, _, files in os.walk(self.home):  # sessions the host wrote
-            for name in files:
-                with open(os.path.join(root, name), "rb") as f:
-                    self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+        self.assert_key_not_in_home()
 
     def test_settings_stay_read_only_and_a_written_key_is_refused(self):
         models = os.path.join(self.agent_dir, "models.json")
@@ -467,12 +467,11 @@ class AgentPiCurrentAsRoot(NetnsHostCase):
         self.assertIn("holds the trusted policy directory", p.stderr.decode())
 
 
-class AgentOpenCodeCurrentAsRoot(NetnsHostCase):
+class AgentOpenCodeCurrentAsRoot(NetnsAgentCase):
     """`sluice agent opencode`: OpenCode itself inside the boundary, in a loopback-only network
     namespace, the fake model behind HTTPS as model.test, named by the user's own opencode.json."""
     host = "opencode"
     version = OPENCODE_CURRENT
-    model_tls = True
 
     @classmethod
     def install(cls, version):
@@ -481,16 +480,7 @@ class AgentOpenCodeCurrentAsRoot(NetnsHostCase):
     def configure(self):
         self.config = os.path.join(self.home, ".config", "opencode")
         os.makedirs(self.config)
-        os.makedirs(os.path.join(self.home, ".ssh"))
-        with open(os.path.join(self.home, ".ssh", "id_ed25519"), "w") as f:
-            f.write("SECRETKEY\n")
-        self.outside = os.path.join(self.work, "outside.txt")
-        with open(self.outside, "w") as f:
-            f.write("OUTSIDE-THE-WORKSPACE\n")
-        with open(os.path.join(self.proj, "notes.txt"), "w") as f:
-            f.write("IN-THE-WORKSPACE\n")
-        for name in ("fetch_mcp.py", "mcp_stdio.py"):
-            shutil.copy(os.path.join(HERE, name), os.path.join(self.proj, name))
+        self.plant(mcp=True)
         self.settings = os.path.join(self.config, "opencode.json")
         with open(self.settings, "w") as f:
             json.dump({"provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "fake",
@@ -503,12 +493,6 @@ class AgentOpenCodeCurrentAsRoot(NetnsHostCase):
                                       "webfetch": "allow"},
                        "mcp": {"net": {"type": "local", "command": [PYTHON, os.path.join(self.proj, "fetch_mcp.py")]}}},
                       f, indent=2)
-        self.policy = os.path.join(self.work, "policy.toml")
-        with open(self.policy, "w") as f:
-            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["web.test:%d"]\n'
-                    '[upstream]\nallow_addresses = ["127.0.0.1/32"]\n[upstream.resolve]\n"model.test" = "127.0.0.1"\n'
-                    '"web.test" = "127.0.0.1"\n"other.test" = "127.0.0.1"\n[tls]\nupstream_ca_bundle = "%s"\n'
-                    % (self.service_port, self.model_ca))
 
     def host_env(self):
         return dict(QUIET, FAKE_KEY=KEY)
@@ -566,10 +550,7 @@ class AgentOpenCodeCurrentAsRoot(NetnsHostCase):
         self.assertIn("403", refused)
         other, _ = self.agent("net_fetch", {"url": "http://other.test:%d/" % port})
         self.assertIn("status=403", other)
-        for root, _, files in os.walk(self.home):  # sessions and state the host wrote
-            for name in files:
-                with open(os.path.join(root, name), "rb") as f:
-                    self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+        self.assert_key_not_in_home()
 
     def test_settings_stay_read_only_and_a_written_key_is_refused(self):
         with open(self.settings) as f:
