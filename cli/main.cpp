@@ -8,7 +8,10 @@
 #include "exec/runner.hpp"
 #include "exec/sandbox.hpp"
 #include "filters/policy_loader.hpp"
+#include "gateway/policy_suggest.hpp"
 #include "gateway/serve.hpp"
+
+#include <iostream>
 
 #include <cstring>
 
@@ -66,8 +69,23 @@ int main(int argc, char **argv) {
       ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
   check_cmd->add_option("--deny-domain", check_deny, "deny PATTERN (repeatable)")
       ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
+  std::string check_client;
+  check_cmd->add_option("--client", check_client, "judge as this [clients.NAME] entry, by its role");
   check_cmd->add_option("METHOD", check_method)->required();
   check_cmd->add_option("URL", check_url)->required();
+
+  auto *policy_cmd = app.add_subcommand("policy", "work on a serve policy: suggest entries, make client tokens");
+  policy_cmd->require_subcommand(1);
+  std::string suggest_log, suggest_client;
+  auto *suggest_cmd = policy_cmd->add_subcommand(
+      "suggest", "allow entries that would have admitted what an access log shows refused");
+  suggest_cmd->add_option("--access-log", suggest_log, "the JSON access log ([log] access_log)")->required();
+  suggest_cmd->add_option("--client", suggest_client, "only this client's requests");
+  std::string token_name, token_role;
+  auto *token_cmd = policy_cmd->add_subcommand(
+      "token", "a new client token and the [clients.NAME] section that holds its hash");
+  token_cmd->add_option("NAME", token_name, "the client's name (its Basic user name)")->required();
+  token_cmd->add_option("--role", token_role, "the [roles.NAME] it is judged by")->required();
 
   auto *ca_cmd = app.add_subcommand("ca", "persistent CA for `serve`");
   ca_cmd->require_subcommand(1);
@@ -291,8 +309,10 @@ int main(int argc, char **argv) {
     if (*serve_cmd) return sluice::gateway::run_serve(serve);
     if (*check_cmd) {
       return sluice::gateway::run_check(check_config, check_profile, check_allow, check_deny,
-                                        check_method, check_url);
+                                        check_method, check_url, check_client);
     }
+    if (*suggest_cmd) return sluice::gateway::run_policy_suggest(suggest_log, suggest_client, std::cout);
+    if (*token_cmd) return sluice::gateway::run_policy_token(token_name, token_role, std::cout);
     if (*ca_init) {
       sluice::certs::write_ca_files(ca_cert, ca_key, ca_days, ca_name, ca_force);
       std::printf("wrote %s and %s\n", ca_cert.c_str(), ca_key.c_str());

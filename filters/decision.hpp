@@ -11,6 +11,8 @@ struct decision {
   bool allowed = false;
   std::string_view reason;
   std::string rule;
+  // Report mode: allowed, but enforce would have refused it for `reason`.
+  bool would_deny = false;
 
   static decision allow(std::string rule) { return {true, "allowed", std::move(rule)}; }
   static decision deny(std::string_view reason, std::string rule = {}) {

@@ -5,6 +5,33 @@ namespace sluice::filters {
 // A deny rule without a port denies the host on every port: the conservative reading.
 namespace {
 
+// The config a role's clients are judged by: the file's, with the role's profile and lists, the
+// file's deny list kept, and only the credentials the role names.
+config role_view(const config &top, const role_config &r) {
+  config c = top;
+  c.roles.clear();
+  c.clients.clear();
+  c.role = r.name;
+  c.report = r.report;
+  if (r.mode_set) c.mode = r.mode;
+  if (r.allow_set) {
+    c.allow = r.allow;
+    c.allow_routes = r.allow_routes;
+  }
+  c.deny.insert(c.deny.end(), r.deny.begin(), r.deny.end());
+  c.deny_routes.insert(c.deny_routes.end(), r.deny_routes.begin(), r.deny_routes.end());
+  c.credentials.clear();
+  for (const auto &cc : top.credentials) {
+    for (const auto &name : r.credentials) {
+      if (name == "*" || name == cc.name) {
+        c.credentials.push_back(cc);
+        break;
+      }
+    }
+  }
+  return c;
+}
+
 std::vector<std::string> with_route_hosts(std::vector<std::string> hosts, const std::vector<route_rule> &routes) {
   for (const auto &r : routes) hosts.push_back(r.host);
   return hosts;
@@ -15,7 +42,26 @@ std::vector<std::string> with_route_hosts(std::vector<std::string> hosts, const 
 policy::policy(config cfg)
     : cfg_(std::move(cfg)), allow_(with_route_hosts(cfg_.allow, cfg_.allow_routes)), plain_(cfg_.allow),
       deny_(cfg_.deny, true), allow_routes_(cfg_.allow_routes, false), deny_routes_(cfg_.deny_routes, true),
-      credentials_(cfg_.credentials) {}
+      credentials_(cfg_.credentials) {
+  for (const auto &[name, r] : cfg_.roles) {
+    auto p = std::make_shared<policy>(role_view(cfg_, r));
+    p->rps_ = r.requests_per_second;
+    p->bps_ = r.bytes_per_second;
+    roles_.emplace(name, std::move(p));
+  }
+}
+
+const client_config *policy::client(std::string_view name) const {
+  auto it = cfg_.clients.find(std::string(name));
+  return it == cfg_.clients.end() ? nullptr : &it->second;
+}
+
+policy_ptr policy::for_client(std::string_view name) const {
+  const auto *c = client(name);
+  if (!c) return nullptr;
+  auto it = roles_.find(c->role);
+  return it == roles_.end() ? nullptr : it->second;
+}
 
 decision policy::decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
                              std::string &rule, std::string &host_out) const {
@@ -50,6 +96,32 @@ decision policy::decide_host(std::string_view scheme, std::string_view raw_host,
 
 decision policy::decide(std::string_view method, std::string_view scheme, std::string_view raw_host,
                         unsigned port, std::string_view target) const {
+  return reported(decide_rules(method, scheme, raw_host, port, target));
+}
+
+decision policy::decide_connect(std::string_view raw_host, unsigned port) const {
+  return reported(connect_rules(raw_host, port));
+}
+
+decision policy::reported(decision d) const {
+  if (d.allowed || !cfg_.report) return d;
+  // What the role's lists, profile and routes refuse; never a malformed name, "localhost" or an
+  // ambiguous path (those are not policy but protocol).
+  static constexpr std::string_view relaxed[] = {"host_denied", "host_not_allowlisted", "route_denied",
+                                                 "method_not_allowed", "route_not_allowed", "offline",
+                                                 "route_needs_termination"};
+  for (auto r : relaxed) {
+    if (d.reason == r) {
+      d.allowed = true;
+      d.would_deny = true;
+      return d;
+    }
+  }
+  return d;
+}
+
+decision policy::decide_rules(std::string_view method, std::string_view scheme, std::string_view raw_host,
+                              unsigned port, std::string_view target) const {
   std::string rule, host;
   auto d = decide_host(scheme, raw_host, port, rule, host);
   if (!d.allowed) {
@@ -74,7 +146,7 @@ decision policy::decide(std::string_view method, std::string_view scheme, std::s
   return decision::deny(route_path(target) ? "route_not_allowed" : "ambiguous_path", rule);
 }
 
-decision policy::decide_connect(std::string_view raw_host, unsigned port) const {
+decision policy::connect_rules(std::string_view raw_host, unsigned port) const {
   if (cfg_.mode == profile::offline) {
     return decision::deny("offline");
   }

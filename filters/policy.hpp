@@ -25,6 +25,9 @@ struct timeouts_config {
   std::chrono::milliseconds tunnel_idle{300'000};
   std::chrono::milliseconds dns{5'000};
   std::chrono::milliseconds drain{10'000}; // SIGTERM: in-flight requests get this long
+  // SIGTERM: /readyz fails this long before the listeners close (a load balancer's health check
+  // period and then some); 0: drain at once.
+  std::chrono::milliseconds drain_delay{0};
   std::chrono::milliseconds request{3'600'000}; // one request and its whole response, however it trickles
 };
 
@@ -66,6 +69,29 @@ struct agent_listener {
   std::vector<unsigned> uids; // users whose sockets may connect
 };
 
+// [roles.NAME] (serve): what the clients of one role may do. Unset lists inherit [policy]; the
+// [policy] deny list applies to every role besides its own.
+struct role_config {
+  std::string name;
+  profile mode = profile::network_read;
+  bool mode_set = false; // profile given; else the top-level profile
+  bool report = false;   // mode = "report": what enforce would refuse is let through and logged
+  bool allow_set = false;
+  std::vector<std::string> allow, deny;
+  std::vector<route_rule> allow_routes, deny_routes;
+  std::vector<std::string> credentials; // [credentials.NAME] its requests get; "*" every one
+  double requests_per_second = 0;       // per client; 0: no limit
+  std::uint64_t bytes_per_second = 0;   // per client, both directions together; 0: no limit
+};
+
+// [clients.NAME] (serve): one client of the proxy listener, known by a token (Proxy-Authorization
+// Basic NAME:TOKEN or Bearer TOKEN, SOCKS5 username/password), judged by its role's policy.
+struct client_config {
+  std::string name;
+  std::string role;
+  std::string token_sha256; // 32 bytes, the SHA-256 of the token (the token itself is never kept)
+};
+
 // The whole configuration, as plain structs: parsed once, validated, immutable after load.
 struct config {
   std::string source = "built-in"; // file the config came from
@@ -98,7 +124,15 @@ struct config {
   std::size_t max_workspace_entries = 200'000; // [sandbox] the workspace walk's bound
   std::vector<std::string> guarded_names; // [sandbox] more names guarded as guarded_names() are
   std::vector<std::string> caches;        // [sandbox] tool caches kept between runs (exec --cache)
+  std::map<std::string, role_config> roles;     // [roles.NAME]
+  std::map<std::string, client_config> clients; // [clients.NAME]
+  // Set in a role's own policy (policy::for_client): its name, and whether it only reports.
+  std::string role;
+  bool report = false;
 };
+
+class policy;
+using policy_ptr = std::shared_ptr<const policy>;
 
 // A loaded policy: the config plus the compiled matchers. Pure: const methods, no I/O.
 class policy {
@@ -124,7 +158,25 @@ public:
   const host_matcher &allow_matcher() const { return allow_; }
   const credential_injector &credentials() const { return credentials_; }
 
+  // [clients]: once any client is named, the proxy listener serves only clients that identify
+  // themselves.
+  bool requires_identity() const { return !cfg_.clients.empty(); }
+  const client_config *client(std::string_view name) const;
+  // The policy a client's requests are judged by (its role's); null for a name not in [clients].
+  policy_ptr for_client(std::string_view name) const;
+  // Every role's policy, by role name.
+  const std::map<std::string, std::shared_ptr<const policy>, std::less<>> &role_policies() const { return roles_; }
+  // The limits of this policy's role (zero: none); set only in a role's policy.
+  double requests_per_second() const { return rps_; }
+  std::uint64_t bytes_per_second() const { return bps_; }
+
 private:
+  // Report mode: a refusal by the policy's lists, profile or routes is let through as would_deny.
+  // Address classes, framing and protocol checks are never relaxed.
+  decision reported(decision d) const;
+  decision decide_rules(std::string_view method, std::string_view scheme, std::string_view raw_host,
+                        unsigned port, std::string_view target) const;
+  decision connect_rules(std::string_view raw_host, unsigned port) const;
   decision decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
                        std::string &rule, std::string &host) const;
 
@@ -134,8 +186,9 @@ private:
   host_matcher deny_;
   route_matcher allow_routes_, deny_routes_;
   credential_injector credentials_;
+  std::map<std::string, std::shared_ptr<const policy>, std::less<>> roles_;
+  double rps_ = 0;
+  std::uint64_t bps_ = 0;
 };
-
-using policy_ptr = std::shared_ptr<const policy>;
 
 } // namespace sluice::filters

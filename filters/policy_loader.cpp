@@ -1,4 +1,5 @@
 #include "filters/policy_loader.hpp"
+#include "filters/client_identity.hpp"
 
 #include <charconv>
 #include <fstream>
@@ -202,12 +203,102 @@ struct loader {
     }
   }
 
+  static bool is_name(std::string_view n) {
+    return !n.empty() && n.size() <= 64 &&
+           n.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+               std::string_view::npos;
+  }
+
+  // [roles.NAME] and [clients.NAME] (serve's client identity and per-client policy).
+  void load_roles(const toml::table &root, config &c) {
+    if (auto *n = root.get("roles"); n && !n->as_table()) fail(*n, "roles must be a table of [roles.NAME] sections");
+    if (auto *n = root.get("clients"); n && !n->as_table()) fail(*n, "clients must be a table of [clients.NAME] sections");
+    if (auto *t = root["roles"].as_table()) {
+      for (auto &&[k, v] : *t) {
+        role_config r;
+        r.name = std::string(k.str());
+        std::string where = "[roles." + r.name + "]";
+        auto *rt = v.as_table();
+        if (!rt) fail(v, "roles." + r.name + " must be a table");
+        if (!is_name(r.name)) fail(v, where + ": a role name uses letters, digits, '.', '-' and '_' only");
+        check_keys(*rt, where, {"profile", "mode", "allow", "deny", "credentials",
+                                "requests_per_second", "bytes_per_second"});
+        if (auto *p = rt->get("profile")) {
+          r.mode = profile_of(*p, where + " profile");
+          r.mode_set = true;
+        }
+        auto mode = string_of(*rt, "mode", where, "enforce");
+        if (mode != "enforce" && mode != "report") {
+          fail_at(*rt, "mode", where + " mode must be \"enforce\" or \"report\" (report lets through "
+                               "what enforce would refuse and logs it as would_deny)");
+        }
+        r.report = mode == "report";
+        r.allow_set = rt->get("allow") != nullptr;
+        entries_of(*rt, "allow", "roles." + r.name, r.allow, r.allow_routes);
+        entries_of(*rt, "deny", "roles." + r.name, r.deny, r.deny_routes);
+        r.credentials = strings_of(*rt, "credentials", "roles." + r.name);
+        for (auto &name : r.credentials) {
+          bool known = name == "*";
+          for (auto &cc : c.credentials) known = known || cc.name == name;
+          if (!known) {
+            fail(*rt->get("credentials"), where + " credentials: no [credentials." + name +
+                                              "] in this file; define it or drop the name");
+          }
+        }
+        if (auto *n = rt->get("requests_per_second")) {
+          auto d = n->value<double>();
+          if (!d || !(*d > 0) || *d > 1e6) fail(*n, where + " requests_per_second must be a number above 0 (at most 1000000)");
+          r.requests_per_second = *d;
+        }
+        r.bytes_per_second = static_cast<std::uint64_t>(
+            int_of(*rt, "bytes_per_second", where, 0, 1024, INT64_MAX));
+        c.roles[r.name] = std::move(r);
+      }
+    }
+    std::map<std::string, std::string> by_hash;
+    if (auto *t = root["clients"].as_table()) {
+      for (auto &&[k, v] : *t) {
+        client_config cl;
+        cl.name = std::string(k.str());
+        std::string where = "[clients." + cl.name + "]";
+        auto *ct = v.as_table();
+        if (!ct) fail(v, "clients." + cl.name + " must be a table with token_sha256 and role");
+        if (!is_name(cl.name)) {
+          fail(v, where + ": a client name uses letters, digits, '.', '-' and '_' only (it is the "
+                          "user name of Basic proxy credentials, NAME:TOKEN)");
+        }
+        check_keys(*ct, where, {"token_sha256", "role"});
+        auto hex = string_of(*ct, "token_sha256", where, "");
+        cl.token_sha256 = from_hex(hex);
+        if (cl.token_sha256.size() != 32) {
+          if (!ct->get("token_sha256")) {
+            fail(v, where + " needs token_sha256 = \"HEX\": the SHA-256 of the client's token (`sluice "
+                            "policy token NAME --role ROLE` makes a token and prints the section)");
+          }
+          fail_at(*ct, "token_sha256", where + " token_sha256 must be 64 hex digits, the SHA-256 of the "
+                                       "token (printf %s TOKEN | sha256sum), never the token itself");
+        }
+        if (auto [it, fresh] = by_hash.emplace(cl.token_sha256, cl.name); !fresh) {
+          fail_at(*ct, "token_sha256", where + " has the same token as [clients." + it->second +
+                                       "]; give every client a token of its own");
+        }
+        cl.role = string_of(*ct, "role", where, "");
+        if (cl.role.empty()) fail(v, where + " needs role = \"ROLE\", one of the [roles.NAME] sections");
+        if (!c.roles.count(cl.role)) {
+          fail_at(*ct, "role", where + " role = \"" + cl.role + "\": no [roles." + cl.role +
+                               "] in this file; define it or pick another");
+        }
+        c.clients[cl.name] = std::move(cl);
+      }
+    }
+  }
+
   config load(const toml::table &root) {
     config c;
     c.source = source;
     check_keys(root, "the top level",
                {"profile", "listen", "policy", "tls", "upstream", "timeouts", "limits", "log",
-                "skills", "default_skill", "sandbox", "credentials"});
+                "skills", "default_skill", "sandbox", "credentials", "roles", "clients"});
     if (auto *n = root.get("profile")) c.mode = profile_of(*n, "profile");
     c.default_skill = string_of(root, "default_skill", "", c.default_skill);
 
@@ -325,7 +416,7 @@ struct loader {
     }
     if (auto *t = root["timeouts"].as_table()) {
       check_keys(*t, "[timeouts]", {"connect", "tls_handshake", "header_read", "idle", "io",
-                                    "tunnel_idle", "dns", "drain", "request"});
+                                    "tunnel_idle", "dns", "drain", "drain_delay", "request"});
       auto &to = c.timeouts;
       to.connect = duration_of(*t, "connect", "timeouts", to.connect);
       to.tls_handshake = duration_of(*t, "tls_handshake", "timeouts", to.tls_handshake);
@@ -335,6 +426,7 @@ struct loader {
       to.tunnel_idle = duration_of(*t, "tunnel_idle", "timeouts", to.tunnel_idle);
       to.dns = duration_of(*t, "dns", "timeouts", to.dns);
       to.drain = duration_of(*t, "drain", "timeouts", to.drain);
+      to.drain_delay = duration_of(*t, "drain_delay", "timeouts", to.drain_delay);
       to.request = duration_of(*t, "request", "timeouts", to.request);
     }
     if (auto *t = root["limits"].as_table()) {
@@ -410,6 +502,7 @@ struct loader {
         c.credentials.push_back(std::move(cc));
       }
     }
+    load_roles(root, c);
     if (auto *t = root["skills"].as_table()) {
       for (auto &&[k, v] : *t) {
         auto *s = v.as_table();

@@ -51,19 +51,27 @@ tcp::endpoint parse_endpoint(const std::string &text) {
 
 certs::name_constraint_set gateway::constraints_for(const filters::policy &p) {
   certs::name_constraint_set nc;
-  const auto &m = p.allow_matcher();
   nc.constrain = true; // never an unconstrained CA: a regex contributes its literal domain suffix
-  for (const auto &pat : m.patterns()) {
-    if (pat.type == filters::host_pattern::kind::regex) {
-      filters::require_constrainable(pat); // the loader refused these already; this is the backstop
-      for (const auto &d : pat.domains) nc.dns.push_back(d);
-    } else if (pat.type == filters::host_pattern::kind::subdomains) {
-      nc.dns.push_back("." + pat.value);
-    } else if (pat.value.find(':') != std::string::npos ||
-               pat.value.find_first_not_of("0123456789.") == std::string::npos) {
-      nc.ip.push_back(pat.value);
-    } else {
-      nc.dns.push_back(pat.value);
+  // serve's roles: every role's allowlist. A role in report mode may be let through to any name,
+  // which no constraint can cover: that CA is unconstrained (docs/policy.md says so).
+  std::vector<const filters::policy *> all{&p};
+  for (const auto &[name, r] : p.role_policies()) {
+    if (r->cfg().report) return certs::name_constraint_set{};
+    all.push_back(r.get());
+  }
+  for (const auto *each : all) {
+    for (const auto &pat : each->allow_matcher().patterns()) {
+      if (pat.type == filters::host_pattern::kind::regex) {
+        filters::require_constrainable(pat); // the loader refused these already; this is the backstop
+        for (const auto &d : pat.domains) nc.dns.push_back(d);
+      } else if (pat.type == filters::host_pattern::kind::subdomains) {
+        nc.dns.push_back("." + pat.value);
+      } else if (pat.value.find(':') != std::string::npos ||
+                 pat.value.find_first_not_of("0123456789.") == std::string::npos) {
+        nc.ip.push_back(pat.value);
+      } else {
+        nc.dns.push_back(pat.value);
+      }
     }
   }
   return nc;
@@ -215,7 +223,7 @@ void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor, const lis
           if (!peer_allowed(socket, set)) continue; // the socket closes as it goes out of scope
           net::co_spawn(w.ioc,
                         set.captured ? run_captured_session(std::move(socket), w, *state_)
-                                     : run_session(std::move(socket), w, *state_, set.agent),
+                                     : run_session(std::move(socket), w, *state_, set.agent, set.identify),
                         [](std::exception_ptr e) {
                           if (!e) return;
                           try {
@@ -229,7 +237,7 @@ void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor, const lis
       net::detached);
 }
 
-tcp::endpoint gateway::listen(const std::string &address) {
+tcp::endpoint gateway::listen(const std::string &address, bool identify) {
   auto ep = parse_endpoint(address);
   tcp::acceptor first(workers_[0]->ioc);
   first.open(ep.protocol());
@@ -243,6 +251,7 @@ tcp::endpoint gateway::listen(const std::string &address) {
   first.listen(1024);
   auto bound = first.local_endpoint();
   adopt_listener(first.release());
+  listeners_.back()->identify = identify;
   return bound;
 }
 
@@ -327,7 +336,7 @@ void gateway::start() {
   if (dns_) dns_->start();
   if (admin_) {
     admin_handlers h{[this] { return metrics_->serialize(); },
-                     [this] { return !state_->draining.load(); },
+                     [this] { return !state_->draining.load() && !state_->unready.load(); },
                      [this] { return ca_->cert_pem(); },
                      [this] { return stats_json(); }};
     net::co_spawn(workers_[0]->ioc, run_admin(*admin_, std::move(h)), net::detached);
@@ -345,6 +354,8 @@ void gateway::start() {
     });
   }
 }
+
+void gateway::set_unready() { state_->unready.store(true); }
 
 void gateway::reload(filters::policy_ptr policy) { state_->policy.store(std::move(policy)); }
 

@@ -35,7 +35,9 @@ public:
   ~gateway();
 
   // Binds the proxy listener to "ADDRESS:PORT" (port 0 picks one); returns the bound endpoint.
-  tcp::endpoint listen(const std::string &address);
+  // `identify`: serve's proxy listener, where clients identify themselves once the policy names
+  // any ([clients]).
+  tcp::endpoint listen(const std::string &address, bool identify = false);
   // Serves on a listening socket made elsewhere (exec: inside the sandbox's network namespace).
   void adopt_listener(int fd);
   // serve: one agent host's listener ([listen.agents.NAME]): its requests carry the agent's name in
@@ -49,6 +51,9 @@ public:
 
   void start();              // starts the worker threads
   void reload(filters::policy_ptr policy);
+  // SIGTERM's first step: /readyz fails and every response closes its connection, while the
+  // listeners go on serving (a load balancer moves clients to other replicas meanwhile).
+  void set_unready();
   // Stops accepting, lets in-flight requests finish within the drain deadline (or `max_wait`), stops
   // the workers.
   void drain(std::chrono::milliseconds max_wait = std::chrono::milliseconds(0));
@@ -74,6 +79,7 @@ private:
     bool captured = false;
     std::string agent;           // an agent listener's name
     std::vector<unsigned> uids;  // an agent listener's users
+    bool identify = false;       // clients identify themselves ([clients])
   };
   void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor, const listener_set &set);
   listener_set &add_listener(int fd, bool captured);

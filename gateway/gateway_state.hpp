@@ -1,5 +1,6 @@
 #pragma once
 #include "certs/leaf_cache.hpp"
+#include "gateway/client_meters.hpp"
 #include "filters/policy.hpp"
 #include "gateway/net.hpp"
 #include "gateway/request_summary.hpp"
@@ -39,6 +40,10 @@ struct gateway_state {
   std::atomic<int> in_flight{0};
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> draining{false};
+  // SIGTERM with [timeouts] drain_delay: /readyz fails and responses close their connections, while
+  // the listeners still serve, so that a load balancer moves clients away before the drain.
+  std::atomic<bool> unready{false};
+  client_meters meters{}; // [roles] limits, per client
   // Sessions origins issued, for resumption (a few KiB each with the origin's chain: 2 MiB at most).
   upstream_sessions origin_sessions{512};
 };

@@ -15,12 +15,39 @@
 
 namespace sluice::gateway {
 
+namespace {
+
+std::string read_text(const std::string &path, bool &ok) {
+  std::ifstream f(path, std::ios::binary);
+  ok = static_cast<bool>(f);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The config in `text` with its credentials' secrets loaded: a policy ready to swap in.
+filters::policy_ptr load_policy(const std::string &text, const std::string &path) {
+  auto cfg = filters::load_config_string(text, path);
+  for (auto &c : cfg.credentials) filters::load_secret(c);
+  return std::make_shared<const filters::policy>(std::move(cfg));
+}
+
+std::string clients_note(const filters::config &cfg) {
+  if (cfg.clients.empty()) return {};
+  return ", " + std::to_string(cfg.clients.size()) + " client" + (cfg.clients.size() == 1 ? "" : "s") +
+         " in " + std::to_string(cfg.roles.size()) + " role" + (cfg.roles.size() == 1 ? "" : "s");
+}
+
+} // namespace
+
 int run_serve(const serve_options &options) {
   // The process holds secrets (credentials, a CA key): no core dumps, no ptrace by others.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  auto cfg = filters::load_config_file(options.config_file);
-  for (auto &c : cfg.credentials) filters::load_secret(c);
-  auto policy = std::make_shared<const filters::policy>(cfg);
+  bool readable = false;
+  std::string loaded_text = read_text(options.config_file, readable);
+  if (!readable) filters::load_config_file(options.config_file); // throws the message that names the fix
+  auto policy = load_policy(loaded_text, options.config_file);
+  const auto &cfg = policy->cfg();
   gateway_options go;
   go.threads = options.threads;
   go.command_id = "serve";
@@ -38,7 +65,7 @@ int run_serve(const serve_options &options) {
   std::signal(SIGPIPE, SIG_IGN);
 
   gateway g(policy, go);
-  auto ep = g.listen(cfg.proxy_listen);
+  auto ep = g.listen(cfg.proxy_listen, true);
   std::string agents; // listeners are bound at start: a reload does not add or move them
   for (const auto &a : cfg.agents) {
     auto aep = g.listen_agent(a);
@@ -69,23 +96,69 @@ int run_serve(const serve_options &options) {
     if (!f) throw std::runtime_error("cannot write --ca-out file '" + options.ca_out + "'");
   }
   g.start();
-  std::fprintf(stderr, "sluice: serving %s profile on %s:%u%s%s%s (config %s)\n",
+  std::fprintf(stderr, "sluice: serving %s profile on %s:%u%s%s%s%s (config %s)\n",
                std::string(filters::to_string(cfg.mode)).c_str(), ep.address().to_string().c_str(),
-               ep.port(), agents.c_str(), admin.empty() ? "" : ", admin on ", admin.c_str(),
-               options.config_file.c_str());
+               ep.port(), clients_note(cfg).c_str(), agents.c_str(), admin.empty() ? "" : ", admin on ",
+               admin.c_str(), options.config_file.c_str());
+
+  // Reloads on SIGHUP, and by itself when the file's text changes (checked every second: an edit,
+  // a rename over it, or a Kubernetes ConfigMap update, which swaps a symlink). A file that does
+  // not load keeps the previous policy, and is reported once until it changes again.
+  auto reload = [&](const std::string &text, const char *why) {
+    loaded_text = text;
+    try {
+      auto next = load_policy(text, options.config_file);
+      auto note = clients_note(next->cfg());
+      g.reload(std::move(next));
+      std::fprintf(stderr, "sluice: reloaded policy from %s (%s)%s\n", options.config_file.c_str(), why,
+                   note.c_str());
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "sluice: reload failed, keeping the previous policy: %s\n", e.what());
+    }
+  };
+  bool unreadable_said = false;
+  const timespec tick{1, 0};
   for (;;) {
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (sig == SIGHUP) {
-      try {
-        auto next = filters::load_config_file(options.config_file);
-        for (auto &c : next.credentials) filters::load_secret(c);
-        g.reload(std::make_shared<const filters::policy>(std::move(next)));
-        std::fprintf(stderr, "sluice: reloaded policy from %s\n", options.config_file.c_str());
-      } catch (const std::exception &e) {
-        std::fprintf(stderr, "sluice: reload failed, keeping the previous policy: %s\n", e.what());
+    int sig = sigtimedwait(&set, nullptr, &tick);
+    if (sig < 0) {
+      bool ok = false;
+      std::string text = read_text(options.config_file, ok);
+      if (!ok) {
+        if (!unreadable_said) {
+          std::fprintf(stderr, "sluice: cannot read %s; keeping the previous policy until it is back\n",
+                       options.config_file.c_str());
+        }
+        unreadable_said = true;
+        continue;
       }
+      unreadable_said = false;
+      if (text != loaded_text) reload(text, "file changed");
       continue;
+    }
+    if (sig == SIGHUP) {
+      bool ok = false;
+      std::string text = read_text(options.config_file, ok);
+      if (!ok) {
+        std::fprintf(stderr, "sluice: reload failed, keeping the previous policy: cannot read %s\n",
+                     options.config_file.c_str());
+        continue;
+      }
+      reload(text, "SIGHUP");
+      continue;
+    }
+    auto delay = g.policy()->cfg().timeouts.drain_delay;
+    if (delay.count() > 0) {
+      // Not ready first, still serving: the load balancer stops sending new connections here
+      // while responses close the ones it has; a second signal cuts the wait short.
+      g.set_unready();
+      std::fprintf(stderr, "sluice: not ready (signal %d); draining in %lld ms\n", sig,
+                   static_cast<long long>(delay.count()));
+      timespec wait{static_cast<time_t>(delay.count() / 1000), static_cast<long>(delay.count() % 1000) * 1'000'000};
+      sigset_t stop;
+      sigemptyset(&stop);
+      sigaddset(&stop, SIGTERM);
+      sigaddset(&stop, SIGINT);
+      sigtimedwait(&stop, nullptr, &wait);
     }
     std::fprintf(stderr, "sluice: draining (signal %d)\n", sig);
     g.drain();
@@ -96,7 +169,7 @@ int run_serve(const serve_options &options) {
 
 int run_check(const std::string &config_file, const std::string &profile,
               const std::vector<std::string> &allow, const std::vector<std::string> &deny,
-              const std::string &method, const std::string &url) {
+              const std::string &method, const std::string &url, const std::string &client) {
   filters::config cfg = config_file.empty() ? filters::config{} : filters::load_config_file(config_file);
   if (!profile.empty()) {
     auto p = filters::parse_profile(profile);
@@ -108,12 +181,30 @@ int run_check(const std::string &config_file, const std::string &profile,
   }
   cfg.allow.insert(cfg.allow.end(), allow.begin(), allow.end());
   cfg.deny.insert(cfg.deny.end(), deny.begin(), deny.end());
-  filters::policy pol(cfg);
+  auto top = std::make_shared<const filters::policy>(cfg);
+  filters::policy_ptr judged = top;
+  if (!client.empty()) {
+    judged = top->for_client(client);
+    if (!judged) {
+      std::string known;
+      for (const auto &[name, c] : cfg.clients) known += (known.empty() ? "" : ", ") + name;
+      throw std::runtime_error("--client '" + client + "': no [clients." + client + "] in " +
+                               (config_file.empty() ? std::string("the built-in policy") : config_file) +
+                               (known.empty() ? "; it names no clients" : "; its clients: " + known));
+    }
+  }
+  const auto &pol = *judged;
   auto u = boost::urls::parse_absolute_uri(url);
   if (!u || !u->has_authority() || (u->scheme() != "http" && u->scheme() != "https")) {
     throw std::runtime_error("URL '" + url + "' is not an absolute http:// or https:// URL");
   }
   auto say = [](const filters::decision &d) {
+    if (d.would_deny) {
+      // A role in report mode: let through, and logged as what enforce would do.
+      std::printf("WOULD_DENY reason=%s%s%s (report mode: allowed)\n", std::string(d.reason).c_str(),
+                  d.rule.empty() ? "" : " rule=", d.rule.c_str());
+      return 0;
+    }
     if (d.allowed) {
       std::printf("ALLOW rule=%s\n", d.rule.c_str());
       return 0;

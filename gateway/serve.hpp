@@ -14,13 +14,16 @@ struct serve_options {
 };
 
 // `sluice serve`: loads the config, listens, then waits for signals: SIGHUP reloads the policy (a bad
-// file keeps the old one and says why), SIGTERM/SIGINT drain and return 0. Throws on start-up errors.
+// file keeps the old one and says why), as does a change of the file's text (checked every second);
+// SIGTERM/SIGINT turn /readyz false for [timeouts] drain_delay, then drain and return 0. Throws on
+// start-up errors.
 int run_serve(const serve_options &options);
 
 // `sluice check`: judges METHOD URL under a policy without sending anything. Prints one line:
-// "ALLOW rule=..." or "DENY reason=... [rule=...]". Returns 0 for allow, 1 for deny.
+// "ALLOW rule=..." or "DENY reason=... [rule=...]" ("WOULD_DENY ..." for a role in report mode).
+// Returns 0 for allow (and would_deny), 1 for deny. `client`: judge as that [clients] entry's role.
 int run_check(const std::string &config_file, const std::string &profile,
               const std::vector<std::string> &allow, const std::vector<std::string> &deny,
-              const std::string &method, const std::string &url);
+              const std::string &method, const std::string &url, const std::string &client = {});
 
 } // namespace sluice::gateway

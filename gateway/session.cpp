@@ -1,6 +1,7 @@
 // The session's entry: a connection from the proxy port or a captured one, and what every request
 // ends in (finish: access log, metrics, live page, exec summary). The stages are in session_*.cpp.
 #include "gateway/session.hpp"
+#include "filters/client_identity.hpp"
 #include "gateway/capture.hpp"
 #include "gateway/session_impl.hpp"
 
@@ -27,20 +28,75 @@ net::awaitable<void> session::run() {
 }
 
 void session::finish(outcome &o) {
+  if (!o.would_deny.empty() && o.decision == "allow") {
+    o.decision = "would_deny";
+    o.reason = o.would_deny;
+  }
   auto elapsed = std::chrono::duration<double>(clock::now() - o.start).count();
   auto profile = filters::to_string(cfg().mode);
   state_.metrics.request(
-      {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed});
+      {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed, who_});
   std::string path = metrics::redact_target(o.target, state_.log.redact_query());
   state_.log.write({profile, o.method, o.scheme, o.host, o.port, path, o.rule, o.reason,
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
-                    captured_ ? "capture" : "proxy", agent_});
+                    captured_ ? "capture" : "proxy", agent_, who_, cfg().role});
   if (!agent_.empty()) state_.metrics.agent_request(agent_, o.decision);
   state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                        o.bytes_in, o.bytes_out});
   if (state_.keep_summary) {
     state_.summary.record(o.host, o.port, std::string(o.decision), std::string(o.reason), o.method);
   }
+}
+
+std::string_view session::refresh_policy() {
+  auto top = state_.policy.load();
+  if (who_.empty()) {
+    policy_ = std::move(top);
+    return {};
+  }
+  // An identified client keeps its access only while the file still names it with that token.
+  const auto *c = top->client(who_);
+  auto role = c && c->token_sha256 == who_hash_ ? top->for_client(who_) : nullptr;
+  if (!role) {
+    policy_ = std::move(top);
+    return "client_revoked";
+  }
+  policy_ = std::move(role);
+  return {};
+}
+
+std::string_view session::identify_request(std::string_view proxy_authorization) {
+  auto top = state_.policy.load();
+  if (!identify_ || !top->requires_identity()) {
+    who_.clear();
+    policy_ = std::move(top);
+    return {};
+  }
+  auto m = filters::identify_header(top->cfg(), proxy_authorization);
+  if (!m.client) {
+    who_.clear();
+    policy_ = std::move(top);
+    return m.reason;
+  }
+  who_ = m.client->name;
+  who_hash_ = m.client->token_sha256;
+  policy_ = top->for_client(who_);
+  return {};
+}
+
+bool session::within_rate() {
+  double rate = policy_->requests_per_second();
+  return rate <= 0 || who_.empty() || state_.meters.admit(who_, rate);
+}
+
+net::awaitable<void> session::throttle(std::size_t n) {
+  auto rate = policy_->bytes_per_second();
+  if (rate == 0 || who_.empty() || n == 0) co_return;
+  auto wait = state_.meters.charge(who_, static_cast<double>(rate), n);
+  if (wait <= clock::duration::zero()) co_return;
+  net::steady_timer timer(co_await net::this_coro::executor);
+  timer.expires_after(wait);
+  co_await timer.async_wait(use_tuple);
 }
 
 // A captured connection (exec's transparent capture): the address the client dialled names the
@@ -118,13 +174,13 @@ net::awaitable<void> session::run_captured() {
 
 namespace {
 net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &state, bool captured,
-                                 std::string_view agent) {
+                                 std::string_view agent, bool identify) {
   ++state.connections;
   state.metrics.connections_active.Increment();
   {
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    detail::session s(std::move(socket), w, state, agent);
+    detail::session s(std::move(socket), w, state, agent, identify);
     if (captured) {
       co_await s.run_captured();
     } else {
@@ -137,12 +193,12 @@ net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &s
 } // namespace
 
 net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state,
-                                 std::string_view agent) {
-  return run_counted(std::move(socket), w, state, false, agent);
+                                 std::string_view agent, bool identify) {
+  return run_counted(std::move(socket), w, state, false, agent, identify);
 }
 
 net::awaitable<void> run_captured_session(tcp::socket socket, worker &w, gateway_state &state) {
-  return run_counted(std::move(socket), w, state, true, {});
+  return run_counted(std::move(socket), w, state, true, {}, false);
 }
 
 } // namespace sluice::gateway

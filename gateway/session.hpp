@@ -6,9 +6,10 @@ namespace sluice::gateway {
 // Serves one client connection to its end: plain HTTP proxy requests, CONNECT tunnels (terminated or
 // passed through, by profile) and the requests inside them.
 // `agent`: the agent listener's name (serve's [listen.agents]), empty for the proxy port; it must
-// outlive the session.
+// outlive the session. `identify`: serve's proxy listener, where clients identify themselves once
+// the policy names any ([clients]).
 net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state,
-                                 std::string_view agent = {});
+                                 std::string_view agent = {}, bool identify = false);
 
 // Serves one captured connection (exec's transparent capture): the client thinks it talks to the
 // origin itself. The address it dialled names the host (through the DNS responder's table, else as

@@ -213,6 +213,7 @@ net::awaitable<error_code> session::relay(In &in, beast::flat_buffer &in_buf,
     auto [wec, wn] = co_await http::async_write(out, sr, use_tuple);
     if (wec == http::error::need_buffer) wec = {};
     if (wec) co_return wec;
+    if (throttled()) co_await throttle(msg.body().size);
   } while (!p.is_done() || !sr.is_done());
   co_return error_code{};
 }
@@ -255,6 +256,7 @@ net::awaitable<error_code> session::relay_sized(In &in, beast::flat_buffer &in_b
     if (wec) co_return wec;
   }
   in_buf.consume(first);
+  if (throttled()) co_await throttle(first);
   if (left > 0) {
     chunk buffer;
     while (left > 0) {
@@ -276,6 +278,7 @@ net::awaitable<error_code> session::relay_sized(In &in, beast::flat_buffer &in_b
       lowest(out).expires_after(cfg().timeouts.io);
       auto [wec, wn] = co_await net::async_write(out, net::buffer(buffer.get(), got), use_tuple);
       if (wec) co_return wec;
+      if (throttled()) co_await throttle(got);
     }
   }
   complete = true;
@@ -432,7 +435,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     // chunks: its body is delimited by close too.
     client_keep = false;
   }
-  if (state_.draining.load()) client_keep = false;
+  if (state_.draining.load() || state_.unready.load()) client_keep = false;
   o.status = code;
   o.decision = "allow";
   o.reason = "allowed";

@@ -41,6 +41,8 @@ struct outcome {
   unsigned status = 0;
   std::uint64_t bytes_in = 0, bytes_out = 0;
   clock::time_point start = clock::now();
+  // Report mode: allowed, but enforce would have refused it for this reason (logged as would_deny).
+  std::string_view would_deny;
 };
 
 // Relay buffers of chunk_size, kept per thread for reuse: allocating and freeing 64 KiB per request
@@ -79,8 +81,8 @@ template <class Stream> auto &lowest(Stream &s) { return beast::get_lowest_layer
 // The session proper: one client connection, one worker.
 class session {
 public:
-  session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent)
-      : client_(std::move(socket)), worker_(w), state_(state), agent_(agent),
+  session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent, bool identify)
+      : client_(std::move(socket)), worker_(w), state_(state), agent_(agent), identify_(identify),
         policy_(state.policy.load()), buffer_(cfg().limits.max_header_bytes + chunk_size) {}
 
   net::awaitable<void> run();
@@ -91,6 +93,24 @@ private:
   const filters::config &cfg() const { return policy_->cfg(); }
 
   void finish(outcome &o);
+
+  // Client identity ([clients] of serve). The policy a request is judged by: the current one, or
+  // for an identified client its role's. Returns why the client may not go on: a reload removed it
+  // or changed its token ("client_revoked"); else empty.
+  std::string_view refresh_policy();
+  // A request on the proxy listener: who sent it, from its Proxy-Authorization. Returns the reason
+  // for a 407 (proxy_auth_required, proxy_auth_invalid) or empty when it may go on.
+  std::string_view identify_request(std::string_view proxy_authorization);
+  // The client's requests-per-second budget of its role; false when this request exceeds it.
+  bool within_rate();
+  // The client's bytes-per-second budget: waits, after `n` bytes were relayed, as long as it says.
+  // Called only where throttled(): a request without a byte limit costs no coroutine frame.
+  bool throttled() const { return policy_->bytes_per_second() != 0 && !who_.empty(); }
+  net::awaitable<void> throttle(std::size_t n);
+  // 407 with Proxy-Authenticate, 429 with Retry-After, or 403 for a revoked client; logged.
+  template <class Stream>
+  net::awaitable<void> refuse_client(Stream &s, outcome &o, std::string_view reason, bool keep_alive,
+                                     unsigned version);
 
   // Writes a complete short reply: denials (403 + Proxy-Status), framing errors (400), upstream
   // failures (502/504).
@@ -211,6 +231,9 @@ private:
   worker &worker_;
   gateway_state &state_;
   std::string_view agent_; // serve's agent listener this connection came to, else empty
+  bool identify_ = false;   // serve's proxy listener: clients identify themselves once [clients] names any
+  std::string who_;         // the identified client's [clients] name, else empty
+  std::string who_hash_;    // the token hash it identified with: a reload that changes it ends its access
   filters::policy_ptr policy_;
   beast::flat_buffer buffer_;
   std::optional<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle

@@ -47,6 +47,12 @@ net::awaitable<void> session::reply(Stream &s, outcome &o, unsigned status, std:
     ps += '"';
   }
   res.set("Proxy-Status", ps);
+  if (status == 407) {
+    res.insert(http::field::proxy_authenticate, "Basic realm=\"sluice\"");
+    res.insert(http::field::proxy_authenticate, "Bearer realm=\"sluice\"");
+  } else if (status == 429) {
+    res.set(http::field::retry_after, "1");
+  }
   res.body() = std::move(body);
   res.keep_alive(keep_alive);
   res.prepare_payload();
@@ -128,6 +134,34 @@ net::awaitable<void> session::deny(Stream &s, outcome &o, std::string_view reaso
 }
 
 template <class Stream>
+net::awaitable<void> session::refuse_client(Stream &s, outcome &o, std::string_view reason,
+                                            bool keep_alive, unsigned version) {
+  o.decision = "deny";
+  o.reason = reason;
+  unsigned status = 407;
+  std::string body;
+  if (reason == "rate_limited") {
+    status = 429;
+    body = "sluice: client " + who_ + " is over its role's requests_per_second (" +
+           std::to_string(policy_->requests_per_second()) + "); retry after a second, or raise "
+           "requests_per_second in [roles." + cfg().role + "]\n";
+  } else if (reason == "client_revoked") {
+    status = 403;
+    body = "sluice: client " + who_ + " is no longer in the policy with the token this connection "
+           "identified with ([clients] changed); connect again with the current token\n";
+  } else {
+    body = std::string("sluice: ") +
+           (reason == "proxy_auth_invalid" ? "these proxy credentials match no client"
+                                           : "this proxy serves only the clients its policy names") +
+           ". Send Proxy-Authorization: Basic NAME:TOKEN (a proxy URL such as "
+           "http://NAME:TOKEN@HOST:PORT) or Bearer TOKEN, with a token from [clients.NAME]\n";
+  }
+  co_await reply(s, o, status, status == 429 ? "http_request_error" : "http_request_denied",
+                 std::move(body), keep_alive, version);
+  finish(o);
+}
+
+template <class Stream>
 net::awaitable<void> session::fail(Stream &s, outcome &o, error_code ec, bool keep_alive,
                           unsigned version) {
   gateway_error ge = ec.category() == gateway_category() ? static_cast<gateway_error>(ec.value())
@@ -153,6 +187,10 @@ template net::awaitable<void> session::deny<beast::tcp_stream>(beast::tcp_stream
                                                   bool, unsigned);
 template net::awaitable<void> session::deny<tls_stream>(tls_stream &, outcome &, std::string_view, std::string,
                                                   bool, unsigned);
+template net::awaitable<void> session::refuse_client<beast::tcp_stream>(beast::tcp_stream &, outcome &, std::string_view,
+                                                                         bool, unsigned);
+template net::awaitable<void> session::refuse_client<tls_stream>(tls_stream &, outcome &, std::string_view, bool,
+                                                                 unsigned);
 template net::awaitable<void> session::fail<beast::tcp_stream>(beast::tcp_stream &, outcome &, error_code, bool, unsigned);
 template net::awaitable<void> session::fail<tls_stream>(tls_stream &, outcome &, error_code, bool, unsigned);
 

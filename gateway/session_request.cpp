@@ -33,7 +33,8 @@ net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
       // The client closed or idled out between requests, or a slowloris head hit its deadline.
       co_return;
     }
-    policy_ = state_.policy.load(); // each request is judged by the policy current at its start
+    // Each request is judged by the policy current at its start (an identified client's: its role's).
+    std::string_view revoked = refresh_policy();
     outcome o;
     o.scheme = tunnel ? tunnel->scheme : "http";
     if (raw_reason == "socks5") {
@@ -72,6 +73,29 @@ net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
       co_await reply(s, o, status, "http_request_error", std::move(body), false);
       finish(o);
       co_return;
+    }
+    {
+      auto &req = parser.get();
+      bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
+      bool keep_alive = req.keep_alive() && !has_body;
+      // Who is asking: each request on the proxy listener says so (a connection may carry several
+      // clients' requests through a load balancer); inside a tunnel, the client that opened it,
+      // as long as the current policy still names it with the same token.
+      std::string_view refused =
+          tunnel || captured_ ? revoked : identify_request(req[http::field::proxy_authorization]);
+      if (refused.empty() && !within_rate()) refused = "rate_limited";
+      if (!refused.empty()) {
+        o.method = std::string(req.method_string());
+        o.target = std::string(req.target());
+        if (tunnel) {
+          o.host = tunnel->host;
+          o.port = tunnel->port;
+        }
+        bool keep = keep_alive && refused != "client_revoked";
+        co_await refuse_client(s, o, refused, keep, req.version());
+        if (!keep) co_return;
+        continue;
+      }
     }
     ++state_.in_flight;
     bool keep = co_await handle(s, buf, parser, tunnel, o);
@@ -268,10 +292,14 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   if (pol.mode() == filters::profile::network_read && req.method() == http::verb::post) {
     std::string_view path = std::string_view(target).substr(0, target.find('?'));
     if (filters::is_git_receive_pack(target)) {
-      co_await deny(s, o, "git_push_refused", {}, false, version);
-      co_return false;
+      if (!pol.cfg().report) {
+        co_await deny(s, o, "git_push_refused", {}, false, version);
+        co_return false;
+      }
+      o.would_deny = "git_push_refused"; // a role in report mode: let through, logged
+    } else {
+      git_read = filters::is_git_upload_pack("POST", path, req[http::field::content_type]);
     }
-    git_read = filters::is_git_upload_pack("POST", path, req[http::field::content_type]);
   }
   auto d = pol.decide(git_read ? std::string_view("GET") : std::string_view(o.method), o.scheme, o.host,
                       port, target);
@@ -280,6 +308,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
     co_return keep_alive && !git_read;
   }
   o.rule = d.rule;
+  if (d.would_deny && o.would_deny.empty()) o.would_deny = d.reason;
   if (git_read) {
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       http::response<http::empty_body> go_on{http::status::continue_, 11};

@@ -1,6 +1,7 @@
 // Tunnels: CONNECT and SOCKS5 on the proxy port (and captured TLS, which takes the same path without
 // the "200"): the authority is judged first, then passed through (allowlist) or terminated with a
 // leaf for it (network-read, publish), whose requests go back to serve_requests().
+#include "filters/client_identity.hpp"
 #include "gateway/session.hpp"
 #include "gateway/session_impl.hpp"
 
@@ -42,6 +43,7 @@ net::awaitable<void> session::pipe(beast::tcp_stream &from, beast::tcp_stream &t
       to.socket().shutdown(tcp::socket::shutdown_both, ignored);
       co_return;
     }
+    if (throttled()) co_await throttle(n);
   }
 }
 
@@ -85,9 +87,9 @@ net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buff
   o.method = "CONNECT";
   o.scheme = "https";
   auto bytes = [&] { return static_cast<const unsigned char *>(buf.data().data()); };
-  auto refuse = [&](std::string_view reason) {
+  auto refuse = [&](std::string_view reason, std::string_view decision = "error") {
     o.method = "-";
-    o.decision = "error";
+    o.decision = decision;
     o.reason = reason;
     finish(o);
   };
@@ -95,19 +97,51 @@ net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buff
   if (!co_await read_at_least(s, buf, 2)) co_return false;
   std::size_t nmethods = bytes()[1];
   if (!co_await read_at_least(s, buf, 2 + nmethods)) co_return false;
-  bool no_auth = false;
-  for (std::size_t i = 0; i < nmethods; ++i) no_auth = no_auth || bytes()[2 + i] == 0x00;
+  // Where clients identify themselves ([clients]), only username/password (RFC 1929) is offered:
+  // the user name is the client's name, the password its token.
+  auto top = state_.policy.load();
+  const bool need_auth = identify_ && top->requires_identity();
+  bool offered = false;
+  for (std::size_t i = 0; i < nmethods; ++i) offered = offered || bytes()[2 + i] == (need_auth ? 0x02 : 0x00);
   buf.consume(2 + nmethods);
-  if (!no_auth) {
+  if (!offered) {
     static const unsigned char none[] = {0x05, 0xff};
     lowest(s).expires_after(cfg().timeouts.io);
     co_await net::async_write(s, net::buffer(none), use_tuple);
-    refuse("socks_refused");
+    if (need_auth) {
+      refuse("proxy_auth_required", "deny");
+    } else {
+      refuse("socks_refused");
+    }
     co_return false;
   }
-  static const unsigned char ok[] = {0x05, 0x00};
+  const unsigned char ok[] = {0x05, static_cast<unsigned char>(need_auth ? 0x02 : 0x00)};
   s.expires_after(cfg().timeouts.io);
   if (auto [wec, wn] = co_await net::async_write(s, net::buffer(ok), use_tuple); wec) co_return false;
+  if (need_auth) {
+    s.expires_after(cfg().timeouts.header_read); // the whole sub-negotiation
+    if (!co_await read_at_least(s, buf, 2)) co_return false;
+    std::size_t ulen = bytes()[1];
+    if (!co_await read_at_least(s, buf, 2 + ulen + 1)) co_return false;
+    std::size_t plen = bytes()[2 + ulen];
+    if (!co_await read_at_least(s, buf, 3 + ulen + plen)) co_return false;
+    std::string_view user(reinterpret_cast<const char *>(bytes()) + 2, ulen);
+    std::string_view pass(reinterpret_cast<const char *>(bytes()) + 3 + ulen, plen);
+    auto m = bytes()[0] == 0x01 ? filters::identify(top->cfg(), user, pass)
+                                : filters::client_match{nullptr, "proxy_auth_invalid"};
+    buf.consume(3 + ulen + plen);
+    const unsigned char status[] = {0x01, static_cast<unsigned char>(m.client ? 0x00 : 0x01)};
+    lowest(s).expires_after(cfg().timeouts.io);
+    auto [aec, an] = co_await net::async_write(s, net::buffer(status), use_tuple);
+    if (!m.client) {
+      refuse(m.reason, "deny");
+      co_return false;
+    }
+    if (aec) co_return false;
+    who_ = m.client->name;
+    who_hash_ = m.client->token_sha256;
+    policy_ = top->for_client(who_);
+  }
   s.expires_after(cfg().timeouts.header_read); // the request, all of it
   if (!co_await read_at_least(s, buf, 5)) co_return false;
   unsigned char ver = bytes()[0], cmd = bytes()[1], atyp = bytes()[3];
@@ -139,6 +173,13 @@ net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buff
     co_return false;
   }
   o.target = host + ":" + std::to_string(port);
+  if (!within_rate()) {
+    co_await socks_reply(s, 0x02); // not allowed by ruleset
+    o.host = host;
+    o.port = port;
+    refuse("rate_limited", "deny");
+    co_return false;
+  }
   socks_pending_ = true;
   connect_ = std::move(o);
   co_return true;
@@ -173,6 +214,7 @@ net::awaitable<void> session::handle_connect(beast::tcp_stream &s, beast::flat_b
     co_return;
   }
   o.rule = d.rule;
+  if (d.would_deny) o.would_deny = d.reason;
 
   if (!filters::terminates_tls(pol.mode())) {
     error_code ec;

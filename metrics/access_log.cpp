@@ -59,6 +59,8 @@ void access_log::write(const access_record &r) {
   o["duration_seconds"] = r.duration_seconds;
   o["entry"] = r.entry;
   o["agent"] = r.agent;
+  o["client"] = r.client;
+  o["role"] = r.role;
   std::string line = boost::json::serialize(o);
   line.push_back('\n');
   std::lock_guard lock(mutex_);

@@ -14,12 +14,13 @@ struct access_record {
   unsigned port = 0;
   std::string_view target; // path and query, already passed through redact_target (live_stats.hpp)
   std::string_view rule, reason;
-  std::string_view decision; // allow, deny, error
+  std::string_view decision; // allow, deny, would_deny (report mode), error
   unsigned status = 0;
   std::uint64_t bytes_in = 0, bytes_out = 0;
   double duration_seconds = 0;
   std::string_view entry = "proxy"; // how the connection came: "proxy" (proxy port) or "capture"
   std::string_view agent;           // serve: the agent listener it came to ([listen.agents]), else empty
+  std::string_view client, role;    // serve: the [clients] name it identified as and its role
 };
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never

@@ -122,15 +122,18 @@ metrics::series &metrics::series_for(const request_sample &s) {
   auto m = bounded_method(s.method);
   std::string_view rule = s.rule.empty() ? no_rule : s.rule;
   std::string key;
-  key.reserve(s.profile.size() + s.decision.size() + s.reason.size() + m.size() + rule.size() + 4);
+  key.reserve(s.profile.size() + s.decision.size() + s.reason.size() + m.size() + rule.size() +
+              s.client.size() + 5);
   key.append(s.profile).append(1, '\n').append(s.decision).append(1, '\n').append(s.reason);
-  key.append(1, '\n').append(m).append(1, '\n').append(rule);
+  key.append(1, '\n').append(m).append(1, '\n').append(rule).append(1, '\n').append(s.client);
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
   auto out = std::make_unique<series>();
   std::string profile(s.profile), decision(s.decision), reason(s.reason), r(rule);
-  out->requests = &requests_.Add(
-      {{"profile", profile}, {"decision", decision}, {"reason", reason}, {"method", std::string(m)}});
+  // Clients are named in the policy file: a bounded label, left out where none identified.
+  prometheus::Labels labels{{"profile", profile}, {"decision", decision}, {"reason", reason}, {"method", std::string(m)}};
+  if (!s.client.empty()) labels.emplace("client", std::string(s.client));
+  out->requests = &requests_.Add(labels);
   out->rule_requests = &rule_requests_.Add({{"profile", profile},
                                             {"skill", skill_},
                                             {"rule", r},

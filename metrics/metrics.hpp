@@ -16,12 +16,13 @@ namespace sluice::metrics {
 // What one judged request turned into, as the instruments count it.
 struct request_sample {
   std::string_view profile;
-  std::string_view decision; // allow, deny (policy) or error (allowed, but it failed)
+  std::string_view decision; // allow, deny (policy), would_deny (report mode) or error (allowed, but it failed)
   std::string_view reason;
   std::string_view method;
   std::string_view rule; // the allowlist or denylist entry as written; empty: none matched
   std::uint64_t bytes_in = 0, bytes_out = 0;
   double seconds = 0;
+  std::string_view client = {}; // serve: the [clients] name it identified as, else empty (no label)
 };
 
 // The named instruments of docs/metrics.md on one prometheus-cpp registry. Label values are bounded:

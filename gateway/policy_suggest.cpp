@@ -1,0 +1,186 @@
+#include "gateway/policy_suggest.hpp"
+#include "filters/client_identity.hpp"
+#include "filters/route_matcher.hpp"
+
+#include <boost/json.hpp>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <set>
+#include <stdexcept>
+
+namespace sluice::gateway {
+namespace {
+
+namespace js = boost::json;
+
+// Refusals an allow entry lifts; anything else is not a list's to lift.
+bool liftable(std::string_view reason) {
+  for (auto r : {"host_not_allowlisted", "method_not_allowed", "route_not_allowed", "offline",
+                 "route_needs_termination"}) {
+    if (reason == r) return true;
+  }
+  return false;
+}
+
+struct host_seen {
+  std::set<std::string> methods; // of requests (CONNECT aside)
+  std::set<std::string> paths;
+  bool any_path = false;    // a request whose path routes cannot name one way, or only CONNECTs
+  bool passthrough = false; // refused as needing termination (allowlist): routes cannot hold
+  std::size_t requests = 0;
+  std::set<std::string> reasons;
+};
+
+struct group {
+  std::set<std::string> clients;
+  std::map<std::string, host_seen> hosts; // by host pattern ("name" or "name:port")
+  std::size_t suggested = 0, denied_by_entry = 0, other = 0;
+};
+
+std::string quoted(std::string_view s) { return js::serialize(js::value(js::string(s))); }
+
+// The paths of one route: exact ones, or their longest common directory with '*' when there are
+// too many to list.
+std::vector<std::string> route_paths(const std::set<std::string> &paths) {
+  constexpr std::size_t max_listed = 12;
+  if (paths.size() <= max_listed) return {paths.begin(), paths.end()};
+  std::string common = *paths.begin();
+  for (const auto &p : paths) {
+    std::size_t i = 0;
+    while (i < common.size() && i < p.size() && common[i] == p[i]) ++i;
+    common.resize(i);
+  }
+  common.resize(common.rfind('/') + 1); // a directory, never half a segment
+  return {common + "*"};
+}
+
+std::string text_of(const js::object &o, std::string_view key) {
+  if (auto *v = o.if_contains(key); v && v->is_string()) return std::string(v->as_string());
+  return {};
+}
+
+} // namespace
+
+int run_policy_suggest(const std::string &access_log, const std::string &client, std::ostream &out) {
+  std::ifstream f(access_log, std::ios::binary);
+  if (!f) {
+    throw std::runtime_error("--access-log '" + access_log +
+                             "': cannot open it; give the file [log] access_log writes");
+  }
+  std::map<std::string, group> groups; // by role ("" for the file's own [policy])
+  std::size_t lines = 0, unreadable = 0, matched = 0;
+  std::string line;
+  while (std::getline(f, line)) {
+    ++lines;
+    if (line.empty()) continue;
+    js::error_code ec;
+    auto v = js::parse(line, ec);
+    if (ec || !v.is_object()) {
+      ++unreadable;
+      continue;
+    }
+    const auto &o = v.as_object();
+    std::string who = text_of(o, "client"), decision = text_of(o, "decision"), reason = text_of(o, "reason");
+    if (!client.empty() && who != client) continue;
+    if (decision != "deny" && decision != "would_deny") continue;
+    ++matched;
+    auto &g = groups[text_of(o, "role")];
+    if (!who.empty()) g.clients.insert(who);
+    if (!liftable(reason)) {
+      (reason == "host_denied" || reason == "route_denied" ? g.denied_by_entry : g.other)++;
+      continue;
+    }
+    ++g.suggested;
+    std::string host = text_of(o, "host"), scheme = text_of(o, "scheme"), method = text_of(o, "method");
+    std::int64_t port = 0;
+    if (auto *p = o.if_contains("port"); p && p->is_int64()) port = p->as_int64();
+    if (auto *p = o.if_contains("port"); p && p->is_uint64()) port = static_cast<std::int64_t>(p->as_uint64());
+    bool default_port = port == 0 || (port == 443 && scheme != "http") || (port == 80 && scheme == "http");
+    std::string pattern = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                          (default_port ? "" : ":" + std::to_string(port));
+    auto &h = g.hosts[pattern];
+    ++h.requests;
+    h.reasons.insert(reason);
+    if (reason == "route_needs_termination") h.passthrough = true;
+    if (method == "CONNECT" || method == "-" || method.empty()) {
+      h.any_path = true;
+      continue;
+    }
+    h.methods.insert(method);
+    if (auto p = filters::route_path(text_of(o, "path"))) {
+      h.paths.insert(*p);
+    } else {
+      h.any_path = true;
+    }
+  }
+  std::string scope = client.empty() ? "" : " of client " + client;
+  if (groups.empty() || matched == 0) {
+    out << "# nothing to suggest: no request" << scope << " in " << access_log
+        << " was refused (" << lines << " lines read";
+    if (unreadable) out << ", " << unreadable << " not JSON";
+    out << ")\n";
+    return 0;
+  }
+  for (const auto &[role, g] : groups) {
+    std::string names;
+    for (const auto &c : g.clients) names += (names.empty() ? "" : ", ") + c;
+    out << "# " << (role.empty() ? std::string("[policy]") : "[roles." + role + "]");
+    if (!names.empty()) out << " (client" << (g.clients.size() == 1 ? " " : "s ") << names << ")";
+    out << ": " << g.suggested << " refused request" << (g.suggested == 1 ? "" : "s");
+    if (!g.hosts.empty()) {
+      out << "; these entries, added to its allow list, would have admitted " << (g.suggested == 1 ? "it" : "them");
+    }
+    out << "\n";
+    if (g.denied_by_entry) {
+      out << "# " << g.denied_by_entry << " more refused by a deny entry (host_denied, route_denied): "
+          << "remove the entry to allow them; nothing suggested\n";
+    }
+    if (g.other) {
+      out << "# " << g.other << " more refused for reasons no allow entry lifts (addresses, "
+          << "malformed or ambiguous requests): see their reason in the log\n";
+    }
+    if (g.hosts.empty()) continue;
+    for (const auto &[pattern, h] : g.hosts) {
+      std::string reasons;
+      for (const auto &r : h.reasons) reasons += (reasons.empty() ? "" : ", ") + r;
+      std::string note = " # " + std::to_string(h.requests) + " request" + (h.requests == 1 ? "" : "s") +
+                         ": " + reasons;
+      if (h.passthrough || h.methods.empty() || h.any_path) {
+        // Only CONNECTs were seen (their requests never came), a path that routes cannot name,
+        // or a profile that does not open tunnels: the host itself is the narrowest entry.
+        out << "  " << quoted(pattern) << "," << note << "\n";
+        continue;
+      }
+      out << "  { host = " << quoted(pattern) << ", methods = [";
+      bool first = true;
+      for (const auto &m : h.methods) {
+        out << (first ? "" : ", ") << quoted(m);
+        first = false;
+      }
+      out << "], paths = [";
+      first = true;
+      for (const auto &p : route_paths(h.paths)) {
+        out << (first ? "" : ", ") << quoted(p);
+        first = false;
+      }
+      out << "] }," << note << "\n";
+    }
+  }
+  if (unreadable) out << "# " << unreadable << " lines were not JSON and were skipped\n";
+  return 0;
+}
+
+int run_policy_token(const std::string &name, const std::string &role, std::ostream &out) {
+  auto token = filters::new_token();
+  out << "# The token of client " << name << ": give it to the client (Proxy-Authorization Basic "
+      << name << ":TOKEN or Bearer TOKEN, or\n# a proxy URL http://" << name
+      << ":TOKEN@HOST:PORT). sluice keeps only its hash; this is the one time it is shown.\n"
+      << token << "\n\n# Add to the policy file ([roles." << role << "] must exist):\n"
+      << "[clients." << name << "]\n"
+      << "token_sha256 = \"" << filters::to_hex(filters::sha256(token)) << "\"\n"
+      << "role = \"" << role << "\"\n";
+  return 0;
+}
+
+} // namespace sluice::gateway
