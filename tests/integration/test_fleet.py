@@ -1,0 +1,227 @@
+"""A fleet: three `sluice serve` replicas with one persistent CA behind HAProxy (Debian's, TCP mode,
+health checks on /readyz), two clients of different roles (one in report mode) sending requests
+without pause while (a) the policy file of every replica changes (each applies it within 5 s, no
+signal) and (b) the replicas are restarted one at a time. No client request fails, and every one is
+in some replica's access log with its client. Real processes on loopback."""
+import base64
+import http.client
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from harness import (SLUICE, LoopbackOrigins, Processes, free_port, loopback_upstream, run, start_dns,
+                     wait_port)
+
+TOKENS = {"builder": "fleet-builder-token-1", "newcomer": "fleet-newcomer-token-2"}
+
+
+class Replica:
+    def __init__(self, directory, index, body):
+        self.index = index
+        self.port, self.admin = free_port(), free_port()
+        self.config = os.path.join(directory, "replica%d.toml" % index)
+        self.log = os.path.join(directory, "replica%d-access.log" % index)
+        self.stderr_path = os.path.join(directory, "replica%d.stderr" % index)
+        self.write(body)
+        self.proc = None
+
+    def write(self, body):
+        tmp = self.config + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(body + '\n[listen]\nproxy = "127.0.0.1:%d"\nadmin = "127.0.0.1:%d"\n[log]\naccess_log = "%s"\n'
+                    % (self.port, self.admin, self.log))
+        os.rename(tmp, self.config)  # as a ConfigMap update: the file is replaced, never half written
+
+    def start(self):
+        with open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen([SLUICE, "serve", "--config", self.config], stdout=subprocess.DEVNULL,
+                                         stderr=err)
+        try:
+            wait_port(self.port, self.proc)
+            wait_port(self.admin, self.proc)
+        except RuntimeError as e:
+            with open(self.stderr_path) as f:
+                raise RuntimeError("%s: %s" % (e, f.read()[-2000:]))
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+    def lines(self):
+        import json
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+
+class Load(threading.Thread):
+    """One client sending GETs through the load balancer, keep-alive, one after another; a request
+    that fails (no status, a reset, a 5xx) is recorded with why."""
+
+    def __init__(self, port, client, url_host, url_port):
+        super().__init__(daemon=True)
+        self.port, self.client = port, client
+        self.host = "%s:%d" % (url_host, url_port)
+        self.auth = "Basic " + base64.b64encode(("%s:%s" % (client, TOKENS[client])).encode()).decode()
+        self.ok, self.failed, self.paths, self.retried = 0, [], [], 0
+        self.stopping = threading.Event()
+
+    def run(self):
+        conn = None
+        n = 0
+        while not self.stopping.is_set():
+            n += 1
+            path = "/bytes/%d" % (100 + n % 50)
+            target = "http://%s%s?%s-%d" % (self.host, path, self.client, n)
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                conn.request("GET", target, headers={"Proxy-Authorization": self.auth})
+                r = conn.getresponse()
+                r.read()
+                if r.status != 200:
+                    self.failed.append((n, r.status))
+                else:
+                    self.ok += 1
+                if r.getheader("Connection", "").lower() == "close" or r.will_close:
+                    conn.close()
+                    conn = None
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+                # A keep-alive connection the server closed between two requests: every HTTP client
+                # retries an idempotent request on a new connection then (RFC 9112 section 9.3.1),
+                # and so does this one, once. Only a second failure counts.
+                conn.close()
+                conn = None
+                self.retried += 1
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                    conn.request("GET", target, headers={"Proxy-Authorization": self.auth})
+                    r = conn.getresponse()
+                    r.read()
+                    if r.status == 200:
+                        self.ok += 1
+                    else:
+                        self.failed.append((n, r.status))
+                    if r.will_close:
+                        conn.close()
+                        conn = None
+                except OSError as e2:
+                    self.failed.append((n, "retry: %r after %r" % (e2, e)))
+                    conn = None
+            except OSError as e:
+                self.failed.append((n, repr(e)))
+                conn = None
+            self.paths.append(n)
+        if conn is not None:
+            conn.close()
+
+
+class FleetTest(LoopbackOrigins):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        d = cls.tmp.name
+        if not os.path.exists("/usr/sbin/haproxy"):
+            raise RuntimeError("HAProxy is not installed (apt-get install haproxy; scripts/install-deps.sh does)")
+        ca_pem, ca_key = os.path.join(d, "fleet-ca.pem"), os.path.join(d, "fleet-ca.key")
+        run([SLUICE, "ca", "init", "--cert", ca_pem, "--key", ca_key])
+        dns = start_dns(cls.procs, {})
+        cls.upstream = loopback_upstream(cls.ca[0], dns, {"origin.test": "127.0.0.1", "other.test": "127.0.0.1"})
+        # One persistent CA for every replica, in the [tls] section the loopback upstream opens.
+        cls.upstream = cls.upstream.replace("[tls]\n", '[tls]\nca_cert = "%s"\nca_key = "%s"\n' % (ca_pem, ca_key), 1)
+        cls.replicas = [Replica(d, i, cls.body("")) for i in range(3)]
+        for r in cls.replicas:
+            r.start()
+        cls.lb = free_port()
+        cfg = os.path.join(d, "haproxy.cfg")
+        with open(cfg, "w") as f:
+            f.write("global\n  maxconn 2000\ndefaults\n  mode tcp\n  timeout connect 2s\n  timeout client 60s\n"
+                    "  timeout server 60s\n  option redispatch\n  retries 3\n"
+                    "frontend proxy\n  bind 127.0.0.1:%d\n  default_backend sluice\n"
+                    "backend sluice\n  balance roundrobin\n  option httpchk GET /readyz\n"
+                    "  default-server inter 300ms fall 1 rise 2\n" % cls.lb)
+            for r in cls.replicas:
+                f.write("  server r%d 127.0.0.1:%d check port %d\n" % (r.index, r.port, r.admin))
+        cls.haproxy = cls.procs.start(["haproxy", "-db", "-f", cfg])
+        wait_port(cls.lb, cls.haproxy)
+
+    @classmethod
+    def tearDownClass(cls):
+        for r in cls.replicas:
+            if r.proc and r.proc.poll() is None:
+                r.proc.kill()
+                r.proc.wait()
+        super().tearDownClass()
+
+    @classmethod
+    def body(cls, extra_allow):
+        allow = '["origin.test:%d"%s]' % (cls.http, extra_allow)
+        return ('profile = "network-read"\n[policy]\nallow = %s\n[roles.build]\n[roles.trial]\nmode = "report"\n'
+                'allow = []\n[timeouts]\ndrain_delay = "1500ms"\n' % allow +
+                "".join('[clients.%s]\ntoken_sha256 = "%s"\nrole = "%s"\n' % (n, __import__("hashlib").sha256(t.encode()).hexdigest(), role)
+                        for (n, t), role in zip(TOKENS.items(), ("build", "trial"))) +
+                cls.upstream)
+
+    def direct(self, replica, client, url):
+        cmd = ["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", "--proxy",
+               "http://%s:%s@127.0.0.1:%d" % (client, TOKENS[client], replica.port), url]
+        return subprocess.run(cmd, capture_output=True, text=True).stdout
+
+    def test_policy_change_and_rolling_restart_lose_no_request(self):
+        loads = [Load(self.lb, c, "origin.test", self.http) for c in TOKENS]
+        for l in loads:
+            l.start()
+        time.sleep(1)
+        # (a) The policy changes on every replica: other.test is allowed for the build role.
+        other = "http://other.test:%d/bytes/10" % self.http
+        self.assertEqual([self.direct(r, "builder", other) for r in self.replicas], ["403"] * 3)
+        t0 = time.monotonic()
+        for r in self.replicas:
+            r.write(self.body(', "other.test:%d"' % self.http))
+        pending = list(self.replicas)
+        while pending:
+            pending = [r for r in pending if self.direct(r, "builder", other) != "200"]
+            self.assertLess(time.monotonic() - t0, 5, "replicas %s did not apply the new policy within 5 s"
+                            % [r.index for r in pending])
+            time.sleep(0.1)
+        # (b) Each replica restarted in turn, the next only once HAProxy sends to the new one.
+        for r in self.replicas:
+            self.assertEqual(r.stop(), 0)
+            r.start()
+            time.sleep(1.5)  # two health checks: HAProxy marks it up again
+        time.sleep(0.5)
+        for l in loads:
+            l.stopping.set()
+        for l in loads:
+            l.join(timeout=30)
+        for l in loads:
+            self.assertEqual(l.failed, [], "client %s: %d requests failed" % (l.client, len(l.failed)))
+            self.assertGreater(l.ok, 50, l.client)
+        # Every request is in some replica's log, with its client (and the report role's as would_deny).
+        logged = {}
+        for r in self.replicas:
+            for line in r.lines():
+                if line["method"] == "GET" and line["host"] == "origin.test" and line["client"]:
+                    logged.setdefault(line["client"], []).append(line)
+        for l in loads:
+            self.assertEqual(len(logged.get(l.client, [])), l.ok, l.client)
+        self.assertTrue(all(x["decision"] == "allow" and x["role"] == "build" for x in logged["builder"]))
+        self.assertTrue(all(x["decision"] == "would_deny" and x["role"] == "trial" for x in logged["newcomer"]))
+        self.assertGreater(len({r.index for r in self.replicas for x in r.lines() if x["client"]}), 1)
+        for r in self.replicas:
+            with open(r.stderr_path) as f:
+                self.assertIn("not ready", f.read())
+        print("fleet: %s" % ", ".join("%s %d ok, %d retried on a closed keep-alive connection" % (l.client, l.ok, l.retried)
+                                      for l in loads))
+
+    def test_unauthenticated_and_wrong_token_refused_through_the_balancer(self):
+        url = "http://origin.test:%d/bytes/10" % self.http
+        base = ["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"]
+        p = subprocess.run(base + ["--proxy", "http://127.0.0.1:%d" % self.lb, url], capture_output=True, text=True)
+        self.assertEqual(p.stdout, "407")
+        p = subprocess.run(base + ["--proxy", "http://builder:wrong@127.0.0.1:%d" % self.lb, url],
+                           capture_output=True, text=True)
+        self.assertEqual(p.stdout, "407")
