@@ -209,11 +209,12 @@ net::awaitable<error_code> session::relay(In &in, beast::flat_buffer &in_buf,
       co_return error_code(http::error::body_limit);
     }
     if (msg.body().size == 0 && msg.body().more) continue;
+    const std::size_t sent = msg.body().size; // the serializer consumes body().size as it writes
     lowest(out).expires_after(cfg().timeouts.io);
     auto [wec, wn] = co_await http::async_write(out, sr, use_tuple);
     if (wec == http::error::need_buffer) wec = {};
     if (wec) co_return wec;
-    if (throttled()) co_await throttle(msg.body().size);
+    if (throttled()) co_await throttle(sent);
   } while (!p.is_done() || !sr.is_done());
   co_return error_code{};
 }

@@ -211,6 +211,14 @@ bytes_per_second = 262144
         # 256 KiB a second with one second's burst: 1 MiB cannot take less than 3 s. (A lower bound
         # only: the limit is what is tested, not this machine's speed.)
         self.assertGreater(took, 2.5)
+        # A chunked response is relayed by another path; it is paced the same (the budget is spent:
+        # 1 MiB more takes at least 4 s).
+        t0 = time.monotonic()
+        p = self.as_client("slow", self.url("/chunked/1048576"))
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(p.stdout), 1048576)
+        self.assertGreater(took, 3.5)
 
     # --- tools --------------------------------------------------------------------------------
     def test_check_client_judges_by_the_role(self):
