@@ -203,6 +203,19 @@ struct loader {
     }
   }
 
+  // A skill's or a role's `credentials`: each a [credentials.NAME] of this file, or "*".
+  void check_credential_names(const toml::table &t, const std::string &where,
+                              const std::vector<std::string> &names, const config &c) const {
+    for (const auto &name : names) {
+      bool known = name == "*";
+      for (const auto &cc : c.credentials) known = known || cc.name == name;
+      if (!known) {
+        fail(*t.get("credentials"), where + " credentials: no [credentials." + name +
+                                        "] in this file; define it or drop the name");
+      }
+    }
+  }
+
   static bool is_name(std::string_view n) {
     return !n.empty() && n.size() <= 64 &&
            n.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
@@ -237,14 +250,7 @@ struct loader {
         entries_of(*rt, "allow", "roles." + r.name, r.allow, r.allow_routes);
         entries_of(*rt, "deny", "roles." + r.name, r.deny, r.deny_routes);
         r.credentials = strings_of(*rt, "credentials", "roles." + r.name);
-        for (auto &name : r.credentials) {
-          bool known = name == "*";
-          for (auto &cc : c.credentials) known = known || cc.name == name;
-          if (!known) {
-            fail(*rt->get("credentials"), where + " credentials: no [credentials." + name +
-                                              "] in this file; define it or drop the name");
-          }
-        }
+        check_credential_names(*rt, where, r.credentials, c);
         if (auto *n = rt->get("requests_per_second")) {
           auto d = n->value<double>();
           if (!d || !(*d > 0) || *d > 1e6) fail(*n, where + " requests_per_second must be a number above 0 (at most 1000000)");
@@ -538,14 +544,7 @@ struct loader {
             fail_at(*s, "writable", where + " writable: \"" + w + "\" must be an absolute path or ~/PATH");
           }
         }
-        for (auto &name : sk.credentials) {
-          bool known = name == "*";
-          for (auto &cc : c.credentials) known = known || cc.name == name;
-          if (!known) {
-            fail(*s->get("credentials"), where + " credentials: no [credentials." + name +
-                                             "] in this file; define it or drop the name");
-          }
-        }
+        check_credential_names(*s, where, sk.credentials, c);
         auto fs_of = [&](const toml::node &n, const std::string &what) {
           auto v = n.value<std::string>();
           if (!v || (*v != "read-only" && *v != "workspace-write")) {

@@ -94,8 +94,9 @@ int run_policy_suggest(const std::string &access_log, const std::string &client,
     ++g.suggested;
     std::string host = text_of(o, "host"), scheme = text_of(o, "scheme"), method = text_of(o, "method");
     std::int64_t port = 0;
-    if (auto *p = o.if_contains("port"); p && p->is_int64()) port = p->as_int64();
-    if (auto *p = o.if_contains("port"); p && p->is_uint64()) port = static_cast<std::int64_t>(p->as_uint64());
+    if (auto *p = o.if_contains("port"); p && (p->is_int64() || p->is_uint64())) {
+      port = p->to_number<std::int64_t>();
+    }
     bool default_port = port == 0 || (port == 443 && scheme != "http") || (port == 80 && scheme == "http");
     std::string pattern = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                           (default_port ? "" : ":" + std::to_string(port));

@@ -78,10 +78,14 @@ std::string_view session::identify_request(std::string_view proxy_authorization)
     policy_ = std::move(top);
     return m.reason;
   }
-  who_ = m.client->name;
-  who_hash_ = m.client->token_sha256;
-  policy_ = top->for_client(who_);
+  take_client(*top, *m.client);
   return {};
+}
+
+void session::take_client(const filters::policy &top, const filters::client_config &c) {
+  who_ = c.name;
+  who_hash_ = c.token_sha256;
+  policy_ = top.for_client(who_);
 }
 
 bool session::within_rate() {

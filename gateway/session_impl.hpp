@@ -101,6 +101,8 @@ private:
   // A request on the proxy listener: who sent it, from its Proxy-Authorization. Returns the reason
   // for a 407 (proxy_auth_required, proxy_auth_invalid) or empty when it may go on.
   std::string_view identify_request(std::string_view proxy_authorization);
+  // From now on the connection's requests are `c`'s, judged by its role's policy in `top`.
+  void take_client(const filters::policy &top, const filters::client_config &c);
   // The client's requests-per-second budget of its role; false when this request exceeds it.
   bool within_rate();
   // The client's bytes-per-second budget: waits, after `n` bytes were relayed, as long as it says.

@@ -138,9 +138,7 @@ net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buff
       co_return false;
     }
     if (aec) co_return false;
-    who_ = m.client->name;
-    who_hash_ = m.client->token_sha256;
-    policy_ = top->for_client(who_);
+    take_client(*top, *m.client);
   }
   s.expires_after(cfg().timeouts.header_read); // the request, all of it
   if (!co_await read_at_least(s, buf, 5)) co_return false;
