@@ -1,5 +1,6 @@
 #include "filters/client_identity.hpp"
 
+#include <algorithm>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -121,6 +122,19 @@ client_match identify_header(const config &cfg, std::string_view value) {
   }
   if (scheme_is(value, "bearer", rest)) return identify_token(cfg, rest);
   return {nullptr, "proxy_auth_required"};
+}
+
+client_match identify_certificate(const config &cfg, const certificate_names &names) {
+  const client_config *found = nullptr;
+  for (const auto &[name, c] : cfg.clients) {
+    if (c.certificate.empty()) continue;
+    const auto &pool = c.certificate_is_uri() ? names.uris : names.dns;
+    if (std::find(pool.begin(), pool.end(), c.certificate) == pool.end()) continue;
+    if (found) return {nullptr, "proxy_auth_invalid"}; // names two clients
+    found = &c;
+  }
+  if (!found) return {nullptr, "proxy_auth_invalid"};
+  return {found, {}};
 }
 
 std::string new_token() {

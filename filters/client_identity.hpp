@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sluice::filters {
 
@@ -27,6 +28,17 @@ client_match identify(const config &cfg, std::string_view name, std::string_view
 client_match identify_token(const config &cfg, std::string_view token);
 // A Proxy-Authorization value: "Basic BASE64(NAME:TOKEN)" or "Bearer TOKEN".
 client_match identify_header(const config &cfg, std::string_view proxy_authorization);
+
+// The identities a verified client certificate carries: its subjectAltName URIs and DNS names (the
+// subject's common name is never used: anyone may write anything there).
+struct certificate_names {
+  std::vector<std::string> uris;
+  std::vector<std::string> dns; // lower case
+};
+// A client by its verified certificate: the one [clients] entry whose `certificate` is among the
+// names. None: proxy_auth_invalid; a certificate naming two clients is refused the same way
+// (ambiguous: it could be either).
+client_match identify_certificate(const config &cfg, const certificate_names &names);
 
 // A new random token (32 bytes, base64url without padding) for `sluice policy token`.
 std::string new_token();

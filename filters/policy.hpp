@@ -90,6 +90,10 @@ struct client_config {
   std::string name;
   std::string role;
   std::string token_sha256; // 32 bytes, the SHA-256 of the token (the token itself is never kept)
+  // A certificate identity on the HTTPS proxy listener: a URI SAN ("spiffe://example.org/ns/x/sa/y",
+  // anything with a ':') or a DNS SAN (a host name, lower case). Empty: tokens only.
+  std::string certificate;
+  bool certificate_is_uri() const { return certificate.find(':') != std::string::npos; }
 };
 
 // The whole configuration, as plain structs: parsed once, validated, immutable after load.
@@ -98,12 +102,16 @@ struct config {
   profile mode = profile::network_read;
   std::string proxy_listen = "127.0.0.1:3128";
   std::string admin_listen;         // empty: no admin listener
+  std::string proxy_tls_listen;     // [listen] proxy_tls: the HTTPS proxy listener (serve); empty: none
   std::vector<agent_listener> agents; // [listen.agents.NAME]
   std::vector<std::string> allow;   // host patterns
   std::vector<std::string> deny;
   std::vector<route_rule> allow_routes, deny_routes; // entries with methods and paths (trusted files only)
   std::string ca_cert, ca_key;      // empty: ephemeral CA
   std::string upstream_ca_bundle;   // extra trust besides the system store
+  // The HTTPS proxy listener's own certificate chain and key (PEM), and the CAs whose client
+  // certificates it trusts (empty: no certificates asked for; tokens only, inside TLS).
+  std::string proxy_cert, proxy_key, client_ca;
   bool upstream_system_trust = true;
   std::chrono::hours leaf_validity{24};
   std::vector<std::string> allow_address_text;

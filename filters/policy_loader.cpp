@@ -261,7 +261,7 @@ struct loader {
         c.roles[r.name] = std::move(r);
       }
     }
-    std::map<std::string, std::string> by_hash;
+    std::map<std::string, std::string> by_hash, by_certificate;
     if (auto *t = root["clients"].as_table()) {
       for (auto &&[k, v] : *t) {
         client_config cl;
@@ -273,20 +273,50 @@ struct loader {
           fail(v, where + ": a client name uses letters, digits, '.', '-' and '_' only (it is the "
                           "user name of Basic proxy credentials, NAME:TOKEN)");
         }
-        check_keys(*ct, where, {"token_sha256", "role"});
-        auto hex = string_of(*ct, "token_sha256", where, "");
-        cl.token_sha256 = from_hex(hex);
-        if (cl.token_sha256.size() != 32) {
-          if (!ct->get("token_sha256")) {
-            fail(v, where + " needs token_sha256 = \"HEX\": the SHA-256 of the client's token (`sluice "
-                            "policy token NAME --role ROLE` makes a token and prints the section)");
+        check_keys(*ct, where, {"token_sha256", "certificate", "role"});
+        cl.certificate = string_of(*ct, "certificate", where, "");
+        if (!cl.certificate.empty()) {
+          if (!cl.certificate_is_uri()) {
+            auto h = parse_host(cl.certificate);
+            if (!h.host || h.host->ip) {
+              fail_at(*ct, "certificate", where + " certificate = \"" + cl.certificate +
+                                              "\" is neither a URI (a SPIFFE ID such as "
+                                              "\"spiffe://example.org/ns/agents/sa/builder\") nor a DNS "
+                                              "name: it names the certificate's subjectAltName");
+            }
+            cl.certificate = h.host->name;
+          } else if (cl.certificate.find_first_of(" \t\r\n") != std::string::npos ||
+                     cl.certificate.front() == ':') {
+            fail_at(*ct, "certificate", where + " certificate = \"" + cl.certificate +
+                                            "\" is not a URI; write the URI SAN exactly, e.g. "
+                                            "\"spiffe://example.org/ns/agents/sa/builder\"");
           }
-          fail_at(*ct, "token_sha256", where + " token_sha256 must be 64 hex digits, the SHA-256 of the "
-                                       "token (printf %s TOKEN | sha256sum), never the token itself");
+          if (c.client_ca.empty()) {
+            fail_at(*ct, "certificate", where + " identifies by certificate, but [tls] client_ca is not "
+                                            "set: give the PEM bundle of the CAs that issue client "
+                                            "certificates, and listen.proxy_tls for the HTTPS proxy listener");
+          }
+          if (auto [it, fresh] = by_certificate.emplace(cl.certificate, cl.name); !fresh) {
+            fail_at(*ct, "certificate", where + " has the same certificate identity as [clients." +
+                                            it->second + "]; give every client an identity of its own");
+          }
         }
-        if (auto [it, fresh] = by_hash.emplace(cl.token_sha256, cl.name); !fresh) {
-          fail_at(*ct, "token_sha256", where + " has the same token as [clients." + it->second +
-                                       "]; give every client a token of its own");
+        if (ct->get("token_sha256") || cl.certificate.empty()) {
+          auto hex = string_of(*ct, "token_sha256", where, "");
+          cl.token_sha256 = from_hex(hex);
+          if (cl.token_sha256.size() != 32) {
+            if (!ct->get("token_sha256")) {
+              fail(v, where + " needs token_sha256 = \"HEX\" (the SHA-256 of the client's token: `sluice "
+                              "policy token NAME --role ROLE` makes a token and prints the section) or "
+                              "certificate = \"URI or DNS name\" (its client certificate's identity)");
+            }
+            fail_at(*ct, "token_sha256", where + " token_sha256 must be 64 hex digits, the SHA-256 of the "
+                                         "token (printf %s TOKEN | sha256sum), never the token itself");
+          }
+          if (auto [it, fresh] = by_hash.emplace(cl.token_sha256, cl.name); !fresh) {
+            fail_at(*ct, "token_sha256", where + " has the same token as [clients." + it->second +
+                                         "]; give every client a token of its own");
+          }
         }
         cl.role = string_of(*ct, "role", where, "");
         if (cl.role.empty()) fail(v, where + " needs role = \"ROLE\", one of the [roles.NAME] sections");
@@ -309,10 +339,11 @@ struct loader {
     c.default_skill = string_of(root, "default_skill", "", c.default_skill);
 
     if (auto *t = root["listen"].as_table()) {
-      check_keys(*t, "[listen]", {"proxy", "admin", "agents"});
+      check_keys(*t, "[listen]", {"proxy", "proxy_tls", "admin", "agents"});
       c.proxy_listen = string_of(*t, "proxy", "listen", c.proxy_listen);
+      c.proxy_tls_listen = string_of(*t, "proxy_tls", "listen", c.proxy_tls_listen);
       c.admin_listen = string_of(*t, "admin", "listen", c.admin_listen);
-      for (auto key : {"proxy", "admin"}) {
+      for (auto key : {"proxy", "proxy_tls", "admin"}) {
         auto v = string_of(*t, key, "listen", "");
         if (!v.empty() && !parse_listen_address(v)) {
           fail(*t->get(key), std::string("listen.") + key + " = '" + v +
@@ -361,7 +392,7 @@ struct loader {
     }
     if (auto *t = root["tls"].as_table()) {
       check_keys(*t, "[tls]", {"ca_cert", "ca_key", "upstream_ca_bundle", "system_trust",
-                               "leaf_validity_hours"});
+                               "leaf_validity_hours", "proxy_cert", "proxy_key", "client_ca"});
       c.ca_cert = string_of(*t, "ca_cert", "tls", "");
       c.ca_key = string_of(*t, "ca_key", "tls", "");
       if (c.ca_cert.empty() != c.ca_key.empty()) {
@@ -374,6 +405,33 @@ struct loader {
       check_readable(*t, "upstream_ca_bundle", c.upstream_ca_bundle);
       c.upstream_system_trust = bool_of(*t, "system_trust", "tls", true);
       c.leaf_validity = std::chrono::hours(int_of(*t, "leaf_validity_hours", "tls", 24, 1, 24 * 30));
+      c.proxy_cert = string_of(*t, "proxy_cert", "tls", "");
+      c.proxy_key = string_of(*t, "proxy_key", "tls", "");
+      c.client_ca = string_of(*t, "client_ca", "tls", "");
+      check_readable(*t, "proxy_cert", c.proxy_cert);
+      check_readable(*t, "proxy_key", c.proxy_key);
+      check_readable(*t, "client_ca", c.client_ca);
+      if (c.proxy_cert.empty() != c.proxy_key.empty()) {
+        fail_at(*t, c.proxy_cert.empty() ? "proxy_key" : "proxy_cert",
+                "tls.proxy_cert and tls.proxy_key go together: the HTTPS proxy listener's certificate "
+                "chain and its key");
+      }
+    }
+    // The HTTPS proxy listener and its certificate come together.
+    if (c.proxy_tls_listen.empty() != c.proxy_cert.empty()) {
+      if (c.proxy_cert.empty()) {
+        fail_at(*root["listen"].as_table(), "proxy_tls",
+                "listen.proxy_tls needs [tls] proxy_cert and proxy_key: the certificate (chain, PEM) "
+                "the HTTPS proxy listener shows its clients, for the name they dial, and its key");
+      }
+      fail_at(*root["tls"].as_table(), "proxy_cert",
+              "tls.proxy_cert is for the HTTPS proxy listener; set listen.proxy_tls = \"ADDRESS:PORT\" too, "
+              "or remove it");
+    }
+    if (!c.client_ca.empty() && c.proxy_tls_listen.empty()) {
+      fail_at(*root["tls"].as_table(), "client_ca",
+              "tls.client_ca is the trust for client certificates on the HTTPS proxy listener; set "
+              "listen.proxy_tls and tls.proxy_cert/proxy_key too, or remove it");
     }
     if (auto *t = root["upstream"].as_table()) {
       check_keys(*t, "[upstream]", {"allow_addresses", "dns_servers", "resolve"});

@@ -223,6 +223,7 @@ void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor, const lis
           if (!peer_allowed(socket, set)) continue; // the socket closes as it goes out of scope
           net::co_spawn(w.ioc,
                         set.captured ? run_captured_session(std::move(socket), w, *state_)
+                        : set.tls    ? run_tls_session(std::move(socket), w, *state_)
                                      : run_session(std::move(socket), w, *state_, set.agent, set.identify),
                         [](std::exception_ptr e) {
                           if (!e) return;
@@ -253,6 +254,59 @@ tcp::endpoint gateway::listen(const std::string &address, bool identify) {
   adopt_listener(first.release());
   listeners_.back()->identify = identify;
   return bound;
+}
+
+namespace {
+// Client certificates on the HTTPS proxy listener: the handshake goes on whatever the
+// verification says, and the first error is kept (the session's app data) so that the client gets
+// a 407 that names it, not a bare TLS alert. A certificate that did not verify identifies no one.
+int verify_client_certificate(int ok, X509_STORE_CTX *store) {
+  auto *ssl = static_cast<SSL *>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+  auto *first = ssl ? static_cast<int *>(SSL_get_app_data(ssl)) : nullptr;
+  if (!ok && first && *first == X509_V_OK) *first = X509_STORE_CTX_get_error(store);
+  if (!ok && !first) return 0; // no session to tell: refuse
+  return 1;
+}
+} // namespace
+
+tcp::endpoint gateway::listen_tls(const std::string &address) {
+  const auto &cfg = initial_->cfg();
+  proxy_tls_ = std::make_unique<ssl::context>(ssl::context::tls_server);
+  auto &ctx = *proxy_tls_;
+  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                  ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  SSL_CTX *sctx = ctx.native_handle();
+  if (SSL_CTX_use_certificate_chain_file(sctx, cfg.proxy_cert.c_str()) != 1) {
+    throw std::runtime_error("tls.proxy_cert '" + cfg.proxy_cert + "': " + certs::openssl_error_string() +
+                             "; give the HTTPS proxy listener's certificate chain as PEM, leaf first");
+  }
+  if (SSL_CTX_use_PrivateKey_file(sctx, cfg.proxy_key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(sctx) != 1) {
+    throw std::runtime_error("tls.proxy_key '" + cfg.proxy_key + "': " + certs::openssl_error_string() +
+                             "; give the PEM key of tls.proxy_cert's certificate");
+  }
+  if (!cfg.client_ca.empty()) {
+    if (SSL_CTX_load_verify_file(sctx, cfg.client_ca.c_str()) != 1) {
+      throw std::runtime_error("tls.client_ca '" + cfg.client_ca + "': " + certs::openssl_error_string() +
+                               "; give a PEM file of the CA certificates that issue client certificates");
+    }
+    // The CAs' names go into the CertificateRequest, so a client with several certificates picks.
+    if (STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(cfg.client_ca.c_str())) {
+      SSL_CTX_set_client_CA_list(sctx, names);
+    }
+    SSL_CTX_set_verify(sctx, SSL_VERIFY_PEER, &verify_client_certificate);
+    SSL_CTX_set_verify_depth(sctx, 8);
+  }
+  SSL_CTX_set_session_id_context(sctx, reinterpret_cast<const unsigned char *>("sluice-proxy"), 12);
+  SSL_CTX_set_session_cache_mode(sctx, SSL_SESS_CACHE_OFF);
+  // No resumption: a resumed session would skip the certificate check, and this handshake happens
+  // once per client connection (keep-alive carries the rest).
+  SSL_CTX_set_options(sctx, SSL_OP_NO_TICKET);
+  SSL_CTX_set_num_tickets(sctx, 0);
+  state_->proxy_tls = proxy_tls_.get();
+  auto ep = listen(address, true);
+  listeners_.back()->tls = true;
+  return ep;
 }
 
 void gateway::adopt_listener(int fd) { add_listener(fd, false); }

@@ -38,6 +38,10 @@ public:
   // `identify`: serve's proxy listener, where clients identify themselves once the policy names
   // any ([clients]).
   tcp::endpoint listen(const std::string &address, bool identify = false);
+  // serve's HTTPS proxy listener ([listen] proxy_tls): clients speak TLS to sluice first, with the
+  // certificate [tls] proxy_cert/proxy_key, and may show a client certificate ([tls] client_ca);
+  // then all is as on the proxy listener, inside that TLS. Returns the bound endpoint.
+  tcp::endpoint listen_tls(const std::string &address);
   // Serves on a listening socket made elsewhere (exec: inside the sandbox's network namespace).
   void adopt_listener(int fd);
   // serve: one agent host's listener ([listen.agents.NAME]): its requests carry the agent's name in
@@ -80,6 +84,7 @@ private:
     std::string agent;           // an agent listener's name
     std::vector<unsigned> uids;  // an agent listener's users
     bool identify = false;       // clients identify themselves ([clients])
+    bool tls = false;            // the HTTPS proxy listener
   };
   void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor, const listener_set &set);
   listener_set &add_listener(int fd, bool captured);
@@ -96,6 +101,7 @@ private:
   std::unique_ptr<certs::leaf_cache> leaves_;
   ssl::context server_tls_{ssl::context::tls_server};
   ssl::context upstream_tls_{ssl::context::tls_client};
+  std::unique_ptr<ssl::context> proxy_tls_; // listen_tls()
   std::function<void()> load_system_trust_;
   request_summary summary_;
   std::unique_ptr<gateway_state> state_;

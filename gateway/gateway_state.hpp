@@ -37,6 +37,8 @@ struct gateway_state {
   std::vector<net::ip::address> own_addresses;
   // exec with transparent capture: the names the sandbox's DNS responder handed out (else null).
   synthetic_names *names = nullptr;
+  // serve's HTTPS proxy listener: its certificate, and the client CAs it verifies (else null).
+  ssl::context *proxy_tls = nullptr;
   std::atomic<int> in_flight{0};
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> draining{false};

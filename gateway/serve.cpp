@@ -67,6 +67,11 @@ int run_serve(const serve_options &options) {
   gateway g(policy, go);
   auto ep = g.listen(cfg.proxy_listen, true);
   std::string agents; // listeners are bound at start: a reload does not add or move them
+  if (!cfg.proxy_tls_listen.empty()) {
+    auto tep = g.listen_tls(cfg.proxy_tls_listen);
+    agents += ", HTTPS proxy on " + tep.address().to_string() + ":" + std::to_string(tep.port()) +
+              (cfg.client_ca.empty() ? "" : " (client certificates from " + cfg.client_ca + ")");
+  }
   for (const auto &a : cfg.agents) {
     auto aep = g.listen_agent(a);
     agents += ", agent " + a.name + " on " + aep.address().to_string() + ":" + std::to_string(aep.port());

@@ -5,6 +5,8 @@
 #include "gateway/capture.hpp"
 #include "gateway/session_impl.hpp"
 
+#include <openssl/x509v3.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -13,6 +15,10 @@ namespace sluice::gateway {
 namespace detail {
 
 net::awaitable<void> session::run() {
+  if (tls_listener_) {
+    co_await run_tls();
+    co_return;
+  }
   co_await serve_requests(client_, buffer_, nullptr);
   if (connect_) {
     // A CONNECT ends the plain request loop first, so its frames (about 4 KiB) are not held for
@@ -25,6 +31,71 @@ net::awaitable<void> session::run() {
   }
   error_code ignored; // the client may already be gone
   client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+net::awaitable<void> session::run_tls() {
+  tls_stream tls(client_.release_socket(), state_.proxy_tls->native_handle());
+  SSL *ssl = tls.native_handle();
+  int verify_error = X509_V_OK; // the first error verify_client_certificate saw
+  SSL_set_app_data(ssl, &verify_error);
+  tls.expires_after(cfg().timeouts.tls_handshake);
+  auto [hec, used] = co_await tls.async_handshake(tls_stream::role::server, {}, use_tuple);
+  SSL_set_app_data(ssl, nullptr);
+  state_.metrics.tls_handshake("client", !hec);
+  if (hec) {
+    // Logged: a client that cannot speak TLS to the HTTPS proxy listener (a plain-HTTP client on
+    // the wrong port, a client that does not trust the listener's certificate) is otherwise
+    // invisible.
+    bool alert = hec.category() == net::error::get_ssl_category() &&
+                 ERR_GET_REASON(static_cast<unsigned long>(hec.value())) >= SSL_AD_REASON_OFFSET;
+    outcome o;
+    o.method = "-";
+    o.scheme = "https";
+    o.decision = "error";
+    o.reason = alert ? "client_tls_rejected" : "client_tls_error";
+    finish(o);
+    co_return;
+  }
+  read_peer_certificate(ssl, verify_error);
+  co_await serve_requests(tls, buffer_, nullptr);
+  if (connect_) {
+    outcome o = std::move(*connect_);
+    connect_.reset();
+    ++state_.in_flight;
+    co_await handle_connect(tls, buffer_, o);
+    --state_.in_flight;
+  }
+  tls.expires_after(std::chrono::seconds(2));
+  co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
+}
+
+void session::read_peer_certificate(SSL *ssl, int verify_error) {
+  X509 *cert = SSL_get0_peer_certificate(ssl);
+  if (!cert) return; // none shown: the client may still send a token, inside TLS
+  if (verify_error == X509_V_OK) verify_error = static_cast<int>(SSL_get_verify_result(ssl));
+  if (verify_error != X509_V_OK) {
+    peer_certificate_error_ = X509_verify_cert_error_string(verify_error);
+    return;
+  }
+  filters::certificate_names names;
+  auto *sans = static_cast<GENERAL_NAMES *>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  for (int i = 0; sans && i < sk_GENERAL_NAME_num(sans); ++i) {
+    const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+    if (g->type != GEN_URI && g->type != GEN_DNS) continue;
+    const ASN1_IA5STRING *text = g->d.ia5;
+    std::string value(reinterpret_cast<const char *>(ASN1_STRING_get0_data(text)),
+                      static_cast<std::size_t>(ASN1_STRING_length(text)));
+    if (value.empty() || value.find('\0') != std::string::npos || value.size() > 2048) continue;
+    if (g->type == GEN_URI) {
+      names.uris.push_back(std::move(value));
+    } else {
+      for (auto &c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      names.dns.push_back(std::move(value));
+    }
+    if (names.uris.size() + names.dns.size() >= 64) break; // a bound on what one client brings
+  }
+  GENERAL_NAMES_free(sans);
+  peer_names_ = std::move(names);
 }
 
 void session::finish(outcome &o) {
@@ -56,7 +127,8 @@ std::string_view session::refresh_policy() {
   }
   // An identified client keeps its access only while the file still names it with that token.
   const auto *c = top->client(who_);
-  auto role = c && c->token_sha256 == who_hash_ ? top->for_client(who_) : nullptr;
+  bool same = c && (who_by_certificate_ ? c->certificate : c->token_sha256) == who_hash_;
+  auto role = same ? top->for_client(who_) : nullptr;
   if (!role) {
     policy_ = std::move(top);
     return "client_revoked";
@@ -72,19 +144,30 @@ std::string_view session::identify_request(std::string_view proxy_authorization)
     policy_ = std::move(top);
     return {};
   }
-  auto m = filters::identify_header(top->cfg(), proxy_authorization);
+  // On the HTTPS proxy listener a certificate, once shown, is the client's identity: a token in
+  // the request cannot stand in for a certificate that failed, nor name another client.
+  if (!peer_certificate_error_.empty()) {
+    who_.clear();
+    policy_ = std::move(top);
+    return "client_certificate_invalid";
+  }
+  bool by_certificate = peer_names_.has_value();
+  auto m = by_certificate ? filters::identify_certificate(top->cfg(), *peer_names_)
+                          : filters::identify_header(top->cfg(), proxy_authorization);
   if (!m.client) {
     who_.clear();
     policy_ = std::move(top);
     return m.reason;
   }
-  take_client(*top, *m.client);
+  take_client(*top, *m.client, by_certificate);
   return {};
 }
 
-void session::take_client(const filters::policy &top, const filters::client_config &c) {
+void session::take_client(const filters::policy &top, const filters::client_config &c,
+                          bool by_certificate) {
   who_ = c.name;
-  who_hash_ = c.token_sha256;
+  who_by_certificate_ = by_certificate;
+  who_hash_ = by_certificate ? c.certificate : c.token_sha256;
   policy_ = top.for_client(who_);
 }
 
@@ -178,13 +261,13 @@ net::awaitable<void> session::run_captured() {
 
 namespace {
 net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &state, bool captured,
-                                 std::string_view agent, bool identify) {
+                                 std::string_view agent, bool identify, bool tls = false) {
   ++state.connections;
   state.metrics.connections_active.Increment();
   {
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    detail::session s(std::move(socket), w, state, agent, identify);
+    detail::session s(std::move(socket), w, state, agent, identify, tls);
     if (captured) {
       co_await s.run_captured();
     } else {
@@ -199,6 +282,10 @@ net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &s
 net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state,
                                  std::string_view agent, bool identify) {
   return run_counted(std::move(socket), w, state, false, agent, identify);
+}
+
+net::awaitable<void> run_tls_session(tcp::socket socket, worker &w, gateway_state &state) {
+  return run_counted(std::move(socket), w, state, false, {}, true, true);
 }
 
 net::awaitable<void> run_captured_session(tcp::socket socket, worker &w, gateway_state &state) {

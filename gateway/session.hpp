@@ -11,6 +11,11 @@ namespace sluice::gateway {
 net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state,
                                  std::string_view agent = {}, bool identify = false);
 
+// Serves one connection to serve's HTTPS proxy listener (state.proxy_tls): TLS first, with the
+// client's certificate if it shows one (its identity, against [clients] certificate = ...), then
+// everything run_session does, inside that TLS.
+net::awaitable<void> run_tls_session(tcp::socket socket, worker &w, gateway_state &state);
+
 // Serves one captured connection (exec's transparent capture): the client thinks it talks to the
 // origin itself. The address it dialled names the host (through the DNS responder's table, else as
 // an IP literal) and its port the port; TLS is judged and terminated as inside a CONNECT to that

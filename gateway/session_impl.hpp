@@ -7,6 +7,7 @@
 //   session_tunnel.cpp   CONNECT and SOCKS5: judging the authority, terminating or passing through
 // Member templates are instantiated, in the file that defines them, for the two client streams.
 // Private to gateway/: nothing outside includes it.
+#include "filters/client_identity.hpp"
 #include "gateway/gateway_state.hpp"
 #include "gateway/tls_stream.hpp"
 
@@ -81,9 +82,11 @@ template <class Stream> auto &lowest(Stream &s) { return beast::get_lowest_layer
 // The session proper: one client connection, one worker.
 class session {
 public:
-  session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent, bool identify)
+  session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent, bool identify,
+          bool tls_listener = false)
       : client_(std::move(socket)), worker_(w), state_(state), agent_(agent), identify_(identify),
-        policy_(state.policy.load()), buffer_(cfg().limits.max_header_bytes + chunk_size) {}
+        tls_listener_(tls_listener), policy_(state.policy.load()),
+        buffer_(cfg().limits.max_header_bytes + chunk_size) {}
 
   net::awaitable<void> run();
 
@@ -101,8 +104,14 @@ private:
   // A request on the proxy listener: who sent it, from its Proxy-Authorization. Returns the reason
   // for a 407 (proxy_auth_required, proxy_auth_invalid) or empty when it may go on.
   std::string_view identify_request(std::string_view proxy_authorization);
-  // From now on the connection's requests are `c`'s, judged by its role's policy in `top`.
-  void take_client(const filters::policy &top, const filters::client_config &c);
+  // From now on the connection's requests are `c`'s, judged by its role's policy in `top`; by its
+  // certificate or by its token.
+  void take_client(const filters::policy &top, const filters::client_config &c, bool by_certificate);
+  // The HTTPS proxy listener: the client's TLS to sluice, with its certificate if it shows one,
+  // then the same request loop and CONNECT handling as the plain listener, inside that TLS.
+  net::awaitable<void> run_tls();
+  // After the handshake: the client certificate's names if it verified, else why it did not.
+  void read_peer_certificate(SSL *ssl, int verify_error);
   // The client's requests-per-second budget of its role; false when this request exceeds it.
   bool within_rate();
   // The client's bytes-per-second budget: waits, after `n` bytes were relayed, as long as it says.
@@ -192,11 +201,13 @@ private:
                                const std::optional<net::ip::address> &ip, unsigned version,
                                const std::string *preread = nullptr);
 
-  // Copies bytes one way until EOF or error, for `allowlist` tunnels.
-  net::awaitable<void> pipe(beast::tcp_stream &from, beast::tcp_stream &to, std::uint64_t &bytes);
+  // Copies bytes one way until EOF or error, for `allowlist` tunnels (the client's side may be TLS:
+  // the HTTPS proxy listener).
+  template <class From, class To>
+  net::awaitable<void> pipe(From &from, To &to, std::uint64_t &bytes);
 
   // "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.
-  net::awaitable<bool> send_established(beast::tcp_stream &s);
+  template <class Stream> net::awaitable<bool> send_established(Stream &s);
 
   // VER REP RSV ATYP BND.ADDR BND.PORT, with an unspecified IPv4 bound address (RFC 1928).
   template <class Stream> net::awaitable<bool> socks_reply(Stream &s, unsigned char code);
@@ -212,7 +223,10 @@ private:
 
   // CONNECT (HTTP or SOCKS5): judged on host and port before anything else happens; then passed
   // through (allowlist) or terminated with a leaf for the CONNECT host (network-read, publish).
-  net::awaitable<void> handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf, outcome &o);
+  // `s` is the client's connection: plain, or TLS on the HTTPS proxy listener (the tunnel's TLS is
+  // then carried inside it).
+  template <class Stream>
+  net::awaitable<void> handle_connect(Stream &s, beast::flat_buffer &buf, outcome &o);
 
 public:
   // A captured connection (exec's transparent capture): the address the client dialled names the
@@ -235,7 +249,14 @@ private:
   std::string_view agent_; // serve's agent listener this connection came to, else empty
   bool identify_ = false;   // serve's proxy listener: clients identify themselves once [clients] names any
   std::string who_;         // the identified client's [clients] name, else empty
-  std::string who_hash_;    // the token hash it identified with: a reload that changes it ends its access
+  std::string who_hash_;    // the token hash (or certificate identity) it identified with: a reload
+                            // that changes it ends its access
+  bool who_by_certificate_ = false;
+  bool tls_listener_ = false; // serve's HTTPS proxy listener
+  // The HTTPS proxy listener: the names of a client certificate that verified; or, for one that
+  // did not, why (the first verification error).
+  std::optional<filters::certificate_names> peer_names_;
+  std::string peer_certificate_error_;
   filters::policy_ptr policy_;
   beast::flat_buffer buffer_;
   std::optional<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle

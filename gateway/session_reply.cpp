@@ -149,6 +149,17 @@ net::awaitable<void> session::refuse_client(Stream &s, outcome &o, std::string_v
     status = 403;
     body = "sluice: client " + who_ + " is no longer in the policy with the token this connection "
            "identified with ([clients] changed); connect again with the current token\n";
+  } else if (reason == "client_certificate_invalid") {
+    body = "sluice: the client certificate was refused (" + peer_certificate_error_ +
+           "): it must chain to a CA in [tls] client_ca, be valid now and be meant for TLS clients; "
+           "renew it, or connect without one and send a token\n";
+  } else if (peer_names_) {
+    body = "sluice: the client certificate names no client of this policy, or more than one (its "
+           "subjectAltName:";
+    for (const auto &u : peer_names_->uris) body += " URI:" + u;
+    for (const auto &d : peer_names_->dns) body += " DNS:" + d;
+    body += "); a client is [clients.NAME] with certificate = \"URI\" or \"DNS name\", exactly one of "
+            "those\n";
   } else {
     body = std::string("sluice: ") +
            (reason == "proxy_auth_invalid" ? "these proxy credentials match no client"

@@ -178,12 +178,10 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
   bool keep_alive = req.keep_alive() && !has_body;
 
-  if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
-    if (!tunnel && req.method() == http::verb::connect) {
-      o.target = std::string(req.target());
-      connect_ = std::move(o); // handled by run() once this loop has ended
-      co_return false;
-    }
+  if (!tunnel && req.method() == http::verb::connect) { // on the plain or the HTTPS proxy listener
+    o.target = std::string(req.target());
+    connect_ = std::move(o); // handled by run() once this loop has ended
+    co_return false;
   }
 
   if (tunnel && req.method() == http::verb::connect) {

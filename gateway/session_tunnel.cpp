@@ -18,24 +18,41 @@ namespace detail {
 
 using namespace boost::asio::experimental::awaitable_operators;
 
+// Half-closes `s` after the other side's end of file: a TLS client's connection gets close_notify
+// first (TLS 1.3 lets the other direction go on).
+net::awaitable<void> close_send(beast::tcp_stream &s) {
+  error_code ignored;
+  s.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  co_return;
+}
+net::awaitable<void> close_send(tls_stream &s) {
+  s.expires_after(std::chrono::seconds(2));
+  co_await s.async_shutdown(use_tuple);
+  error_code ignored;
+  s.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
 // Copies bytes one way until EOF or error, for `allowlist` tunnels.
-net::awaitable<void> session::pipe(beast::tcp_stream &from, beast::tcp_stream &to, std::uint64_t &bytes) {
+template <class From, class To>
+net::awaitable<void> session::pipe(From &from, To &to, std::uint64_t &bytes) {
   chunk data;
   for (;;) {
-    from.expires_after(cfg().timeouts.tunnel_idle);
+    lowest(from).expires_after(cfg().timeouts.tunnel_idle);
     auto [ec, n] = co_await from.async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
     if (ec) {
-      error_code ignored; // half-close on EOF; on any error tear both directions down
-      if (ec == net::error::eof) {
-        to.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      // half-close on EOF (a TLS client's close_notify or a truncation is its EOF too); on any
+      // other error tear both directions down
+      if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+        co_await close_send(to);
       } else {
+        error_code ignored;
         from.socket().shutdown(tcp::socket::shutdown_both, ignored);
         to.socket().shutdown(tcp::socket::shutdown_both, ignored);
       }
       co_return;
     }
     bytes += n;
-    to.expires_after(cfg().timeouts.io);
+    lowest(to).expires_after(cfg().timeouts.io);
     auto [wec, wn] = co_await net::async_write(to, net::buffer(data.get(), n), use_tuple);
     if (wec) {
       error_code ignored;
@@ -48,14 +65,14 @@ net::awaitable<void> session::pipe(beast::tcp_stream &from, beast::tcp_stream &t
 }
 
 // "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.
-net::awaitable<bool> session::send_established(beast::tcp_stream &s) {
+template <class Stream> net::awaitable<bool> session::send_established(Stream &s) {
   if (captured_) co_return true; // the client thinks it is connected to the origin already
   if (socks_pending_) {
     socks_pending_ = false;
     co_return co_await socks_reply(s, 0x00);
   }
   static constexpr std::string_view established = "HTTP/1.1 200 Connection established\r\n\r\n";
-  s.expires_after(cfg().timeouts.io);
+  lowest(s).expires_after(cfg().timeouts.io);
   auto [wec, wn] = co_await net::async_write(s, net::buffer(established), use_tuple);
   co_return !wec;
 }
@@ -138,7 +155,7 @@ net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buff
       co_return false;
     }
     if (aec) co_return false;
-    take_client(*top, *m.client);
+    take_client(*top, *m.client, false);
   }
   s.expires_after(cfg().timeouts.header_read); // the request, all of it
   if (!co_await read_at_least(s, buf, 5)) co_return false;
@@ -185,7 +202,8 @@ net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buff
 
 // CONNECT (HTTP or SOCKS5): judged on host and port before anything else happens; then passed
 // through (allowlist) or terminated with a leaf for the CONNECT host (network-read, publish).
-net::awaitable<void> session::handle_connect(beast::tcp_stream &s, beast::flat_buffer &buf, outcome &o) {
+template <class Stream>
+net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf, outcome &o) {
   // Held for the tunnel's lifetime: requests inside it move policy_ on to newer policies.
   const filters::policy_ptr held = policy_;
   const auto &pol = *held;
@@ -238,7 +256,7 @@ net::awaitable<void> session::handle_connect(beast::tcp_stream &s, beast::flat_b
 
   if (!co_await send_established(s)) co_return;
   if (buf.size() == 0) {
-    s.expires_after(cfg().timeouts.header_read);
+    lowest(s).expires_after(cfg().timeouts.header_read);
     auto [rec, rn] = co_await s.async_read_some(buf.prepare(16 * 1024), use_tuple);
     if (rec) co_return;
     buf.commit(rn);
@@ -251,7 +269,13 @@ net::awaitable<void> session::handle_connect(beast::tcp_stream &s, beast::flat_b
 
   auto leaf = state_.leaves.get(o.host, parsed.host->ip.has_value());
   (leaf.cached ? state_.metrics.cert_cache_hits : state_.metrics.certs_minted).Increment();
-  tls_stream tls(s.release_socket(), state_.server_tls.native_handle());
+  std::optional<tls_stream> carried; // the tunnel's TLS: on the socket, or inside the client's TLS
+  if constexpr (std::is_same_v<Stream, tls_stream>) {
+    carried.emplace(s, state_.server_tls.native_handle());
+  } else {
+    carried.emplace(s.release_socket(), state_.server_tls.native_handle());
+  }
+  tls_stream &tls = *carried;
   SSL *ssl = tls.native_handle();
   SSL_use_certificate(ssl, leaf.cert.get());
   sni_check check{o.host, parsed.host->ip.has_value(), false};
@@ -287,6 +311,9 @@ net::awaitable<void> session::handle_connect(beast::tcp_stream &s, beast::flat_b
   co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
 }
 
+template net::awaitable<void> session::handle_connect<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,
+                                                                         outcome &);
+template net::awaitable<void> session::handle_connect<tls_stream>(tls_stream &, beast::flat_buffer &, outcome &);
 template net::awaitable<bool> session::socks_reply<beast::tcp_stream>(beast::tcp_stream &, unsigned char);
 template net::awaitable<bool> session::socks_reply<tls_stream>(tls_stream &, unsigned char);
 

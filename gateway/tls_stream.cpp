@@ -28,6 +28,7 @@ struct tls_bio {
       }
       return static_cast<int>(n);
     }
+    if (s.carrier_) return carried_read(b, s, out, len);
     ssize_t n = ::recv(s.socket_.native_handle(), out, len, 0);
     if (n > 0) return static_cast<int>(n);
     if (n == 0) {
@@ -41,9 +42,41 @@ struct tls_bio {
 
   static int write(BIO *b, const char *in, int len) {
     BIO_clear_retry_flags(b);
+    if (stream(b).carrier_) return carried_write(b, stream(b), in, len);
     ssize_t n = ::send(stream(b).socket_.native_handle(), in, len, MSG_NOSIGNAL);
     if (n >= 0) return static_cast<int>(n);
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(b);
+    return -1;
+  }
+
+  // A carried stream's records are the carrier's plaintext. The carrier wanting the socket is the
+  // carried stream's retry; its close_notify is the carried stream's end of file; any other failure
+  // leaves the carrier's error queued, which the carried stream reports as its own.
+  static int carried_read(BIO *b, tls_stream &s, char *out, int len) {
+    SSL *c = s.carrier_->ssl_.get();
+    std::size_t got = 0;
+    if (SSL_read_ex(c, out, static_cast<std::size_t>(len), &got) == 1) return static_cast<int>(got);
+    return carried_failure(b, s, SSL_get_error(c, 0));
+  }
+
+  static int carried_write(BIO *b, tls_stream &s, const char *in, int len) {
+    SSL *c = s.carrier_->ssl_.get();
+    std::size_t n = 0;
+    if (SSL_write_ex(c, in, static_cast<std::size_t>(len), &n) == 1) return static_cast<int>(n);
+    return carried_failure(b, s, SSL_get_error(c, 0));
+  }
+
+  static int carried_failure(BIO *b, tls_stream &s, int err) {
+    if (err == SSL_ERROR_WANT_READ) {
+      BIO_set_retry_read(b);
+    } else if (err == SSL_ERROR_WANT_WRITE) {
+      BIO_set_retry_write(b);
+    } else if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && s.carrier_->eof_)) {
+      ERR_clear_error();
+      s.eof_ = true;
+      errno = 0;
+      return 0;
+    }
     return -1;
   }
 
@@ -74,6 +107,17 @@ struct tls_bio {
 tls_stream::tls_stream(tcp::socket socket, SSL_CTX *ctx)
     : socket_(std::move(socket)), ssl_(SSL_new(ctx), &SSL_free), timer_(socket_.get_executor()),
       deadline_state_(std::make_shared<deadline_state>()) {
+  socket_.non_blocking(true);
+  init();
+}
+
+tls_stream::tls_stream(tls_stream &carrier, SSL_CTX *ctx)
+    : socket_(carrier.get_executor()), carrier_(&carrier), ssl_(SSL_new(ctx), &SSL_free),
+      timer_(carrier.get_executor()), deadline_state_(std::make_shared<deadline_state>()) {
+  init();
+}
+
+void tls_stream::init() {
   if (!ssl_) throw std::runtime_error("SSL_new failed");
   BIO *bio = BIO_new(tls_bio::method());
   if (!bio) throw std::runtime_error("BIO_new failed");
@@ -86,8 +130,7 @@ tls_stream::tls_stream(tcp::socket socket, SSL_CTX *ctx)
   SSL_set_mode(ssl_.get(), SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                                SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_set_read_ahead(ssl_.get(), 1);
-  socket_.non_blocking(true);
-  deadline_state_->socket = &socket_;
+  deadline_state_->socket = &socket();
 }
 
 tls_stream::~tls_stream() { deadline_state_->socket = nullptr; }

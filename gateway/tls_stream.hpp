@@ -35,13 +35,18 @@ public:
 
   // Takes the connected socket; `ctx` supplies certificates, verification and options.
   tls_stream(tcp::socket socket, SSL_CTX *ctx);
+  // TLS carried inside another TLS stream (a CONNECT through the HTTPS proxy listener: the
+  // client's TLS to the origin's name inside its TLS to sluice). Records go through `carrier`'s
+  // SSL; waits are on its socket. `carrier` must outlive this stream and do nothing meanwhile.
+  tls_stream(tls_stream &carrier, SSL_CTX *ctx);
   ~tls_stream();
   tls_stream(const tls_stream &) = delete;
   tls_stream &operator=(const tls_stream &) = delete;
 
   executor_type get_executor() { return socket_.get_executor(); }
   SSL *native_handle() { return ssl_.get(); }
-  tcp::socket &socket() { return socket_; }
+  // The socket underneath (the carrier's, for a carried stream).
+  tcp::socket &socket() { return carrier_ ? carrier_->socket() : socket_; }
   void expires_after(clock::duration d) { deadline_ = clock::now() + d; }
   void expires_never() { deadline_ = clock::time_point::max(); }
 
@@ -113,9 +118,11 @@ public:
   // connection waiting for its next request needs no read buffer while it waits.
   template <class Token> auto async_wait_readable(Token &&token) {
     return start(
-        [waited = false](SSL *ssl, std::size_t &done) mutable {
+        [waited = false, carrier_ssl = carrier_ ? carrier_->ssl_.get() : nullptr](
+            SSL *ssl, std::size_t &done) mutable {
           done = 0;
           if (waited || SSL_has_pending(ssl)) return 1;
+          if (carrier_ssl && SSL_has_pending(carrier_ssl)) return 1;
           waited = true;
           return want_read;
         },
@@ -178,7 +185,7 @@ private:
       if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
         if (error_code wec = s.begin_wait()) return finish(self, first, wec);
         state = waiting;
-        s.socket_.async_wait(err == SSL_ERROR_WANT_READ ? tcp::socket::wait_read
+        s.socket().async_wait(err == SSL_ERROR_WANT_READ ? tcp::socket::wait_read
                                                         : tcp::socket::wait_write,
                              std::move(self));
         return;
@@ -193,11 +200,14 @@ private:
       if (!inside_initiation) return self.complete(ec, done);
       result = ec;
       state = finishing;
-      net::post(s.socket_.get_executor(), std::move(self));
+      net::post(s.get_executor(), std::move(self));
     }
   };
 
-  tcp::socket socket_;
+  void init();
+
+  tcp::socket socket_; // unopened in a carried stream
+  tls_stream *carrier_ = nullptr;
   std::unique_ptr<SSL, decltype(&SSL_free)> ssl_;
   net::steady_timer timer_;
   std::shared_ptr<deadline_state> deadline_state_;
@@ -212,7 +222,7 @@ private:
 
 template <class Step, class Token> auto tls_stream::start(Step step, Token &&token) {
   return net::async_compose<Token, void(error_code, std::size_t)>(io_op<Step>{*this, step},
-                                                                   token, socket_);
+                                                                   token, socket());
 }
 
 } // namespace sluice::gateway

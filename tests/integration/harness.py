@@ -118,7 +118,7 @@ def start_dns(procs, records):
 class Gateway:
     """One `sluice serve` process with a config written from a TOML string."""
 
-    def __init__(self, procs, directory, toml_body, name="gw"):
+    def __init__(self, procs, directory, toml_body, name="gw", listen_extra=""):
         self.dir = directory
         self.port = free_port()
         self.admin = free_port()
@@ -126,7 +126,7 @@ class Gateway:
         self.ca = os.path.join(directory, name + "-ca.pem")
         self.log = os.path.join(directory, name + "-access.log")
         self.stderr_path = os.path.join(directory, name + ".stderr")
-        self.write_config(toml_body)
+        self.write_config(toml_body, listen_extra)
         self.stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen([SLUICE, "serve", "--config", self.config, "--ca-out", self.ca],
                                      stdout=subprocess.DEVNULL, stderr=self.stderr)
@@ -135,10 +135,12 @@ class Gateway:
         wait_port(self.port, self.proc)
         wait_port(self.admin, self.proc)
 
-    def write_config(self, body):
+    def write_config(self, body, listen_extra=""):
+        """`listen_extra`: more [listen] keys (proxy_tls = ...)."""
         with open(self.config, "w") as f:
             f.write(body + "\n")
             f.write('[listen]\nproxy = "127.0.0.1:%d"\nadmin = "127.0.0.1:%d"\n' % (self.port, self.admin))
+            f.write(listen_extra)
             f.write('[log]\naccess_log = "%s"\n' % self.log)
 
     @property

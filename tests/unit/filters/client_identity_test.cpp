@@ -167,3 +167,73 @@ TEST_CASE("[clients] and [roles] errors name the fix", "[filters][identity]") {
   CHECK_THAT(error_of("[roles.r]\nallow = [\"re:.*\"]\n"), Catch::Contains("roles.r.allow"));
   CHECK(error_of("[roles.r]\n[clients.a]\ntoken_sha256 = " + h + "\nrole = \"r\"\n").empty());
 }
+
+TEST_CASE("a client by its certificate: a SAN URI or DNS name, exactly one client", "[filters][identity]") {
+  // check_readable opens the files the config names: any readable file stands in for the PEMs.
+  std::string f = "\"/etc/hostname\"";
+  std::string text = "[listen]\nproxy_tls = \"127.0.0.1:3129\"\n[tls]\nproxy_cert = " + f +
+                     "\nproxy_key = " + f + "\nclient_ca = " + f + R"(
+[roles.read]
+[roles.narrow]
+allow = ["docs.example.com"]
+[clients.builder]
+certificate = "spiffe://agents.example/ns/ci/sa/builder"
+role = "read"
+[clients.scout]
+certificate = "Scout.Agents.Example"
+role = "narrow"
+[clients.both]
+certificate = "spiffe://agents.example/ns/ci/sa/both"
+token_sha256 = ")" + to_hex(sha256("both-token")) + R"("
+role = "read"
+)";
+  auto cfg = load_config_string(text, "certs.toml");
+  CHECK(cfg.proxy_tls_listen == "127.0.0.1:3129");
+  CHECK(cfg.clients.at("scout").certificate == "scout.agents.example"); // DNS names in lower case
+  CHECK(cfg.clients.at("builder").token_sha256.empty());
+
+  certificate_names uri{{"spiffe://agents.example/ns/ci/sa/builder"}, {}};
+  CHECK(identify_certificate(cfg, uri).client == &cfg.clients.at("builder"));
+  certificate_names dns{{}, {"scout.agents.example"}};
+  CHECK(identify_certificate(cfg, dns).client == &cfg.clients.at("scout"));
+  // A URI identity is never matched by a DNS name with the same text, nor by a prefix.
+  certificate_names wrong_kind{{}, {"spiffe://agents.example/ns/ci/sa/builder"}};
+  CHECK(identify_certificate(cfg, wrong_kind).reason == "proxy_auth_invalid");
+  certificate_names prefix{{"spiffe://agents.example/ns/ci/sa/builder/x", "spiffe://agents.example/ns/ci/sa"}, {}};
+  CHECK(identify_certificate(cfg, prefix).client == nullptr);
+  // Two clients in one certificate: ambiguous, refused.
+  certificate_names two{{"spiffe://agents.example/ns/ci/sa/builder"}, {"scout.agents.example"}};
+  CHECK(identify_certificate(cfg, two).client == nullptr);
+  CHECK(identify_certificate(cfg, {}).client == nullptr);
+  // A certificate-only client has no token: no token matches it.
+  CHECK(identify(cfg, "builder", "").client == nullptr);
+  CHECK(identify(cfg, "builder", "anything").client == nullptr);
+  CHECK(identify(cfg, "both", "both-token").client == &cfg.clients.at("both"));
+
+  auto error_of = [&](const std::string &toml) -> std::string {
+    try {
+      load_config_string(toml, "t.toml");
+    } catch (const config_error &e) {
+      return e.what();
+    }
+    return {};
+  };
+  CHECK_THAT(error_of("[roles.r]\n[clients.a]\ncertificate = \"spiffe://x/y\"\nrole = \"r\"\n"),
+             Catch::Contains("client_ca is not set"));
+  std::string tls = "[listen]\nproxy_tls = \"127.0.0.1:3129\"\n[tls]\nproxy_cert = " + f + "\nproxy_key = " + f +
+                    "\nclient_ca = " + f + "\n[roles.r]\n";
+  CHECK_THAT(error_of(tls + "[clients.a]\ncertificate = \"not a name\"\nrole = \"r\"\n"),
+             Catch::Contains("neither a URI"));
+  CHECK_THAT(error_of(tls + "[clients.a]\ncertificate = \"10.0.0.1\"\nrole = \"r\"\n"),
+             Catch::Contains("neither a URI"));
+  CHECK_THAT(error_of(tls + "[clients.a]\ncertificate = \"a.example\"\nrole = \"r\"\n[clients.b]\n"
+                            "certificate = \"A.example\"\nrole = \"r\"\n"),
+             Catch::Contains("same certificate identity as [clients.a]"));
+  CHECK_THAT(error_of(tls + "[clients.a]\nrole = \"r\"\n"), Catch::Contains("or certificate ="));
+  CHECK_THAT(error_of("[listen]\nproxy_tls = \"127.0.0.1:3129\"\n"), Catch::Contains("needs [tls] proxy_cert"));
+  CHECK_THAT(error_of("[tls]\nproxy_cert = " + f + "\nproxy_key = " + f + "\n"),
+             Catch::Contains("set listen.proxy_tls"));
+  CHECK_THAT(error_of("[listen]\nproxy_tls = \"127.0.0.1:3129\"\n[tls]\nproxy_cert = " + f + "\n"),
+             Catch::Contains("go together"));
+  CHECK_THAT(error_of("[listen]\nproxy_tls = \"nowhere\"\n"), Catch::Contains("listen.proxy_tls = 'nowhere'"));
+}
