@@ -63,6 +63,48 @@ def make_leaf(directory, ca, name, san):
     return pem, key
 
 
+def make_client(directory, ca, name, san, cn=None, usage="clientAuth", days=None):
+    """A client certificate: `san` as the subjectAltName, extendedKeyUsage `usage`; `days` = None
+    for one valid now, or (start, end) in openssl's YYYYMMDDHHMMSSZ form for other validity."""
+    key, csr, pem = (os.path.join(directory, name + ext) for ext in (".key", ".csr", ".pem"))
+    ext = os.path.join(directory, name + ".ext")
+    with open(ext, "w") as f:
+        f.write("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=%s\n" % usage)
+        if san:
+            f.write("subjectAltName=%s\n" % san)
+    run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", key, "-out", csr, "-subj", "/CN=" + (cn or name).replace("/", "\\/")])
+    if days is None:
+        run(["openssl", "x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+             "-out", pem, "-days", "2", "-extfile", ext])
+        return pem, key
+    # `openssl ca` sets any validity window (x509 -req only counts days from now).
+    db = os.path.join(directory, "ca-db-" + name)
+    os.makedirs(db)
+    open(os.path.join(db, "index.txt"), "w").close()
+    with open(os.path.join(db, "serial"), "w") as f:
+        f.write("1000\n")
+    cnf = os.path.join(db, "ca.cnf")
+    with open(cnf, "w") as f:
+        f.write(f"""[ca]
+default_ca = test
+[test]
+database = {db}/index.txt
+new_certs_dir = {db}
+serial = {db}/serial
+certificate = {ca[0]}
+private_key = {ca[1]}
+default_md = sha256
+policy = any
+unique_subject = no
+[any]
+commonName = supplied
+""")
+    run(["openssl", "ca", "-batch", "-config", cnf, "-in", csr, "-out", pem, "-notext",
+         "-startdate", days[0], "-enddate", days[1], "-extfile", ext])
+    return pem, key
+
+
 def wait_port(port, proc=None, timeout=10):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -2,7 +2,9 @@
 health checks on /readyz), two clients of different roles (one in report mode) sending requests
 without pause while (a) the policy file of every replica changes (each applies it within 5 s, no
 signal) and (b) the replicas are restarted one at a time. No client request fails, and every one is
-in some replica's access log with its client. Real processes on loopback."""
+in some replica's access log with its client. Unauthenticated and wrong-token clients, and an expired
+client certificate on the HTTPS proxy listeners (passed through by HAProxy), are refused. Real
+processes on loopback."""
 import base64
 import http.client
 import os
@@ -11,16 +13,17 @@ import subprocess
 import threading
 import time
 
-from harness import (SLUICE, LoopbackOrigins, Processes, free_port, loopback_upstream, run, start_dns,
-                     wait_port)
+from harness import (SLUICE, LoopbackOrigins, Processes, free_port, loopback_upstream, make_ca, make_client,
+                     make_leaf, run, start_dns, wait_port)
 
 TOKENS = {"builder": "fleet-builder-token-1", "newcomer": "fleet-newcomer-token-2"}
+RUNNER = "spiffe://fleet.test/ns/ci/sa/runner"
 
 
 class Replica:
     def __init__(self, directory, index, body):
         self.index = index
-        self.port, self.admin = free_port(), free_port()
+        self.port, self.admin, self.tls_port = free_port(), free_port(), free_port()
         self.config = os.path.join(directory, "replica%d.toml" % index)
         self.log = os.path.join(directory, "replica%d-access.log" % index)
         self.stderr_path = os.path.join(directory, "replica%d.stderr" % index)
@@ -30,8 +33,8 @@ class Replica:
     def write(self, body):
         tmp = self.config + ".tmp"
         with open(tmp, "w") as f:
-            f.write(body + '\n[listen]\nproxy = "127.0.0.1:%d"\nadmin = "127.0.0.1:%d"\n[log]\naccess_log = "%s"\n'
-                    % (self.port, self.admin, self.log))
+            f.write(body + '\n[listen]\nproxy = "127.0.0.1:%d"\nadmin = "127.0.0.1:%d"\nproxy_tls = "127.0.0.1:%d"\n'
+                    '[log]\naccess_log = "%s"\n' % (self.port, self.admin, self.tls_port, self.log))
         os.rename(tmp, self.config)  # as a ConfigMap update: the file is replaced, never half written
 
     def start(self):
@@ -132,6 +135,16 @@ class FleetTest(LoopbackOrigins):
         cls.upstream = loopback_upstream(cls.ca[0], dns, {"origin.test": "127.0.0.1", "other.test": "127.0.0.1"})
         # One persistent CA for every replica, in the [tls] section the loopback upstream opens.
         cls.upstream = cls.upstream.replace("[tls]\n", '[tls]\nca_cert = "%s"\nca_key = "%s"\n' % (ca_pem, ca_key), 1)
+        # The HTTPS proxy listener on every replica, with one listener certificate and client CA.
+        cls.listener_ca = make_ca(d, "listener-ca")
+        listener = make_leaf(d, cls.listener_ca, "sluice.test", "DNS:localhost,IP:127.0.0.1")
+        clients_ca = make_ca(d, "clients-ca")
+        cls.certs = {"runner": make_client(d, clients_ca, "runner", "URI:" + RUNNER),
+                     "expired": make_client(d, clients_ca, "expired", "URI:" + RUNNER,
+                                            days=("20200101000000Z", "20200201000000Z"))}
+        cls.upstream = cls.upstream.replace("[tls]\n", '[tls]\nproxy_cert = "%s"\nproxy_key = "%s"\nclient_ca = "%s"\n'
+                                            % (listener[0], listener[1], clients_ca[0]), 1)
+        cls.fleet_ca = ca_pem
         cls.replicas = [Replica(d, i, cls.body("")) for i in range(3)]
         for r in cls.replicas:
             r.start()
@@ -145,6 +158,13 @@ class FleetTest(LoopbackOrigins):
                     "  default-server inter 300ms fall 1 rise 2\n" % cls.lb)
             for r in cls.replicas:
                 f.write("  server r%d 127.0.0.1:%d check port %d\n" % (r.index, r.port, r.admin))
+            # The HTTPS proxy listeners, passed through (TLS ends at sluice, which sees the certificate).
+            cls.lb_tls = free_port()
+            f.write("frontend proxy_tls\n  bind 127.0.0.1:%d\n  default_backend sluice_tls\n"
+                    "backend sluice_tls\n  balance roundrobin\n  option httpchk GET /readyz\n"
+                    "  default-server inter 300ms fall 1 rise 2\n" % cls.lb_tls)
+            for r in cls.replicas:
+                f.write("  server t%d 127.0.0.1:%d check port %d\n" % (r.index, r.tls_port, r.admin))
         cls.haproxy = cls.procs.start(["haproxy", "-db", "-f", cfg])
         wait_port(cls.lb, cls.haproxy)
 
@@ -163,6 +183,7 @@ class FleetTest(LoopbackOrigins):
                 'allow = []\n[timeouts]\ndrain_delay = "1500ms"\n' % allow +
                 "".join('[clients.%s]\ntoken_sha256 = "%s"\nrole = "%s"\n' % (n, __import__("hashlib").sha256(t.encode()).hexdigest(), role)
                         for (n, t), role in zip(TOKENS.items(), ("build", "trial"))) +
+                '[clients.runner]\ncertificate = "%s"\nrole = "build"\n' % RUNNER +
                 cls.upstream)
 
     def direct(self, replica, client, url):
@@ -225,3 +246,19 @@ class FleetTest(LoopbackOrigins):
         p = subprocess.run(base + ["--proxy", "http://builder:wrong@127.0.0.1:%d" % self.lb, url],
                            capture_output=True, text=True)
         self.assertEqual(p.stdout, "407")
+
+    def test_certificates_through_the_balancer_valid_and_expired(self):
+        url = "http://origin.test:%d/bytes/10" % self.http
+        def via(cert):
+            pem, key = self.certs[cert]
+            return subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+                                   "--proxy", "https://127.0.0.1:%d" % self.lb_tls, "--proxy-cacert",
+                                   self.listener_ca[0], "--proxy-cert", pem, "--proxy-key", key, url],
+                                  capture_output=True, text=True)
+        # Round robin: each of three connections may land on another replica; all say the same.
+        for _ in range(3):
+            self.assertEqual(via("runner").stdout, "200")
+            self.assertEqual(via("expired").stdout, "407")
+        runner = [x for r in self.replicas for x in r.lines() if x["client"] == "runner"]
+        self.assertGreaterEqual(len(runner), 3)
+        self.assertTrue(any(x["reason"] == "client_certificate_invalid" for r in self.replicas for x in r.lines()))
