@@ -1,0 +1,287 @@
+"""The image and the manifests on a real engine: the Debian package built into an image from
+deploy/container/Containerfile on a `debian:bookworm-slim` made offline (scripts/container-base.sh:
+mmdebstrap, cached outside the checkout), then run by `podman kube play` from the Deployment,
+ConfigMap and Secret that `kubectl kustomize deploy/kubernetes` renders, on a podman network in
+198.18.0.0/15 that this test creates. Through the pod: readiness, a client with its token allowed,
+one without refused (407), a host outside the policy refused (403), the request in the container's
+log with its client; inside: non-root, no capabilities, a read-only root file system; at SIGTERM
+(`podman kube down`) /readyz fails before the drain."""
+import base64
+import glob
+import hashlib
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "../.."))
+BUILD = os.environ.get("SLUICE_BUILD_DIR") or os.path.join(ROOT, "build/default")
+SLUICE = os.environ.get("SLUICE_BIN") or os.path.join(BUILD, "sluice")
+sys.path.insert(0, os.path.join(ROOT, "tests/integration"))
+from origin import payload  # noqa: E402  (the bytes the test origin serves)
+
+NETWORK = "sluice-kube-test"
+SUBNET, GATEWAY, POD_IP = "198.18.60.0/24", "198.18.60.1", "198.18.60.10"
+IMAGE = "localhost/sluice:test"
+TOKEN = "podman-agent-token-0123456789"
+# podman 4.3 on this machine: crun fails on the hybrid cgroup layout, runc works with these limits.
+CONTAINERS_CONF = """[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+[engine]
+runtime = "runc"
+"""
+
+
+def run(cmd, timeout=900, check=True, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout[-3000:],
+                                                          p.stderr[-3000:]))
+    return p
+
+
+class PodmanKubePlay(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("rootful podman and mmdebstrap need root")
+        for tool in ("podman", "mmdebstrap", "kubectl", "cpack"):
+            if not shutil.which(tool):
+                raise AssertionError("%s is not installed (scripts/install-deps.sh installs it)" % tool)
+        cls.tmp = tempfile.TemporaryDirectory()
+        conf = os.path.join(cls.tmp.name, "containers.conf")
+        with open(conf, "w") as f:
+            f.write(CONTAINERS_CONF)
+        cls.env = dict(os.environ, CONTAINERS_CONF=conf)
+        # What an earlier run may have left: its pod and its network (and so the bridge's route).
+        cls.podman(["pod", "rm", "-f", "sluice-pod-0"], check=False)
+        cls.podman(["network", "rm", "-f", NETWORK], check=False)
+        cls.remove_volumes()
+        # The subnet must be ours alone: refuse to run where it is routed already.
+        routes = run(["ip", "-4", "route", "show"]).stdout
+        for line in routes.splitlines():
+            dest = line.split()[0]
+            if dest != "default" and ipaddress.ip_network(dest, strict=False).overlaps(ipaddress.ip_network(SUBNET)):
+                raise AssertionError("the test network %s is already routed on this machine (%s); free it "
+                                     "or run the test elsewhere" % (SUBNET, line))
+        d = cls.tmp.name
+        # The package, the offline base, the image.
+        for old in glob.glob(os.path.join(BUILD, "sluice_*.deb")):
+            os.unlink(old)
+        run(["cpack", "-G", "DEB"], cwd=BUILD)
+        deb = glob.glob(os.path.join(BUILD, "sluice_*.deb"))[0]
+        run(["bash", os.path.join(ROOT, "scripts/container-base.sh"), deb], env=cls.env, timeout=1500)
+        context = os.path.join(d, "image")
+        os.makedirs(context)
+        shutil.copy(os.path.join(ROOT, "deploy/container/Containerfile"), context)
+        shutil.copy(deb, context)
+        cls.podman(["build", "--network=none", "--build-arg", "APT_UPDATE=no", "-t", IMAGE, context],
+                   timeout=900)
+        # The manifests as a platform team renders them, with a test policy and CA.
+        fleet = os.path.join(d, "fleet")
+        shutil.copytree(os.path.join(ROOT, "deploy/kubernetes"), fleet)
+        run([SLUICE, "ca", "init", "--cert", os.path.join(fleet, "ca.pem"), "--key", os.path.join(fleet, "ca.key")])
+        cls.origin_port = 18080
+        digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+        with open(os.path.join(fleet, "sluice.toml")) as f:
+            shipped = f.read()
+        policy = shipped.split("[policy]")[0] + f"""[policy]
+allow = ["origin.test:{cls.origin_port}"]
+[upstream]
+allow_addresses = ["{GATEWAY}/32"]
+[upstream.resolve]
+"origin.test" = "{GATEWAY}"
+[roles.agents]
+[clients.agent-1]
+token_sha256 = "{digest}"
+role = "agents"
+"""
+        with open(os.path.join(fleet, "sluice.toml"), "w") as f:
+            f.write(policy)
+        rendered = run(["kubectl", "kustomize", fleet]).stdout
+        keep = []
+        for o in yaml.safe_load_all(rendered):
+            if not o or o["kind"] not in ("Deployment", "ConfigMap", "Secret"):
+                continue
+            if o["kind"] == "Secret":
+                # podman 4.3 (Debian 12's) writes a Secret volume's files still base64-encoded and
+                # ignores stringData; the same files go in as a ConfigMap of that name instead.
+                o = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": o["metadata"],
+                     "data": {k: base64.b64decode(v).decode() for k, v in o["data"].items()}}
+            if o["kind"] == "Deployment":
+                cls.deployment = o
+                # One replica: the pod gets the test network's address. podman before 4.5 publishes
+                # every containerPort on the host's own addresses (0.0.0.0:3128); the pod's address
+                # on the test network is all the test needs, so the ports are not declared here.
+                o["spec"]["replicas"] = 1
+                c = o["spec"]["template"]["spec"]["containers"][0]
+                cls.ports = {p["name"]: p["containerPort"] for p in c.pop("ports")}
+                c["image"] = IMAGE
+                c["imagePullPolicy"] = "Never"
+                for v in o["spec"]["template"]["spec"]["volumes"]:
+                    if "secret" in v:
+                        v["configMap"] = {"name": v.pop("secret")["secretName"], "optional": False}
+            keep.append(o)
+        cls.manifests = os.path.join(d, "play.yaml")
+        with open(cls.manifests, "w") as f:
+            yaml.safe_dump_all(keep, f)
+        cls.podman(["network", "create", "--subnet", SUBNET, "--gateway", GATEWAY, NETWORK])
+        cls.played = True
+        p = cls.podman(["kube", "play", "--network", NETWORK, "--ip", POD_IP, cls.manifests], check=False)
+        if p.returncode != 0:
+            cls.tearDownClass()
+            raise AssertionError("podman kube play failed:\n%s\n%s" % (p.stdout, p.stderr))
+        try:
+            cls.container = cls.find_container()
+        except AssertionError:
+            cls.tearDownClass()
+            raise
+        # The origin on the host side of the pod's network (the bridge exists once the pod runs).
+        cls.origin = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "tests/integration/origin.py"),
+                                       str(cls.origin_port)], env=dict(os.environ, ORIGIN_HOST=GATEWAY),
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if cls.origin.stdout.readline().strip() != "ready":
+            cls.tearDownClass()
+            raise AssertionError("the test origin did not start on %s:%d" % (GATEWAY, cls.origin_port))
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if cls.get("http://%s:9090/readyz" % POD_IP)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                logs = cls.podman(["logs", cls.container], check=False)
+                cls.tearDownClass()
+                raise AssertionError("the pod did not become ready within 60 s:\n" + logs.stdout + logs.stderr)
+            time.sleep(0.5)
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "origin", None):
+            cls.origin.kill()
+            cls.origin.wait()
+            cls.origin.stdout.close()
+            cls.origin = None
+        if getattr(cls, "played", False):
+            cls.podman(["kube", "down", cls.manifests], check=False, timeout=120)
+            cls.played = False
+        cls.podman(["network", "rm", "-f", NETWORK], check=False)
+        cls.remove_volumes()
+        if getattr(cls, "tmp", None):
+            cls.tmp.cleanup()
+            cls.tmp = None
+
+    @classmethod
+    def remove_volumes(cls):
+        # podman 4.3 keeps a ConfigMap's volume after `kube down` and serves its old files to the
+        # next `kube play`: the test's own are removed before and after.
+        for name in ("sluice-policy", "sluice-ca"):
+            cls.podman(["volume", "rm", "-f", name], check=False)
+
+    @classmethod
+    def podman(cls, args, check=True, timeout=300):
+        return run(["podman"] + args, check=check, timeout=timeout, env=cls.env)
+
+    @classmethod
+    def find_container(cls):
+        ps = json.loads(cls.podman(["ps", "-a", "--format", "json"]).stdout)
+        found = [c for c in ps if c.get("Image") == IMAGE]
+        if len(found) != 1:
+            raise AssertionError("expected one sluice container, podman ps says: %s" % ps)
+        name = found[0]["Names"][0]
+        if found[0]["State"] != "running":
+            logs = cls.podman(["logs", name], check=False)
+            raise AssertionError("the sluice container is %s:\n%s%s" % (found[0]["State"], logs.stdout, logs.stderr))
+        return name
+
+    @staticmethod
+    def get(url, proxy=None, headers=None):
+        handlers = [urllib.request.ProxyHandler({"http": proxy} if proxy else {})]
+        opener = urllib.request.build_opener(*handlers)
+        req = urllib.request.Request(url, headers=headers or {})
+        try:
+            with opener.open(req, timeout=10) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def proxied(self, path, token=TOKEN, host="origin.test"):
+        proxy = "http://agent-1:%s@%s:3128" % (token, POD_IP) if token else "http://%s:3128" % POD_IP
+        return self.get("http://%s:%d%s" % (host, self.origin_port, path), proxy)
+
+    def test_requests_through_the_pod(self):
+        self.assertEqual(self.proxied("/bytes/100"), (200, payload(100)))
+        status, body = self.proxied("/bytes/100", token=None)
+        self.assertEqual(status, 407, body)
+        status, body = self.proxied("/bytes/100", token="wrong-token")
+        self.assertEqual(status, 407, body)
+        status, body = self.proxied("/bytes/100", host="elsewhere.test")
+        self.assertEqual(status, 403, body)
+        self.assertEqual(self.get("http://%s:9090/healthz" % POD_IP)[0], 200)
+        # The access log is the container's stderr: JSON lines with the client.
+        deadline = time.monotonic() + 10
+        while True:
+            logs = self.podman(["logs", self.container]).stderr
+            lines = [json.loads(l) for l in logs.splitlines() if l.startswith("{")]
+            if any(l.get("client") == "agent-1" and l.get("path") == "/bytes/100" and l["decision"] == "allow"
+                   for l in lines):
+                break
+            self.assertLess(time.monotonic(), deadline, logs[-3000:])
+            time.sleep(0.3)
+        self.assertTrue(any(l["reason"] == "proxy_auth_required" for l in lines))
+
+    def test_the_container_is_locked_down_as_the_manifest_says(self):
+        info = json.loads(self.podman(["inspect", self.container]).stdout)[0]
+        self.assertTrue(info["HostConfig"]["ReadonlyRootfs"])
+        self.assertEqual(self.podman(["exec", self.container, "/usr/bin/id", "-u"]).stdout.strip(), "10001")
+        status = self.podman(["exec", self.container, "/bin/cat", "/proc/1/status"]).stdout
+        caps = {l.split(":")[0]: l.split(":")[1].strip() for l in status.splitlines() if l.startswith("Cap")}
+        self.assertEqual(caps["CapEff"], "0000000000000000", caps)
+        self.assertEqual(caps["CapBnd"], "0000000000000000", caps)
+        self.assertIn("NoNewPrivs:\t1", status)
+        self.assertIn("Seccomp:\t2", status)  # filtered: the engine's default profile (RuntimeDefault)
+        p = self.podman(["exec", self.container, "/usr/bin/touch", "/usr/bin/x"], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("Read-only file system", p.stderr + p.stdout)
+
+    def test_zz_sigterm_turns_readyz_false_before_the_drain(self):
+        # Named to run last: it stops the pod, as a kubelet does at a rolling update: SIGTERM, then
+        # up to terminationGracePeriodSeconds. (podman 4.3's `kube down` removes the pod at once.)
+        seen = []
+        stop = threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                try:
+                    seen.append(self.get("http://%s:9090/readyz" % POD_IP)[0])
+                except OSError:
+                    seen.append(None)
+                time.sleep(0.1)
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        grace = str(self.deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+        self.podman(["pod", "stop", "--time", grace, "sluice-pod-0"], timeout=120)
+        stop.set()
+        t.join()
+        took = time.monotonic() - start
+        self.assertEqual(seen[0], 200)
+        self.assertIn(503, seen, seen)  # not ready while still answering: the drain delay
+        self.assertGreater(took, 3, "the pod stopped before its drain_delay (5 s in the shipped file)")
+
+
+if __name__ == "__main__":
+    unittest.main()
