@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <memory>
 #include <stdexcept>
 
 namespace sluice::filters {
@@ -50,10 +51,18 @@ bool decode_base64(std::string_view in, std::string &out) {
 } // namespace
 
 std::string sha256(std::string_view text) {
+  // Every request of an identified client hashes its token: the digest is fetched once (EVP_sha256()
+  // would look it up in the provider store on each call) and each thread reuses one context.
+  static EVP_MD *const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  struct ctx_free {
+    void operator()(EVP_MD_CTX *c) const { EVP_MD_CTX_free(c); }
+  };
+  thread_local std::unique_ptr<EVP_MD_CTX, ctx_free> ctx(EVP_MD_CTX_new());
   std::string out(32, '\0');
   unsigned int len = 0;
-  if (EVP_Digest(text.data(), text.size(), reinterpret_cast<unsigned char *>(out.data()), &len,
-                 EVP_sha256(), nullptr) != 1 || len != 32) {
+  if (!md || !ctx || EVP_DigestInit_ex2(ctx.get(), md, nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), text.data(), text.size()) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), reinterpret_cast<unsigned char *>(out.data()), &len) != 1 || len != 32) {
     throw std::runtime_error("SHA-256 failed");
   }
   return out;

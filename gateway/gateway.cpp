@@ -249,7 +249,10 @@ tcp::endpoint gateway::listen(const std::string &address, bool identify) {
     throw std::runtime_error("cannot listen on " + address + ": " + ec.message() +
                              "; pick a free port or another address");
   }
-  first.listen(1024);
+  // The kernel's limit (net.core.somaxconn, 4096 on current kernels): a fleet's clients reconnect
+  // in bursts (a replica restarts, a load balancer shifts), and a full accept queue drops SYNs,
+  // which costs a client a 1 s retransmission, then 3 s.
+  first.listen(tcp::acceptor::max_listen_connections);
   auto bound = first.local_endpoint();
   adopt_listener(first.release());
   listeners_.back()->identify = identify;

@@ -5,6 +5,7 @@
 #include "gateway/capture.hpp"
 #include "gateway/session_impl.hpp"
 
+#include <openssl/crypto.h>
 #include <openssl/x509v3.h>
 
 #include <algorithm>
@@ -151,7 +152,14 @@ std::string_view session::identify_request(std::string_view proxy_authorization)
     policy_ = std::move(top);
     return "client_certificate_invalid";
   }
+  // A connection mostly carries one client's requests with the same header: identified once per
+  // policy, the next such request costs a comparison (the result depends on nothing else).
   bool by_certificate = peer_names_.has_value();
+  if (!who_.empty() && top == identified_by_ && proxy_authorization.size() == identified_header_.size() &&
+      CRYPTO_memcmp(proxy_authorization.data(), identified_header_.data(), identified_header_.size()) == 0) {
+    return {}; // refresh_policy() has already put the role's policy in place
+  }
+  identified_by_.reset();
   auto m = by_certificate ? filters::identify_certificate(top->cfg(), *peer_names_)
                           : filters::identify_header(top->cfg(), proxy_authorization);
   if (!m.client) {
@@ -160,6 +168,8 @@ std::string_view session::identify_request(std::string_view proxy_authorization)
     return m.reason;
   }
   take_client(*top, *m.client, by_certificate);
+  identified_by_ = top;
+  identified_header_.assign(by_certificate ? std::string_view() : proxy_authorization);
   return {};
 }
 

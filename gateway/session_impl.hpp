@@ -252,6 +252,10 @@ private:
   std::string who_hash_;    // the token hash (or certificate identity) it identified with: a reload
                             // that changes it ends its access
   bool who_by_certificate_ = false;
+  // The last identification on this connection: the policy it was made under (held, so that a new
+  // policy cannot take its address) and the header it came from (empty for a certificate).
+  filters::policy_ptr identified_by_;
+  std::string identified_header_;
   bool tls_listener_ = false; // serve's HTTPS proxy listener
   // The HTTPS proxy listener: the names of a client certificate that verified; or, for one that
   // did not, why (the first verification error).

@@ -40,7 +40,11 @@ void access_log::write(const access_record &r) {
   char ts[64];
   std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  boost::json::object o;
+  // One line per request: the object lives in a stack buffer and is sized for its fields up front,
+  // so building it allocates nothing and never rehashes (it was a third of a request's instructions).
+  unsigned char arena[4096];
+  boost::json::monotonic_resource mr(arena, sizeof arena);
+  boost::json::object o(21, &mr);
   o["time"] = ts;
   o["command_id"] = command_id_;
   o["skill"] = skill_;
