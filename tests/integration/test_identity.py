@@ -114,6 +114,39 @@ bytes_per_second = 262144
         self.assertEqual(status_of(p.stderr.decode()), 200)
         self.assertNotIn(b"proxy-authorization", p.stdout.lower())
 
+    def test_each_request_on_one_connection_is_judged_by_its_own_credentials(self):
+        # A load balancer in HTTP mode may carry several clients' requests on one connection: a
+        # repeated header is identified once, another client's header as that client, a wrong one
+        # refused, without the connection keeping an earlier identity.
+        import base64
+        import http.client
+
+        def auth(name, token):
+            return "Basic " + base64.b64encode(("%s:%s" % (name, token)).encode()).decode()
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=10)
+        try:
+            for i, (name, token, status) in enumerate((
+                    ("reader", TOKENS["reader"], 200), ("reader", TOKENS["reader"], 200),
+                    ("writer", TOKENS["writer"], 200), ("reader", "wrong-token", 407),
+                    ("reader", TOKENS["reader"], 200))):
+                conn.request("GET", f"http://origin.test:{self.http}/bytes/{20 + i}",
+                             headers={"Proxy-Authorization": auth(name, token)})
+                r = conn.getresponse()
+                r.read()
+                self.assertEqual(r.status, status, (i, name))
+                self.assertFalse(r.will_close, i)
+        finally:
+            conn.close()
+        self.assertTrue(self.gw.logged(lambda l: l["path"] == "/bytes/24"))
+        # A refused request's path is its target as sent (absolute form): it was never parsed.
+        who = {"/bytes/" + l["path"].rsplit("/bytes/", 1)[1]: (l["client"], l["decision"])
+               for l in self.gw.access_log() if "/bytes/2" in l["path"] and l["method"] == "GET"}
+        self.assertEqual(who["/bytes/20"], ("reader", "allow"))
+        self.assertEqual(who["/bytes/21"], ("reader", "allow"))
+        self.assertEqual(who["/bytes/22"], ("writer", "allow"))
+        self.assertEqual(who["/bytes/23"], ("", "deny"))
+        self.assertEqual(who["/bytes/24"], ("reader", "allow"))
+
     def test_python_client_with_credentials_in_the_proxy_url(self):
         proxy = "http://writer:%s@127.0.0.1:%d" % (TOKENS["writer"], self.gw.port)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy}))
