@@ -5,6 +5,7 @@
 #include "adapters/hook.hpp"
 #include "certs/ca_files.hpp"
 #include "exec/doctor.hpp"
+#include "exec/platform.hpp"
 #include "exec/runner.hpp"
 #include "exec/sandbox.hpp"
 #include "filters/policy_loader.hpp"
@@ -192,6 +193,12 @@ int main(int argc, char **argv) {
   bool doctor_json = false;
   auto *doctor_cmd = app.add_subcommand("doctor", "preflight checks for exec");
   doctor_cmd->add_flag("--json", doctor_json, "machine-readable output");
+  bool apparmor_profile = false, platform_cause = false;
+  doctor_cmd->add_flag("--platform-cause", platform_cause, "print the platform's cause of a sandbox failure, if any")
+      ->group(""); // exec's own use
+  doctor_cmd->add_flag("--apparmor-profile", apparmor_profile,
+                       "print the AppArmor profile that lets this binary use user namespaces where the "
+                       "kernel restricts them (Ubuntu 23.10 and later), then exit");
 
   bool is_hook = argc > 1 && std::strcmp(argv[1], "hook") == 0;
   try {
@@ -263,8 +270,19 @@ int main(int argc, char **argv) {
         std::fflush(nullptr);
         ::_exit(rc);
       } catch (const sluice::exec::setup_error &e) {
-        std::fprintf(stderr, "sluice: sandbox set-up failed at %s: %s; nothing was run "
-                             "(see `sluice doctor`)\n", e.step.c_str(), e.what());
+        // Where the platform explains it (AppArmor, a sysctl, a container's seccomp filter or
+        // /proc), the same line says so and how to fix it.
+        std::string what = e.what(), why;
+        if (e.step == "namespaces" || e.step == "mounts" || e.step == "loopback") {
+          // In a new process: this one is not dumpable by now, and its probe child could not be.
+          auto line = sluice::exec::diagnose_in_fresh_process(self_path());
+          if (!line.empty()) {
+            what = what.substr(0, what.find("; ")); // the error itself; the cause's fix replaces generic advice
+            why = "; cause: " + line;
+          }
+        }
+        std::fprintf(stderr, "sluice: sandbox set-up failed at %s: %s; nothing was run%s "
+                             "(see `sluice doctor`)\n", e.step.c_str(), what.c_str(), why.c_str());
         return 125;
       } catch (const sluice::exec::refusal &e) {
         std::fprintf(stderr, "sluice: refused: %s\n", e.what());
@@ -286,6 +304,15 @@ int main(int argc, char **argv) {
         return 0;
       }
       return sluice::adapters::report_status(sluice::adapters::adapter_status(adapter), adapter_json);
+    }
+    if (*doctor_cmd && platform_cause) {
+      auto d = sluice::exec::diagnose(sluice::exec::read_platform_facts());
+      if (!d.cause.empty()) std::printf("%s\n", d.line.c_str());
+      return 0;
+    }
+    if (*doctor_cmd && apparmor_profile) {
+      std::fputs(sluice::exec::apparmor_profile(self_path()).c_str(), stdout);
+      return 0;
     }
     if (*doctor_cmd) {
       // Claude Code in proxy mode depends on settings sluice cannot enforce from here: each missing

@@ -1,6 +1,7 @@
 #include "exec/doctor.hpp"
 #include "certs/certificate_authority.hpp"
 #include "exec/landlock.hpp"
+#include "exec/platform.hpp"
 #include "exec/profile_resolver.hpp"
 #include "exec/sandbox.hpp"
 
@@ -49,9 +50,15 @@ std::vector<doctor_check> run_doctor() {
   std::string fault;
   if (const char *f = std::getenv("SLUICE_FAULT")) fault = f;
 
-  std::string userns = fault == "namespaces" ? "fault injected" : try_unshare(CLONE_NEWUSER);
+  // The platform first: why namespaces would fail here, with the fix (AppArmor's restriction, the
+  // sysctls, a container's seccomp filter or masked /proc).
+  auto facts = read_platform_facts();
+  auto why = diagnose(facts);
+  add("platform", why.line, describe(facts));
+  const bool no_userns = fault == "namespaces" || fault == "userns_sysctl" || fault == "container_seccomp";
+  std::string userns = no_userns ? "fault injected" : try_unshare(CLONE_NEWUSER);
   add("user_namespaces", userns, "unprivileged user namespaces work");
-  std::string netns = fault == "namespaces" ? "fault injected"
+  std::string netns = no_userns ? "fault injected"
                                             : try_unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWPID |
                                                           CLONE_NEWNS | CLONE_NEWIPC);
   add("network_namespaces", netns, "network, PID, mount and IPC namespaces work");

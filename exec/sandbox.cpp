@@ -445,7 +445,9 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
   }
 
   // The filesystem view: built, not inherited.
-  if (o.fault == "mounts") fail("mounts", "fault injected (SLUICE_FAULT=mounts)");
+  if (o.fault == "mounts" || o.fault == "apparmor_userns" || o.fault == "proc_masked") {
+    fail("mounts", "fault injected (SLUICE_FAULT=" + o.fault + ")");
+  }
   std::function<view_marks()> masks;
   if (o.await_masks) {
     masks = [&]() -> view_marks {
@@ -634,7 +636,7 @@ sandbox::sandbox(const sandbox_options &o) {
   uid_t uid = ::geteuid();
   gid_t gid = ::getegid();
   long pid = -1;
-  if (o.fault != "namespaces") {
+  if (o.fault != "namespaces" && o.fault != "userns_sysctl" && o.fault != "container_seccomp") {
     pid = ::syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS |
                                    CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
                     nullptr, nullptr, nullptr, nullptr);

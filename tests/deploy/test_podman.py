@@ -5,7 +5,10 @@ ConfigMap and Secret that `kubectl kustomize deploy/kubernetes` renders, on a po
 198.18.0.0/15 that this test creates. Through the pod: readiness, a client with its token allowed,
 one without refused (407), a host outside the policy refused (403), the request in the container's
 log with its client; inside: non-root, no capabilities, a read-only root file system; at SIGTERM
-(`podman kube down`) /readyz fails before the drain."""
+/readyz fails before the drain. And `sluice exec` inside a container of that image, as its user and
+as root: with the engine's defaults (a masked /proc) doctor and exec name the cause and the fix
+(125, nothing run); with `--security-opt unmask=ALL` it runs: exit status, read-only system,
+writable workspace, hidden home, network-read GET passed and POST refused."""
 import base64
 import glob
 import hashlib
@@ -133,6 +136,18 @@ role = "agents"
                     if "secret" in v:
                         v["configMap"] = {"name": v.pop("secret")["secretName"], "optional": False}
             keep.append(o)
+        # For `sluice exec` inside a container: a request helper and an exec policy for the origin.
+        cls.request_script = os.path.join(d, "req.sh")
+        with open(cls.request_script, "w") as f:
+            f.write('p=${http_proxy#http://}; p=${p%/}; exec 3<>/dev/tcp/${p%:*}/${p##*:}\n'
+                    'printf \'%s %s HTTP/1.1\\r\\nHost: origin.test:' + str(cls.origin_port) +
+                    '\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n\' "$1" "$2" >&3\nhead -1 <&3\n')
+        cls.exec_policy = os.path.join(d, "exec-policy.toml")
+        with open(cls.exec_policy, "w") as f:
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["origin.test:%d"]\n'
+                    '[upstream]\nallow_addresses = ["%s/32"]\n[upstream.resolve]\n"origin.test" = "%s"\n'
+                    % (cls.origin_port, GATEWAY, GATEWAY))
+        os.chmod(d, 0o755)
         cls.manifests = os.path.join(d, "play.yaml")
         with open(cls.manifests, "w") as f:
             yaml.safe_dump_all(keep, f)
@@ -255,6 +270,49 @@ role = "agents"
         p = self.podman(["exec", self.container, "/usr/bin/touch", "/usr/bin/x"], check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("Read-only file system", p.stderr + p.stdout)
+
+    def sandbox_in_container(self, script, *options, user="10001"):
+        return self.podman(["run", "--rm", "--network=none", "--user", user, "--entrypoint", "/bin/sh"] +
+                           list(options) + [IMAGE, "-c", "mkdir -p /tmp/project /tmp/home && cd /tmp/project && " + script],
+                           check=False, timeout=120)
+
+    def test_exec_in_a_container_names_the_masked_proc_and_runs_once_unmasked(self):
+        # `sluice exec` inside a container (a dev container, a CI job): with the engine's defaults
+        # the kernel refuses the sandbox a /proc of its own; doctor and exec say so with the fix.
+        for user in ("10001", "0"):
+            with self.subTest(user=user):
+                p = self.sandbox_in_container("sluice doctor --json; sluice exec -- /bin/true; echo rc=$?", user=user)
+                report = json.loads(p.stdout.splitlines()[0])
+                self.assertFalse(report["runnerReady"], p.stdout)
+                platform = [c for c in report["checks"] if c["name"] == "platform"][0]
+                self.assertIn("/proc has masked paths", platform["detail"])
+                self.assertIn("rc=125", p.stdout)
+                self.assertIn("cause: the podman container's /proc has masked paths", p.stderr)
+                self.assertIn("--security-opt unmask=ALL", p.stderr)
+                # With the fix the doctor is ready and commands run, their exit status kept.
+                p = self.sandbox_in_container(
+                    "sluice doctor >/dev/null && echo ready; sluice exec -- /bin/sh -c 'echo inside; exit 7'; "
+                    "echo rc=$?; sluice exec -- /bin/sh -c 'touch /etc/x' 2>/dev/null; echo etc=$?; "
+                    "echo secret > $HOME/.netrc 2>/dev/null; sluice exec -- /bin/sh -c 'echo w > out.txt; "
+                    "test ! -e $HOME/.netrc'; echo ws=$? $(cat out.txt)",
+                    "--security-opt", "unmask=ALL", "-e", "HOME=/tmp/home", user=user)
+                out = p.stdout
+                self.assertIn("ready", out, p.stderr)
+                self.assertIn("inside\nrc=7", out, p.stderr)
+                self.assertIn("etc=1", out)          # the system is read-only inside
+                self.assertIn("ws=0 w", out, p.stderr)  # the workspace is writable; home is hidden
+                # network-read, on the test network where the origin is: a GET passes, a POST is
+                # refused (the image has no curl: bash's /dev/tcp speaks to the sandbox's proxy).
+                p = self.sandbox_in_container(
+                    "cp /tmp/req.sh . && sluice exec --policy /tmp/policy.toml -- /bin/bash -c "
+                    "'bash req.sh GET http://origin.test:%d/bytes/5; bash req.sh POST http://origin.test:%d/post'"
+                    % (self.origin_port, self.origin_port),
+                    "--security-opt", "unmask=ALL", "--network", NETWORK,
+                    "-v", "%s:/tmp/req.sh:ro" % self.request_script, "-v", "%s:/tmp/policy.toml:ro" % self.exec_policy,
+                    user=user)
+                self.assertIn("HTTP/1.1 200 OK", p.stdout, p.stderr)
+                self.assertIn("HTTP/1.1 403 Forbidden", p.stdout, p.stderr)
+                self.assertIn("method_not_allowed", p.stderr)
 
     def test_zz_sigterm_turns_readyz_false_before_the_drain(self):
         # Named to run last: it stops the pod, as a kubelet does at a rolling update: SIGTERM, then

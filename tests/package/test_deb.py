@@ -50,11 +50,16 @@ class DebianPackage(unittest.TestCase):
         for path in ("/usr/bin/sluice", "/etc/sluice/sluice.toml", "/etc/sluice/policy.toml.example",
                      "/lib/systemd/system/sluice.service", "/usr/share/sluice/hosts/pi/index.ts",
                      "/usr/share/sluice/hosts/opencode/sluice.js", "/usr/share/sluice/grafana/sluice.json",
-                     "/usr/share/sluice/prometheus/alerts.yml", "/usr/share/doc/sluice/adapters.md"):
+                     "/usr/share/sluice/prometheus/alerts.yml", "/usr/share/doc/sluice/adapters.md",
+                     "/etc/apparmor.d/sluice"):
             self.assertIn(path, listed)
             self.assertTrue(os.path.exists(path), path)
         conffiles = run(["dpkg-query", "-W", "-f=${Conffiles}", "sluice"]).stdout.decode()
         self.assertIn("/etc/sluice/sluice.toml", conffiles)
+        self.assertIn("/etc/apparmor.d/sluice", conffiles)
+        # The packaged AppArmor profile is the one the packaged binary prints for itself.
+        with open("/etc/apparmor.d/sluice") as f:
+            self.assertEqual(f.read(), run(["/usr/bin/sluice", "doctor", "--apparmor-profile"]).stdout.decode())
         with open("/lib/systemd/system/sluice.service") as f:
             self.assertIn("ExecStart=/usr/bin/sluice serve", f.read())
 
