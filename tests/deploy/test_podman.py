@@ -271,8 +271,8 @@ role = "agents"
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("Read-only file system", p.stderr + p.stdout)
 
-    def sandbox_in_container(self, script, *options, user="10001"):
-        return self.podman(["run", "--rm", "--network=none", "--user", user, "--entrypoint", "/bin/sh"] +
+    def sandbox_in_container(self, script, *options, user="10001", network="none"):
+        return self.podman(["run", "--rm", "--network", network, "--user", user, "--entrypoint", "/bin/sh"] +
                            list(options) + [IMAGE, "-c", "mkdir -p /tmp/project /tmp/home && cd /tmp/project && " + script],
                            check=False, timeout=120)
 
@@ -307,9 +307,9 @@ role = "agents"
                     "cp /tmp/req.sh . && sluice exec --policy /tmp/policy.toml -- /bin/bash -c "
                     "'bash req.sh GET http://origin.test:%d/bytes/5; bash req.sh POST http://origin.test:%d/post'"
                     % (self.origin_port, self.origin_port),
-                    "--security-opt", "unmask=ALL", "--network", NETWORK,
+                    "--security-opt", "unmask=ALL",
                     "-v", "%s:/tmp/req.sh:ro" % self.request_script, "-v", "%s:/tmp/policy.toml:ro" % self.exec_policy,
-                    user=user)
+                    user=user, network=NETWORK)
                 self.assertIn("HTTP/1.1 200 OK", p.stdout, p.stderr)
                 self.assertIn("HTTP/1.1 403 Forbidden", p.stdout, p.stderr)
                 self.assertIn("method_not_allowed", p.stderr)

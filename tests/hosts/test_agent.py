@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 from netns_host import NetnsHostCase
@@ -156,6 +157,12 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         self.assertIn("status=200 body=HOSTREPLY", seen["allowed"])
         self.assertIn("status=403", seen["other"])
         self.assertNotIn("HOSTREPLY", seen["host"])  # the host's loopback is not the sandbox's
+        # The server counts connections in its own thread. Once, in a CI run under load, the count
+        # was one short here although the page had arrived (cause not found; not reproduced alone):
+        # the count is given a moment to catch up. A missing or an extra connection still fails.
+        deadline = time.monotonic() + 3
+        while self.web.hits < hits + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         self.assertEqual(self.web.hits, hits + 1)
 
     def test_web_fetch_goes_through_the_policy(self):

@@ -508,7 +508,7 @@ class ExecAsRoot(ExecCase):
         d = json.loads(p.stdout)
         self.assertTrue(d["runnerReady"])
         self.assertEqual({c["name"] for c in d["checks"]},
-                         {"user_namespaces", "network_namespaces", "loopback", "capture", "fd_handoff", "mounts", "ca",
+                         {"platform", "user_namespaces", "network_namespaces", "loopback", "capture", "fd_handoff", "mounts", "ca",
                           "private_dir", "landlock", "seccomp", "setsid"})
         p = subprocess.run(self.prefix() + [SLUICE, "doctor", "--json"], capture_output=True,
                            env=self.env({"SLUICE_FAULT": "loopback"}))
