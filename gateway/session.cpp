@@ -15,21 +15,24 @@
 namespace sluice::gateway {
 namespace detail {
 
+// A CONNECT ends the request loop first, so its frames (about 4 KiB) are not held for the life of
+// the tunnel; then the tunnel is handled on the same client stream. Called only with connect_ set
+// (no coroutine frame for a connection without one).
+template <class Stream> net::awaitable<void> session::connect_after_requests(Stream &s) {
+  outcome o = std::move(*connect_);
+  connect_.reset();
+  ++state_.in_flight;
+  co_await handle_connect(s, buffer_, o);
+  --state_.in_flight;
+}
+
 net::awaitable<void> session::run() {
   if (tls_listener_) {
     co_await run_tls();
     co_return;
   }
   co_await serve_requests(client_, buffer_, nullptr);
-  if (connect_) {
-    // A CONNECT ends the plain request loop first, so its frames (about 4 KiB) are not held for
-    // the life of the tunnel.
-    outcome o = std::move(*connect_);
-    connect_.reset();
-    ++state_.in_flight;
-    co_await handle_connect(client_, buffer_, o);
-    --state_.in_flight;
-  }
+  if (connect_) co_await connect_after_requests(client_);
   error_code ignored; // the client may already be gone
   client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
@@ -59,13 +62,7 @@ net::awaitable<void> session::run_tls() {
   }
   read_peer_certificate(ssl, verify_error);
   co_await serve_requests(tls, buffer_, nullptr);
-  if (connect_) {
-    outcome o = std::move(*connect_);
-    connect_.reset();
-    ++state_.in_flight;
-    co_await handle_connect(tls, buffer_, o);
-    --state_.in_flight;
-  }
+  if (connect_) co_await connect_after_requests(tls);
   tls.expires_after(std::chrono::seconds(2));
   co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
 }

@@ -110,6 +110,8 @@ private:
   // The HTTPS proxy listener: the client's TLS to sluice, with its certificate if it shows one,
   // then the same request loop and CONNECT handling as the plain listener, inside that TLS.
   net::awaitable<void> run_tls();
+  // The CONNECT serve_requests() read last (connect_, which must be set), on the client stream `s`.
+  template <class Stream> net::awaitable<void> connect_after_requests(Stream &s);
   // After the handshake: the client certificate's names if it verified, else why it did not.
   void read_peer_certificate(SSL *ssl, int verify_error);
   // The client's requests-per-second budget of its role; false when this request exceeds it.

@@ -267,6 +267,29 @@ def raw_exchange(port, data, read_timeout=5):
         return out
 
 
+def read_response(recv):
+    """(status, body) of one HTTP/1.1 response read with `recv()` (bytes; b"" at the end): the head
+    up to its blank line, then as many body bytes as Content-Length says. Status 0 if nothing came."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = recv()
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = recv()
+        if not chunk:
+            break
+        body += chunk
+    return (int(head.split()[1]) if head else 0), body
+
+
 def sha256(data):
     return hashlib.sha256(data).hexdigest()
 

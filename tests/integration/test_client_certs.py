@@ -12,7 +12,7 @@ import subprocess
 import time
 
 from harness import (Gateway, LoopbackOrigins, header, loopback_upstream, make_ca, make_client, make_leaf,
-                     payload, sha256, start_dns, status_of)
+                     payload, read_response, sha256, start_dns, status_of)
 
 BUILDER = "spiffe://agents.test/ns/ci/sa/builder"
 TOKEN = "tok-keeper-0123456789abcdef"
@@ -189,37 +189,16 @@ client_ca = "{clients_ca[0]}"
                             server_hostname="localhost")
         return s
 
-    @staticmethod
-    def read_response(s):
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        head, _, rest = data.partition(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            k, _, v = line.partition(b":")
-            if k.strip().lower() == b"content-length":
-                length = int(v)
-        while len(rest) < length:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            rest += chunk
-        return int(head.split()[1]) if head else 0, rest
-
     def test_reload_without_the_client_revokes_it_in_keep_alive_and_tunnels(self):
         # Keep-alive absolute-form requests on one TLS connection, and a tunnel (TLS inside TLS,
         # driven by hand with a memory BIO) on another, both opened as builder.
         plain = self.outer("builder")
         req = (f"GET http://origin.test:{self.http}/bytes/5 HTTP/1.1\r\nHost: origin.test:{self.http}\r\n\r\n").encode()
         plain.sendall(req)
-        self.assertEqual(self.read_response(plain), (200, payload(5)))
+        self.assertEqual(read_response(lambda: plain.recv(65536)), (200, payload(5)))
         tunnel = self.outer("builder")
         tunnel.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
-        self.assertEqual(self.read_response(tunnel)[0], 200)
+        self.assertEqual(read_response(lambda: tunnel.recv(65536))[0], 200)
         inner_ctx = ssl.create_default_context(cafile=self.gw.ca)
         incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         inner = inner_ctx.wrap_bio(incoming, outgoing, server_hostname="origin.test")
@@ -241,14 +220,7 @@ client_ca = "{clients_ca[0]}"
 
         def inner_get(path):
             pump(lambda: inner.write(f"GET {path} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode()))
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += pump(lambda: inner.read(65536))
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
-            while len(body) < length:
-                body += pump(lambda: inner.read(65536))
-            return int(head.split()[1]), body
+            return read_response(lambda: pump(lambda: inner.read(65536)))
 
         pump(inner.do_handshake)
         self.assertEqual(inner_get("/bytes/7"), (200, payload(7)))
@@ -262,7 +234,7 @@ client_ca = "{clients_ca[0]}"
             time.sleep(0.2)
         try:
             plain.sendall(req)
-            status, body = self.read_response(plain)
+            status, body = read_response(lambda: plain.recv(65536))
             self.assertEqual(status, 407)
             self.assertIn(b"names no client", body)
             self.assertEqual(inner_get("/bytes/7")[0], 403)

@@ -13,8 +13,8 @@ import subprocess
 import time
 import urllib.request
 
-from harness import (SLUICE, Gateway, LoopbackOrigins, curl, header, loopback_upstream, payload, sha256,
-                     start_dns, status_of)
+from harness import (SLUICE, Gateway, LoopbackOrigins, curl, header, loopback_upstream, payload,
+                     read_response, sha256, start_dns, status_of)
 
 TOKENS = {"reader": "tok-reader-0123456789", "writer": "tok-writer-abcdefghij",
           "scout": "tok-scout-ZYXWVUTSRQ", "slow": "tok-slow-5555555555"}
@@ -358,23 +358,7 @@ class RotationTest(LoopbackOrigins):
 
         def get(path):
             tls.sendall(f"GET {path} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = tls.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            while len(body) < length:
-                chunk = tls.recv(65536)
-                if not chunk:
-                    break
-                body += chunk
-            return int(head.split(b" ")[1]) if head else 0
+            return read_response(lambda: tls.recv(65536))[0]
         return tls, get
 
     def status(self, token):
