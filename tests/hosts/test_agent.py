@@ -60,8 +60,8 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.model.close()
-        cls.web.sock.close()
-        cls.secure_web.sock.close()
+        cls.web.close()
+        cls.secure_web.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def setUp(self):
@@ -159,7 +159,7 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         # The refused fetches (another host, the host's loopback) must not reach the server: at most
         # the allowed one did. (Under CI load the count was twice seen one short although the allowed
         # page had arrived; the cause is not found, and fewer connections breach nothing.)
-        self.assertLessEqual(self.web.hits, hits + 1)
+        self.assertLessEqual(self.web.hits, hits + 1, self.web.requests)
 
     def test_web_fetch_goes_through_the_policy(self):
         """Claude's WebFetch, its domain check with claude.ai skipped as the user's settings say

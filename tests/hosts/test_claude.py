@@ -135,14 +135,19 @@ class FakeModel:
 
 
 class HostLoopback:
-    """A service on the host's loopback: a command inside sluice must not reach it."""
+    """A service on the host's loopback: a command inside sluice must not reach it. Each connection
+    is served on a thread of its own and answered only after its request head has arrived (so that
+    one slow or idle connection holds up no other, and no answer races an unread request into a
+    reset); `hits` counts connections, `requests` the request lines that arrived."""
 
     def __init__(self, tls=()):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
+        self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.hits = 0
+        self.requests = []
+        self.lock = threading.Lock()
         self.tls = None
         if tls:  # HTTPS with (cert, key)
             self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -155,16 +160,31 @@ class HostLoopback:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            self.hits += 1
-            try:
-                if self.tls:
-                    c.settimeout(10)
-                    c = self.tls.wrap_socket(c, server_side=True)
-                    c.recv(65536)  # the request
-                c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 9\r\n\r\nHOSTREPLY")
-            except OSError:
-                pass
+            with self.lock:
+                self.hits += 1
+            threading.Thread(target=self.answer, args=(c,), daemon=True).start()
+
+    def answer(self, c):
+        try:
+            c.settimeout(20)
+            if self.tls:
+                c = self.tls.wrap_socket(c, server_side=True)
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                head += chunk
+            with self.lock:
+                self.requests.append(head.split(b"\r\n", 1)[0].decode(errors="replace"))
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nHOSTREPLY")
+        except (OSError, ValueError):
+            pass
+        finally:
             c.close()
+
+    def close(self):
+        self.sock.close()
 
 
 POLICY = """
@@ -198,7 +218,7 @@ class ClaudeCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.model.close()
-        cls.loopback.sock.close()
+        cls.loopback.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def setUp(self):
