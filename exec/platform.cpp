@@ -145,6 +145,13 @@ void inject(platform_facts &f, const std::string &fault) {
     f.userns_errno = EPERM;
     f.seccomp_mode = 2;
     f.container = "docker";
+  } else if (fault == "container_apparmor") {
+    f = {};
+    f.userns_mount_errno = EACCES;
+    f.seccomp_mode = 2;
+    f.container = "docker";
+    f.apparmor_enabled = true;
+    f.apparmor_label = "docker-default (enforce)";
   } else if (fault == "proc_masked") {
     f = {};
     f.userns_proc_errno = EPERM;
@@ -183,7 +190,10 @@ platform_facts read_platform_facts(bool probe) {
 }
 
 platform_diagnosis diagnose(const platform_facts &f) {
-  const bool denied = f.userns_errno == EPERM || f.userns_errno == EACCES;
+  // A filter may answer with ENOSYS (podman's default errno) as well as EPERM: unshare exists on
+  // every kernel sluice runs on, so under a filter ENOSYS means the filter refused it.
+  const bool denied = f.userns_errno == EPERM || f.userns_errno == EACCES ||
+                      (f.userns_errno == ENOSYS && f.seccomp_mode == 2);
   if (f.userns_errno != 0) {
     if (f.max_user_namespaces && *f.max_user_namespaces == 0) {
       return {"max_user_namespaces",
@@ -201,13 +211,26 @@ platform_diagnosis diagnose(const platform_facts &f) {
       std::string who = f.container.empty() ? "a seccomp filter on this process"
                                             : "the " + f.container + " container's seccomp filter";
       return {"container_seccomp",
-              who + " refuses unshare(CLONE_NEWUSER) (Docker's and podman's default profiles do); fix: run "
-                    "the container with a seccomp profile that allows it (docs/deploy.md, \"sluice in a "
-                    "container\"), or run `sluice serve` outside the container and give it no other route"};
+              who + " refuses unshare(CLONE_NEWUSER) (Docker's default profile does); fix: run the "
+                    "container with sluice's profile (--security-opt seccomp=/usr/share/sluice/container/"
+                    "seccomp.json, from the .deb or deploy/container/ in the source), or run `sluice serve` "
+                    "outside the container and give it no other route (docs/deploy.md)"};
     }
     return {};
   }
-  if ((f.userns_mount_errno == EPERM || f.userns_mount_errno == EACCES) && f.apparmor_restrict_userns &&
+  const bool mount_denied = f.userns_mount_errno == EPERM || f.userns_mount_errno == EACCES ||
+                            (f.userns_mount_errno == ENOSYS && f.seccomp_mode == 2);
+  const bool confined = f.apparmor_enabled && !f.apparmor_label.empty() &&
+                        f.apparmor_label.rfind("unconfined", 0) != 0 &&
+                        f.apparmor_label.find("(unconfined)") == std::string::npos;
+  if (mount_denied && !f.container.empty() && confined) {
+    return {"container_apparmor",
+            "the " + f.container + " container's AppArmor profile (" + f.apparmor_label + ") refuses mounts, "
+            "so the sandbox cannot build its file system view (Docker's docker-default does); fix: run the "
+            "container with --security-opt apparmor=unconfined, or a profile of yours that allows mount and "
+            "userns, or run `sluice serve` outside it (docs/deploy.md)"};
+  }
+  if (mount_denied && f.apparmor_restrict_userns &&
       *f.apparmor_restrict_userns == 1) {
     std::string label = f.apparmor_label.empty() ? "unconfined" : f.apparmor_label;
     return {"apparmor_userns",
@@ -217,6 +240,14 @@ platform_diagnosis diagnose(const platform_facts &f) {
             "| sudo tee /etc/apparmor.d/sluice && sudo apparmor_parser -r /etc/apparmor.d/sluice; the .deb "
             "does this for /usr/bin/sluice), or sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, "
             "which lifts the restriction for every program"};
+  }
+  if (mount_denied && f.seccomp_mode == 2) {
+    std::string who = f.container.empty() ? "a seccomp filter on this process" : "the " + f.container + " container's seccomp filter";
+    return {"container_seccomp",
+            who + " refuses mount inside the sandbox's user namespace; fix: run the container with sluice's "
+                  "profile (--security-opt seccomp=/usr/share/sluice/container/seccomp.json, from the .deb or "
+                  "deploy/container/ in the source), or run `sluice serve` outside the container and give it "
+                  "no other route (docs/deploy.md)"};
   }
   if (f.userns_mount_errno == 0 && (f.userns_proc_errno == EPERM || f.userns_proc_errno == EACCES) &&
       f.proc_masked) {

@@ -23,14 +23,16 @@ struct platform_facts {
 };
 
 struct platform_diagnosis {
-  // apparmor_userns, userns_sysctl, max_user_namespaces, container_seccomp, container_proc, or
+  // apparmor_userns, userns_sysctl, max_user_namespaces, container_seccomp, container_apparmor,
+  // container_proc, or
   // empty: nothing here explains the failure.
   std::string cause;
   std::string line; // the cause and the fix, one line
 };
 
 // Reads the facts. `probe`: also try a user namespace and a mount in it (forks a child). The
-// SLUICE_FAULT values apparmor_userns, userns_sysctl, container_seccomp and proc_masked replace
+// SLUICE_FAULT values apparmor_userns, userns_sysctl, container_seccomp, container_apparmor and
+// proc_masked replace
 // what was read by what such a machine shows (the doctor's and exec's fault injection).
 platform_facts read_platform_facts(bool probe = true);
 

@@ -445,7 +445,8 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
   }
 
   // The filesystem view: built, not inherited.
-  if (o.fault == "mounts" || o.fault == "apparmor_userns" || o.fault == "proc_masked") {
+  if (o.fault == "mounts" || o.fault == "apparmor_userns" || o.fault == "proc_masked" ||
+      o.fault == "container_apparmor") {
     fail("mounts", "fault injected (SLUICE_FAULT=" + o.fault + ")");
   }
   std::function<view_marks()> masks;

@@ -7,8 +7,12 @@ one without refused (407), a host outside the policy refused (403), the request 
 log with its client; inside: non-root, no capabilities, a read-only root file system; at SIGTERM
 /readyz fails before the drain. And `sluice exec` inside a container of that image, as its user and
 as root: with the engine's defaults (a masked /proc) doctor and exec name the cause and the fix
-(125, nothing run); with `--security-opt unmask=ALL` it runs: exit status, read-only system,
-writable workspace, hidden home, network-read GET passed and POST refused."""
+(125, nothing run); with `--security-opt unmask=ALL` and sluice's seccomp profile it runs: exit
+status, read-only system, writable workspace, hidden home, network-read GET passed and POST refused.
+Under Docker's rules for the namespace calls (applied to podman's default: Docker is not run here)
+doctor and exec name the seccomp filter and sluice's profile; the profile generator's output for
+those rules lets the sandbox start and keeps the rest of the filter. The CI recipe's container job
+(deploy/ci/github-actions.yml) runs with podman behind `docker`."""
 import base64
 import glob
 import hashlib
@@ -31,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "../.."))
 BUILD = os.environ.get("SLUICE_BUILD_DIR") or os.path.join(ROOT, "build/default")
 SLUICE = os.environ.get("SLUICE_BIN") or os.path.join(BUILD, "sluice")
+GENERATOR = os.path.join(ROOT, "deploy/container/seccomp-profile.py")
 sys.path.insert(0, os.path.join(ROOT, "tests/integration"))
 from origin import payload  # noqa: E402  (the bytes the test origin serves)
 
@@ -44,6 +49,35 @@ default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
 [engine]
 runtime = "runc"
 """
+
+
+# Docker's default profile (moby's profiles/seccomp/default.json) allows these only to a container
+# holding CAP_SYS_ADMIN, clone only without namespace flags, and refuses clone3 with ENOSYS; podman's
+# default on this machine allows them all. The test applies Docker's rules for them to podman's
+# default, to run a container as Docker would, with the podman it has.
+DOCKER_SYS_ADMIN_ONLY = ["bpf", "clone", "clone3", "fanotify_init", "fsconfig", "fsmount", "fsopen", "fspick",
+                         "lookup_dcookie", "mount", "mount_setattr", "move_mount", "open_tree", "perf_event_open",
+                         "quotactl", "quotactl_fd", "setdomainname", "sethostname", "setns", "syslog", "umount",
+                         "umount2", "unshare"]
+CLONE_NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
+
+
+def docker_like(podman_default):
+    rules = []
+    for rule in podman_default["syscalls"]:
+        rule = dict(rule)
+        if rule["action"] == "SCMP_ACT_ALLOW" and not rule.get("includes") and not rule.get("args"):
+            rule["names"] = [n for n in rule["names"] if n not in DOCKER_SYS_ADMIN_ONLY + ["pivot_root"]]
+        if rule["names"]:
+            rules.append(rule)
+    rules += [
+        {"names": DOCKER_SYS_ADMIN_ONLY, "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}},
+        {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "excludes": {"caps": ["CAP_SYS_ADMIN"]},
+         "args": [{"index": 0, "value": CLONE_NAMESPACE_FLAGS, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38, "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
+    ]
+    # Docker answers a call its profile does not list with EPERM (podman's default: ENOSYS).
+    return dict(podman_default, syscalls=rules, defaultErrnoRet=1)
 
 
 def run(cmd, timeout=900, check=True, **kw):
@@ -147,6 +181,16 @@ role = "agents"
             f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["origin.test:%d"]\n'
                     '[upstream]\nallow_addresses = ["%s/32"]\n[upstream.resolve]\n"origin.test" = "%s"\n'
                     % (cls.origin_port, GATEWAY, GATEWAY))
+        # The seccomp profiles: Docker's rules, sluice's generator run on them, and the shipped one.
+        with open("/usr/share/containers/seccomp.json") as f:
+            cls.podman_default = json.load(f)
+        cls.docker_profile = os.path.join(d, "docker-like.json")
+        with open(cls.docker_profile, "w") as f:
+            json.dump(docker_like(cls.podman_default), f)
+        cls.generated_profile = os.path.join(d, "docker-like-sluice.json")
+        with open(cls.generated_profile, "w") as f:
+            f.write(run(["/usr/bin/python3", GENERATOR, cls.docker_profile]).stdout)
+        cls.shipped_profile = os.path.join(ROOT, "deploy/container/seccomp.json")
         os.chmod(d, 0o755)
         cls.manifests = os.path.join(d, "play.yaml")
         with open(cls.manifests, "w") as f:
@@ -289,13 +333,15 @@ role = "agents"
                 self.assertIn("rc=125", p.stdout)
                 self.assertIn("cause: the podman container's /proc has masked paths", p.stderr)
                 self.assertIn("--security-opt unmask=ALL", p.stderr)
-                # With the fix the doctor is ready and commands run, their exit status kept.
+                # With the fix the doctor is ready and commands run, their exit status kept (here
+                # and below with sluice's shipped seccomp profile in place of the engine's default).
                 p = self.sandbox_in_container(
                     "sluice doctor >/dev/null && echo ready; sluice exec -- /bin/sh -c 'echo inside; exit 7'; "
                     "echo rc=$?; sluice exec -- /bin/sh -c 'touch /etc/x' 2>/dev/null; echo etc=$?; "
                     "echo secret > $HOME/.netrc 2>/dev/null; sluice exec -- /bin/sh -c 'echo w > out.txt; "
                     "test ! -e $HOME/.netrc'; echo ws=$? $(cat out.txt)",
-                    "--security-opt", "unmask=ALL", "-e", "HOME=/tmp/home", user=user)
+                    "--security-opt", "unmask=ALL", "--security-opt", "seccomp=" + self.shipped_profile,
+                    "-e", "HOME=/tmp/home", user=user)
                 out = p.stdout
                 self.assertIn("ready", out, p.stderr)
                 self.assertIn("inside\nrc=7", out, p.stderr)
@@ -307,12 +353,116 @@ role = "agents"
                     "cp /tmp/req.sh . && sluice exec --policy /tmp/policy.toml -- /bin/bash -c "
                     "'bash req.sh GET http://origin.test:%d/bytes/5; bash req.sh POST http://origin.test:%d/post'"
                     % (self.origin_port, self.origin_port),
-                    "--security-opt", "unmask=ALL",
+                    "--security-opt", "unmask=ALL", "--security-opt", "seccomp=" + self.shipped_profile,
                     "-v", "%s:/tmp/req.sh:ro" % self.request_script, "-v", "%s:/tmp/policy.toml:ro" % self.exec_policy,
                     user=user, network=NETWORK)
                 self.assertIn("HTTP/1.1 200 OK", p.stdout, p.stderr)
                 self.assertIn("HTTP/1.1 403 Forbidden", p.stdout, p.stderr)
                 self.assertIn("method_not_allowed", p.stderr)
+
+    def test_exec_in_a_container_under_dockers_seccomp_rules(self):
+        # Docker's default refuses unshare(CLONE_NEWUSER) to a container without CAP_SYS_ADMIN, root
+        # in it included: doctor and exec name the filter and sluice's profile.
+        for user in ("10001", "0"):
+            with self.subTest(user=user):
+                p = self.sandbox_in_container("sluice doctor --json; sluice exec -- /bin/true; echo rc=$?",
+                                              "--security-opt", "unmask=ALL",
+                                              "--security-opt", "seccomp=" + self.docker_profile, user=user)
+                report = json.loads(p.stdout.splitlines()[0])
+                self.assertFalse(report["runnerReady"], p.stdout)
+                platform = [c for c in report["checks"] if c["name"] == "platform"][0]
+                self.assertIn("container's seccomp filter refuses unshare(CLONE_NEWUSER)", platform["detail"])
+                self.assertIn("rc=125", p.stdout)
+                self.assertIn("cause: the podman container's seccomp filter refuses unshare(CLONE_NEWUSER)", p.stderr)
+                self.assertIn("--security-opt seccomp=/usr/share/sluice/container/seccomp.json", p.stderr)
+                self.assertEqual(len([l for l in p.stderr.splitlines() if "cause:" in l]), 1, p.stderr)
+                # The generator run on Docker's rules: the sandbox starts, and the rest of the
+                # filter is still the engine's (a call Docker refuses without a capability is refused).
+                p = self.sandbox_in_container(
+                    "sluice doctor >/dev/null && echo ready; sluice exec -- /bin/sh -c 'exit 7'; echo rc=$?; "
+                    "perl -e 'my $r = syscall(308, 0, 0); print \"setns $r \", $! + 0, \"\\n\"'",  # setns(2)
+                    "--security-opt", "unmask=ALL", "--security-opt", "seccomp=" + self.generated_profile, user=user)
+                self.assertIn("ready", p.stdout, p.stderr)
+                self.assertIn("rc=7", p.stdout, p.stderr)
+                self.assertIn("setns -1 1", p.stdout, p.stderr)  # EPERM: Docker's rule, kept
+
+    def test_the_ci_recipes_container_job(self):
+        """deploy/ci/github-actions.yml's `container` job, its step as a runner runs it, with podman
+        behind the `docker` it calls (podman's names for Docker's options: unmask=ALL for
+        systempaths=unconfined; no AppArmor option where AppArmor is off; the container on the test
+        network, where the origin is): sluice's seccomp profile from the checkout, doctor, the agent's
+        command under sluice exec (GET passed, POST refused, the checkout written). With Docker's
+        rules in place of the profile, the job stops at doctor, which names the filter."""
+        sys.path.insert(0, os.path.join(ROOT, "tests/package"))
+        import ci_job
+        d = tempfile.mkdtemp(prefix="ci-", dir=self.tmp.name)
+        shim = os.path.join(d, "bin")
+        os.makedirs(shim)
+        with open(os.path.join(shim, "docker"), "w") as f:
+            f.write('#!/bin/bash\n[ "$1" = run ] || exec podman "$@"\nshift\nargs=()\n'
+                    'for a in "$@"; do case "$a" in\n'
+                    '  systempaths=unconfined) args+=(unmask=ALL) ;;\n'
+                    '  *) args+=("$a") ;;\nesac; done\n'
+                    'if [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" != Y ]; then\n'
+                    '  out=(); skip=0; for a in "${args[@]}"; do\n'
+                    '    if [ "$a" = --security-opt ]; then skip=1; continue; fi\n'
+                    '    if [ $skip = 1 ]; then skip=0; [ "$a" = apparmor=unconfined ] || out+=(--security-opt "$a"); continue; fi\n'
+                    '    out+=("$a"); done; args=("${out[@]}")\nfi\n'
+                    'exec podman run --network %s "${args[@]}"\n' % NETWORK)
+        os.chmod(os.path.join(shim, "docker"), 0o755)
+        checkout = os.path.join(d, "checkout")
+        os.makedirs(os.path.join(checkout, ".github"))
+        os.makedirs(os.path.join(checkout, "ci"))
+        shutil.copy(self.exec_policy, os.path.join(checkout, ".github", "sluice.toml"))
+        with open(os.path.join(checkout, "ci", "agent-task.sh"), "w") as f:
+            f.write("#!/bin/bash\nfor m in GET POST; do\n"
+                    "  p=${http_proxy#http://}; p=${p%%/}; exec 3<>/dev/tcp/${p%%:*}/${p##*:}\n"
+                    "  printf '%%s http://origin.test:%d/bytes/5 HTTP/1.1\\r\\nHost: origin.test:%d\\r\\n"
+                    "Content-Length: 0\\r\\nConnection: close\\r\\n\\r\\n' $m >&3\n"
+                    "  echo \"$m $(head -1 <&3)\"; exec 3<&-\ndone\necho written > agent-output.txt\n"
+                    % (self.origin_port, self.origin_port))
+        os.chmod(os.path.join(checkout, "ci", "agent-task.sh"), 0o755)
+        recipe = os.path.join(ROOT, "deploy", "ci", "github-actions.yml")
+        env = {"CONTAINERS_CONF": self.env["CONTAINERS_CONF"], "SLUICE_IMAGE": IMAGE, "HOME": d}
+        path = shim + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+        shutil.copy(self.shipped_profile, os.path.join(checkout, ".github", "sluice-seccomp.json"))
+        steps = ci_job.run_job(recipe, "container", checkout, env=env, path=path)
+        self.assertEqual([s[1] for s in steps], [0], steps)
+        self.assertIn("GET HTTP/1.1 200 OK", steps[0][2], steps)
+        self.assertIn("POST HTTP/1.1 403 Forbidden", steps[0][2])
+        with open(os.path.join(checkout, "agent-output.txt")) as f:
+            self.assertEqual(f.read(), "written\n")
+        os.unlink(os.path.join(checkout, "agent-output.txt"))
+        # Docker's own default in its place: the job stops at doctor, which names the filter.
+        shutil.copy(self.docker_profile, os.path.join(checkout, ".github", "sluice-seccomp.json"))
+        steps = ci_job.run_job(recipe, "container", checkout, env=env, path=path)
+        self.assertNotEqual(steps[0][1], 0, steps)
+        self.assertIn("container's seccomp filter refuses unshare(CLONE_NEWUSER)", steps[0][2] + steps[0][3])
+        self.assertFalse(os.path.exists(os.path.join(checkout, "agent-output.txt")))
+
+    def test_the_shipped_profile_is_the_generator_on_this_engines_default(self):
+        out = run(["/usr/bin/python3", GENERATOR, "/usr/share/containers/seccomp.json"]).stdout
+        with open(self.shipped_profile) as f:
+            self.assertEqual(json.loads(out), json.load(f),
+                             "deploy/container/seccomp.json is not the generator's output for this machine's "
+                             "podman default; regenerate it: deploy/container/seccomp-profile.py "
+                             "/usr/share/containers/seccomp.json > deploy/container/seccomp.json")
+        # Against Docker's rules it adds exactly what sluice needs, unconditionally, and nothing else.
+        with open(self.docker_profile) as f:
+            base = json.load(f)
+        with open(self.generated_profile) as f:
+            made = json.load(f)
+        added = made["syscalls"][-1]
+        self.assertEqual(added["action"], "SCMP_ACT_ALLOW")
+        self.assertNotIn("args", added)
+        self.assertNotIn("includes", added)
+        self.assertEqual(set(added["names"]) - {"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"},
+                         {"clone", "unshare", "mount", "umount2", "pivot_root", "open_tree", "move_mount",
+                          "mount_setattr"})
+        rest = [dict(r, names=[n for n in r["names"] if n not in added["names"]]) for r in base["syscalls"]]
+        self.assertEqual(made["syscalls"][:-1], [r for r in rest if r["names"]])
+        self.assertEqual({k: v for k, v in made.items() if k != "syscalls"},
+                         {k: v for k, v in base.items() if k != "syscalls"})
 
     def test_zz_sigterm_turns_readyz_false_before_the_drain(self):
         # Named to run last: it stops the pod, as a kubelet does at a rolling update: SIGTERM, then

@@ -1,6 +1,6 @@
 """Where the sandbox cannot start, one line names the cause and the fix: Ubuntu's AppArmor
 restriction of unprivileged user namespaces, the sysctls that switch them off, a container's seccomp
-filter, a container's masked /proc. `sluice doctor` (text and JSON) and `sluice exec`'s refusal
+filter or AppArmor profile, a container's masked /proc. `sluice doctor` (text and JSON) and `sluice exec`'s refusal
 (125, nothing run), as root and as an unprivileged user (65534). This machine has none of those
 restrictions, so each is shown by the doctor's fault injection (SLUICE_FAULT), which replaces what
 the probes read by what such a machine shows; the diagnosis and the reporting are the real ones.
@@ -18,7 +18,10 @@ from harness import SLUICE
 CAUSES = {
     "apparmor_userns": ("apparmor_restrict_unprivileged_userns = 1", "sluice doctor --apparmor-profile"),
     "userns_sysctl": ("kernel.unprivileged_userns_clone = 0", "sysctl -w kernel.unprivileged_userns_clone=1"),
-    "container_seccomp": ("seccomp filter refuses unshare(CLONE_NEWUSER)", "seccomp profile that allows it"),
+    "container_seccomp": ("seccomp filter refuses unshare(CLONE_NEWUSER)",
+                          "--security-opt seccomp=/usr/share/sluice/container/seccomp.json"),
+    "container_apparmor": ("AppArmor profile (docker-default (enforce)) refuses mounts",
+                           "--security-opt apparmor=unconfined"),
     "proc_masked": ("/proc has masked paths", "--security-opt unmask=ALL"),
 }
 

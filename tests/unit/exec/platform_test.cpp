@@ -49,7 +49,11 @@ TEST_CASE("the platform's cause of a namespace failure, with its fix", "[exec][p
     CHECK_THAT(diagnose(f).line, Catch::Contains("docker container's seccomp filter"));
     f.container.clear();
     CHECK_THAT(diagnose(f).line, Catch::Contains("a seccomp filter on this process"));
+    f.userns_errno = ENOSYS; // a filter whose default answer is ENOSYS (podman's default errno)
+    CHECK(diagnose(f).cause == "container_seccomp");
     f.seccomp_mode = 0;
+    CHECK(diagnose(f).cause.empty());
+    f.userns_errno = EPERM;
     CHECK(diagnose(f).cause.empty());
     platform_facts p;
     p.userns_proc_errno = EPERM;
@@ -59,6 +63,29 @@ TEST_CASE("the platform's cause of a namespace failure, with its fix", "[exec][p
     CHECK_THAT(diagnose(p).line, Catch::Contains("unmask=ALL") && Catch::Contains("systempaths=unconfined"));
     p.proc_masked = false;
     CHECK(diagnose(p).cause.empty());
+    // A filter that allows unshare but not mount (a namespace made, its mounts refused).
+    platform_facts m;
+    m.userns_mount_errno = EPERM;
+    m.seccomp_mode = 2;
+    m.container = "docker";
+    CHECK(diagnose(m).cause == "container_seccomp");
+    CHECK_THAT(diagnose(m).line, Catch::Contains("refuses mount") && Catch::Contains("seccomp.json"));
+  }
+  SECTION("a container's AppArmor profile that refuses mounts (Docker's docker-default)") {
+    platform_facts f;
+    f.userns_mount_errno = EACCES;
+    f.seccomp_mode = 2;
+    f.container = "docker";
+    f.apparmor_enabled = true;
+    f.apparmor_label = "docker-default (enforce)";
+    CHECK(diagnose(f).cause == "container_apparmor");
+    CHECK_THAT(diagnose(f).line, Catch::Contains("docker-default (enforce)") &&
+                                     Catch::Contains("--security-opt apparmor=unconfined"));
+    f.apparmor_label = "unconfined"; // not AppArmor, then: the seccomp filter is what is left
+    CHECK(diagnose(f).cause == "container_seccomp");
+    f.container.clear(); // outside a container a confined label is not this case
+    f.apparmor_label = "docker-default (enforce)";
+    CHECK(diagnose(f).cause != "container_apparmor");
   }
   SECTION("a machine where everything works has no cause, and says what it saw") {
     platform_facts f;
