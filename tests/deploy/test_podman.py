@@ -359,6 +359,18 @@ role = "agents"
                 self.assertIn("HTTP/1.1 200 OK", p.stdout, p.stderr)
                 self.assertIn("HTTP/1.1 403 Forbidden", p.stdout, p.stderr)
                 self.assertIn("method_not_allowed", p.stderr)
+                # offline, on the same network: the origin is not reachable at its address, the
+                # container itself is (the same request outside sluice).
+                p = self.sandbox_in_container(
+                    "sluice exec --sandbox-profile offline -- /bin/bash -c 'exec 3<>/dev/tcp/%s/%d' 2>/dev/null; "
+                    "echo offline=$?; /bin/bash -c 'exec 3<>/dev/tcp/%s/%d' && echo outside=0; "
+                    "test -e /dev/net/tun || echo no-tun-device"
+                    % (GATEWAY, self.origin_port, GATEWAY, self.origin_port),
+                    "--security-opt", "unmask=ALL", "--security-opt", "seccomp=" + self.shipped_profile,
+                    user=user, network=NETWORK)
+                self.assertIn("offline=1", p.stdout, p.stderr)
+                self.assertIn("outside=0", p.stdout, p.stderr)
+                self.assertIn("no-tun-device", p.stdout)  # sluice needs none: its capture is loopback
 
     def test_exec_in_a_container_under_dockers_seccomp_rules(self):
         # Docker's default refuses unshare(CLONE_NEWUSER) to a container without CAP_SYS_ADMIN, root
