@@ -1,10 +1,16 @@
+#include "metrics/access_log.hpp"
 #include "metrics/live_stats.hpp"
 #include "metrics/metrics.hpp"
 #include "metrics/textfile.hpp"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
+#include <cctype>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
 #include <stdexcept>
+#include <unistd.h>
 #include <string>
 
 using namespace sluice::metrics;
@@ -93,4 +99,82 @@ TEST_CASE("redact_target hides the query only") {
   CHECK(redact_target("/a?token=1", true) == "/a?REDACTED");
   CHECK(redact_target("/a?token=1", false) == "/a?token=1");
   CHECK(redact_target("/a", true) == "/a");
+}
+
+TEST_CASE("the access log writes one JSON object a line, every field escaped", "[metrics][access_log]") {
+  char path[] = "/tmp/sluice-access-log-XXXXXX";
+  int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  {
+    access_log log(path, "cmd-1", "sk\"ill", false);
+    access_record r;
+    r.profile = "network-read";
+    r.method = "GET";
+    r.scheme = "https";
+    r.host = "docs.example.com";
+    r.port = 443;
+    std::string target = std::string("/a\"b\\c\n\t\x01\x1f") + "\xc3\xa9/\xe2\x82\xac";
+    r.target = target;
+    r.rule = "allow[0]";
+    r.decision = "allow";
+    r.reason = "allowed";
+    r.status = 200;
+    r.bytes_in = 18446744073709551615ull;
+    r.bytes_out = 0;
+    r.duration_seconds = 0.0012345;
+    r.client = "agent-1";
+    log.write(r);
+    r.duration_seconds = 12.5;
+    r.target = "";
+    log.write(r);
+  }
+  std::ifstream in(path);
+  std::string first, second, rest;
+  std::getline(in, first);
+  std::getline(in, second);
+  CHECK_FALSE(std::getline(in, rest));
+  ::unlink(path);
+  auto o = boost::json::parse(first).as_object();
+  CHECK(o.size() == 20);
+  CHECK(o.begin()->key() == "time"); // the documented order, time first
+  CHECK(o.at("skill").as_string() == "sk\"ill");
+  CHECK(o.at("path").as_string() == std::string("/a\"b\\c\n\t\x01\x1f") + "\xc3\xa9/\xe2\x82\xac");
+  CHECK(o.at("port").as_int64() == 443);
+  CHECK(o.at("bytes_in").as_uint64() == 18446744073709551615ull);
+  CHECK(o.at("duration_seconds").as_double() == 0.0012345);
+  CHECK(o.at("agent").as_string() == "");
+  CHECK(o.at("client").as_string() == "agent-1");
+  CHECK(o.at("entry").as_string() == "proxy");
+  CHECK(first.find('\n') == std::string::npos);
+  CHECK(first.find("\\u0001") != std::string::npos);
+  auto p = boost::json::parse(second).as_object();
+  CHECK(p.at("duration_seconds").as_double() == 12.5);
+  CHECK(p.at("path").as_string() == "");
+}
+
+TEST_CASE("the access log's time is UTC with milliseconds", "[metrics][access_log]") {
+  char path[] = "/tmp/sluice-access-log-XXXXXX";
+  int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  auto before = std::time(nullptr);
+  {
+    access_log log(path, "cmd-1", "", false);
+    log.write({});
+  }
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  ::unlink(path);
+  std::string t(boost::json::parse(line).as_object().at("time").as_string());
+  REQUIRE(t.size() == 24);
+  std::tm tm{};
+  REQUIRE(::strptime(t.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == t.c_str() + 19);
+  auto at = ::timegm(&tm);
+  CHECK(at >= before);
+  CHECK(at <= std::time(nullptr));
+  CHECK(t[19] == '.');
+  CHECK(std::isdigit(static_cast<unsigned char>(t[20])));
+  CHECK(t[23] == 'Z');
 }
