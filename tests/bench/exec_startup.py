@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""Benchmark: wall time of `sluice exec ... -- true`, network-read and offline, against a bare
-`true` and a bare `unshare` (user + network namespaces, no gateway). Prints medians; asserts nothing.
+"""Benchmark: wall time and minor page faults of `sluice exec ... -- true`, network-read and
+offline, against a bare `true`, sluice's own load (`--version`), a bare `unshare` (user + network
+namespaces, no gateway) and bubblewrap's empty sandbox (`bwrap --unshare-all`), every row once a
+round in turn; the loader's relocation count for sluice. Prints medians; asserts nothing.
 
 usage: exec_startup.py [--runs N] [--sluice PATH] [--user UID] [--files N]
 
@@ -12,6 +14,7 @@ Run it from a project directory (the working directory is the sandbox's workspac
 also masks every /etc entry others may not read; --user 65534 measures an unprivileged caller."""
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -29,18 +32,44 @@ def default_binary():
     raise SystemExit("build sluice first: scripts/build.sh release")
 
 
-def measure(cmd, runs, env=None):
-    for _ in range(min(runs, 5)):  # warm the page cache
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    times = []
+def run_once(cmd, env):
+    """Wall milliseconds and minor page faults of one run, its whole process tree (the faults of
+    every descendant that was waited for count towards its parent, and so towards this process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+    t = time.perf_counter()
+    rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env).returncode
+    ms = (time.perf_counter() - t) * 1000
+    if rc != 0:
+        raise SystemExit("failed (%d): %s" % (rc, " ".join(cmd)))
+    return ms, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
+
+
+def measure_all(rows, runs):
+    """Every row once per round, in turn, so that the machine's swings hit all rows alike."""
+    for name, cmd, env in rows:  # warm the page cache
+        for _ in range(min(runs, 5)):
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    seen = {name: ([], []) for name, _, _ in rows}
     for _ in range(runs):
-        t = time.perf_counter()
-        rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env).returncode
-        times.append((time.perf_counter() - t) * 1000)
-        if rc != 0:
-            raise SystemExit("failed (%d): %s" % (rc, " ".join(cmd)))
-    times.sort()
-    return statistics.median(times), times[int(len(times) * 0.9) - 1]
+        for name, cmd, env in rows:
+            ms, faults = run_once(cmd, env)
+            seen[name][0].append(ms)
+            seen[name][1].append(faults)
+    out = {}
+    for name, (times, faults) in seen.items():
+        times.sort()
+        out[name] = (statistics.median(times), times[int(len(times) * 0.9) - 1], statistics.median(faults))
+    return out
+
+
+def relocations(binary):
+    """The dynamic loader's count of relocations for one start of `binary --version`."""
+    p = subprocess.run([binary, "--version"], capture_output=True, text=True, env=dict(os.environ, LD_DEBUG="statistics"))
+    total = 0
+    for line in p.stderr.splitlines():
+        if "number of relocations:" in line and "cache" not in line:
+            total += int(line.rsplit(":", 1)[1])
+    return total
 
 
 def main():
@@ -57,6 +86,7 @@ def main():
     cache_env = dict(os.environ, HOME=cache_home, XDG_CACHE_HOME=cache_home + "/.cache")
     rows = [
         ("true (no sandbox)", ["true"]),
+        ("sluice --version (its load)", [s, "--version"]),
         ("unshare -Urn true", [shutil.which("unshare") or "unshare", "-Urn", "true"]),
         ("sluice exec offline", [s, "exec", "--sandbox-profile", "offline", "--", "true"]),
         ("sluice exec network-read", [s, "exec", "--sandbox-profile", "network-read",
@@ -64,6 +94,9 @@ def main():
         ("offline --cache npm,pip,cargo", [s, "exec", "--sandbox-profile", "offline", "--cache", "npm",
                                            "--cache", "pip", "--cache", "cargo", "--", "true"], cache_env),
     ]
+    if shutil.which("bwrap"):  # bubblewrap's empty sandbox: all namespaces, / read-only, no gateway
+        rows.insert(3, ("bwrap --unshare-all true", ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
+                                                    "/proc", "--unshare-all", "true"]))
     scratch = None
     if a.files:
         scratch = make_workspace(a.files, a.user)
@@ -73,13 +106,14 @@ def main():
     if a.user is not None:
         pre = ["setpriv", "--reuid=%d" % a.user, "--regid=%d" % a.user, "--clear-groups"]
         rows = [(name, pre + cmd) for name, cmd in rows]
-    print("binary: %s, runs: %d, cores: %d, uid: %s" % (s, a.runs, os.cpu_count(),
-                                                        os.getuid() if a.user is None else a.user))
-    print("%-32s %10s %10s" % ("command", "median ms", "p90 ms"))
-    for row in rows:
-        name, cmd, env = row if len(row) == 3 else (*row, None)
-        med, p90 = measure(cmd, a.runs, env)
-        print("%-32s %10.2f %10.2f" % (name, med, p90))
+    print("binary: %s, runs: %d, cores: %d, uid: %s, relocations at load: %d" % (
+        s, a.runs, os.cpu_count(), os.getuid() if a.user is None else a.user, relocations(s)))
+    rows = [row if len(row) == 3 else (*row, None) for row in rows]
+    results = measure_all(rows, a.runs)
+    print("%-32s %10s %10s %14s" % ("command", "median ms", "p90 ms", "page faults"))
+    for name, _, _ in rows:
+        med, p90, faults = results[name]
+        print("%-32s %10.2f %10.2f %14.0f" % (name, med, p90, faults))
     shutil.rmtree(cache_home, ignore_errors=True)
     if scratch:
         shutil.rmtree(scratch, ignore_errors=True)
