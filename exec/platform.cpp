@@ -189,6 +189,19 @@ platform_facts read_platform_facts(bool probe) {
   return f;
 }
 
+namespace {
+
+// Whose seccomp filter refused, and the fix both container_seccomp lines give.
+std::string seccomp_filter(const platform_facts &f) {
+  return f.container.empty() ? "a seccomp filter on this process" : "the " + f.container + " container's seccomp filter";
+}
+constexpr const char *seccomp_fix =
+    "run the container with sluice's profile (--security-opt seccomp=/usr/share/sluice/container/seccomp.json, "
+    "from the .deb or deploy/container/ in the source), or run `sluice serve` outside the container and give it "
+    "no other route (docs/deploy.md)";
+
+} // namespace
+
 platform_diagnosis diagnose(const platform_facts &f) {
   // A filter may answer with ENOSYS (podman's default errno) as well as EPERM: unshare exists on
   // every kernel sluice runs on, so under a filter ENOSYS means the filter refused it.
@@ -208,13 +221,8 @@ platform_diagnosis diagnose(const platform_facts &f) {
               "lets every user create them, as bubblewrap and browsers need"};
     }
     if (f.seccomp_mode == 2 && denied) {
-      std::string who = f.container.empty() ? "a seccomp filter on this process"
-                                            : "the " + f.container + " container's seccomp filter";
-      return {"container_seccomp",
-              who + " refuses unshare(CLONE_NEWUSER) (Docker's default profile does); fix: run the "
-                    "container with sluice's profile (--security-opt seccomp=/usr/share/sluice/container/"
-                    "seccomp.json, from the .deb or deploy/container/ in the source), or run `sluice serve` "
-                    "outside the container and give it no other route (docs/deploy.md)"};
+      return {"container_seccomp", seccomp_filter(f) + " refuses unshare(CLONE_NEWUSER) (Docker's default "
+                                   "profile does); fix: " + seccomp_fix};
     }
     return {};
   }
@@ -242,12 +250,8 @@ platform_diagnosis diagnose(const platform_facts &f) {
             "which lifts the restriction for every program"};
   }
   if (mount_denied && f.seccomp_mode == 2) {
-    std::string who = f.container.empty() ? "a seccomp filter on this process" : "the " + f.container + " container's seccomp filter";
     return {"container_seccomp",
-            who + " refuses mount inside the sandbox's user namespace; fix: run the container with sluice's "
-                  "profile (--security-opt seccomp=/usr/share/sluice/container/seccomp.json, from the .deb or "
-                  "deploy/container/ in the source), or run `sluice serve` outside the container and give it "
-                  "no other route (docs/deploy.md)"};
+            seccomp_filter(f) + " refuses mount inside the sandbox's user namespace; fix: " + seccomp_fix};
   }
   if (f.userns_mount_errno == 0 && (f.userns_proc_errno == EPERM || f.userns_proc_errno == EACCES) &&
       f.proc_masked) {
