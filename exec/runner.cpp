@@ -465,6 +465,7 @@ int set_up(const exec_plan &plan, sandbox &sb, workspace_guard &guard, gateway_b
     sb.share_system_etc(); // once the CA is under way: it is on the way to the start too
     scan = guard.scan();
     sb.send_marks({scan.masks, scan.protect});
+    sb.send_seccomp(); // while init builds the view
     if (!plan.network) sb.send_files({}); // nothing to wait for: init seals its view once it is built
     sb.ready(); // init's own failure (loopback, listener, mounts) is the one to report
   } catch (...) {
@@ -508,7 +509,18 @@ int run_to_end(const exec_options &opt, sandbox &sb, int sfd, std::string_view &
     return status;
   }
   int status = 125;
+  bool report = true; // init's exit report is still to come on the control socket
   for (;;) {
+    pollfd p[2] = {{sfd, POLLIN, 0}, {report ? sb.control_fd() : -1, POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) continue;
+    if (p[1].revents != 0) {
+      if (sb.exit_report(status)) {
+        result = status == 0 ? "exit_zero" : "exit_nonzero"; // 128+N: died of signal N
+        return status;
+      }
+      report = false; // init died without it: its exit says how
+    }
+    if (!(p[0].revents & POLLIN)) continue;
     signalfd_siginfo si{};
     if (::read(sfd, &si, sizeof si) != sizeof si) continue;
     if (si.ssi_signo == SIGCHLD) {

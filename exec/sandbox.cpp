@@ -500,7 +500,11 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
   rules.fds.insert(rules.fds.end(), o.pass_fds.begin(), o.pass_fds.end());
   std::string lerr, serr;
   landlock_ruleset ruleset = prepare_landlock(rules, lerr);
-  auto program = build_seccomp(serr);
+  // The seccomp program, compiled by sluice while init built the view.
+  if (!recv_msg(control, msg, -1) || msg.empty() || msg[0] != 'P') _exit(125);
+  std::vector<sock_filter> program((msg.size() - 1) / sizeof(sock_filter));
+  if (program.empty() || (msg.size() - 1) % sizeof(sock_filter) != 0) fail("seccomp", "bad seccomp program");
+  std::memcpy(program.data(), msg.data() + 1, msg.size() - 1);
 
   // sluice's files, then the seal: read-only root, Landlock, seccomp.
   if (!recv_msg(control, msg, -1) || msg.empty() || msg[0] != 'F') _exit(125);
@@ -623,6 +627,18 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
       }
     }
   }
+  // What the command left running goes with it, and init reaps until nothing is left: every
+  // process in the namespace descends from init, so ECHILD means none remains (a nested PID
+  // namespace's init is reaped only once its own namespace is empty). The kill is repeated after
+  // each reap, for a process forked while the last one went out. sluice hears the status before
+  // init's own exit, whose teardown of the mounts and namespaces then runs beside sluice's last
+  // steps.
+  for (;;) {
+    ::kill(-1, SIGKILL);
+    int st = 0;
+    if (::waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
+  }
+  send_msg(control, 'X', std::to_string(status));
   _exit(status);
 }
 
@@ -744,7 +760,20 @@ sandbox::capture_sockets sandbox::take_capture() {
   return out;
 }
 
+void sandbox::send_seccomp() {
+  if (!seccomp_pending_) return;
+  seccomp_pending_ = false;
+  std::string err;
+  auto program = build_seccomp(err);
+  if (program.empty()) throw setup_error("seccomp", err.empty() ? "empty seccomp program" : err);
+  std::string payload(reinterpret_cast<const char *>(program.data()), program.size() * sizeof(sock_filter));
+  if (payload.size() + 1 > max_message || !send_msg(control_, 'P', payload)) {
+    throw setup_error("seccomp", "cannot hand the seccomp program to the sandbox init");
+  }
+}
+
 void sandbox::send_files(const std::vector<std::pair<std::string, std::string>> &files) {
+  send_seccomp(); // init reads it first
   std::string payload = encode_files(files);
   if (payload.size() + 1 > max_message || !send_msg(control_, 'F', payload)) {
     throw setup_error("private_dir", "cannot hand sluice's files to the sandbox init");
@@ -773,8 +802,21 @@ int sandbox::provision(const std::vector<std::pair<std::string, std::string>> &f
   return sealed();
 }
 
+bool sandbox::exit_report(int &status) {
+  std::string msg;
+  if (!recv_msg(control_, msg, 0) || msg.size() < 2 || msg[0] != 'X') return false;
+  status = std::atoi(msg.c_str() + 1);
+  exited_ = true;
+  return true;
+}
+
 sandbox::~sandbox() {
-  if (init_ > 0 && !reaped_) {
+  if (init_ > 0 && !reaped_ && exited_) {
+    // Nothing of the sandbox runs any more; its teardown may still: reaped here if it is over,
+    // else by whoever inherits it once sluice has exited.
+    int st;
+    ::waitpid(init_, &st, WNOHANG);
+  } else if (init_ > 0 && !reaped_) {
     ::kill(init_, SIGKILL);
     int st;
     ::waitpid(init_, &st, 0);

@@ -63,6 +63,10 @@ public:
   // The workspace paths to hide and to show read-only (workspace_guard::scan), which init waits
   // for before it leaves the host's root. Sent first, before send_files.
   void send_marks(const view_marks &marks);
+  // Compiles the seccomp program (build_seccomp) and hands it to init, which applies it when it
+  // seals the view. Once; send_files() calls it if the caller has not, so that it can be done
+  // while init builds the view. Throws setup_error.
+  void send_seccomp();
   int sealed();
 
   ~sandbox();
@@ -91,6 +95,13 @@ public:
   // Waits for the command; returns its wait status as exec reports it (code, or 128+N).
   int wait();
 
+  // init's last word: once the command has ended, init kills what is left in the sandbox, reaps
+  // until nothing remains and sends the status (code, or 128+N) before its own exit, whose
+  // teardown of the namespaces then runs beside sluice's last steps. Call when control_fd() is
+  // readable; false when the message is not that report (init died: wait for its exit instead).
+  int control_fd() const { return control_; }
+  bool exit_report(int &status);
+
   pid_t init_pid() const { return init_; }
   // The caller reaped init itself (waitpid on init_pid()).
   void release_reaped() { reaped_ = true; }
@@ -104,6 +115,8 @@ private:
   bool reaped_ = false;
   bool network_ = true;
   bool etc_pending_ = false; // share_system_etc() still to do
+  bool seccomp_pending_ = true;
+  bool exited_ = false; // exit_report() came: init is on its way out, reaped if already gone
   std::string fault_;
 };
 
