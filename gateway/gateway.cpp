@@ -225,14 +225,7 @@ void gateway::spawn_accept(std::size_t index, tcp::acceptor &acceptor, const lis
                         set.captured ? run_captured_session(std::move(socket), w, *state_)
                         : set.tls    ? run_tls_session(std::move(socket), w, *state_)
                                      : run_session(std::move(socket), w, *state_, set.agent, set.identify),
-                        [](std::exception_ptr e) {
-                          if (!e) return;
-                          try {
-                            std::rethrow_exception(e);
-                          } catch (const std::exception &ex) {
-                            std::fprintf(stderr, "sluice: session error: %s\n", ex.what());
-                          }
-                        });
+                        log_session_error);
         }
       },
       net::detached);

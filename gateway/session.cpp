@@ -23,7 +23,47 @@ template <class Stream> net::awaitable<void> session::connect_after_requests(Str
   connect_.reset();
   ++state_.in_flight;
   co_await handle_connect(s, buffer_, o);
+  if (park_) co_return; // still in flight, parked
+  tunnel_tls_.reset(); // before its carrier, if it has one
   --state_.in_flight;
+}
+
+void session::park(std::unique_ptr<session> self) {
+  self->client_.reset(); // its socket is the tunnel's now
+  tls_stream &tls = *self->tunnel_tls_;
+  tls.expires_at(self->resume_deadline_);
+  tls.async_wait_readable([self = std::move(self)](error_code ec, std::size_t) mutable {
+    auto ex = self->tunnel_tls_->get_executor();
+    net::co_spawn(ex, resume(std::move(self), ec), log_session_error);
+  });
+}
+
+net::awaitable<void> session::resume(std::unique_ptr<session> self, error_code ec) {
+  self->park_ = false;
+  tls_stream &tls = *self->tunnel_tls_;
+  if (!ec) { // the next request is arriving
+    co_await self->serve_requests(tls, self->tunnel_buf_, &self->tunnel_target_);
+    if (self->park_) {
+      park(std::move(self));
+      co_return;
+    }
+  } // else closed, reset or idled out: as serve_requests would have ended
+  tls.expires_after(std::chrono::seconds(2));
+  co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
+  gateway_state &state = self->state_;
+  self.reset();
+  --state.in_flight;
+  connection_closed(state);
+}
+
+void connection_opened(gateway_state &state) {
+  ++state.connections;
+  state.metrics.connections_active.Increment();
+}
+
+void connection_closed(gateway_state &state) {
+  state.metrics.connections_active.Decrement();
+  --state.connections;
 }
 
 net::awaitable<void> session::run() {
@@ -31,14 +71,15 @@ net::awaitable<void> session::run() {
     co_await run_tls();
     co_return;
   }
-  co_await serve_requests(client_, buffer_, nullptr);
-  if (connect_) co_await connect_after_requests(client_);
+  co_await serve_requests(*client_, buffer_, nullptr);
+  if (connect_) co_await connect_after_requests(*client_);
+  if (park_) co_return;
   error_code ignored; // the client may already be gone
-  client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  client_->socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
 
 net::awaitable<void> session::run_tls() {
-  tls_stream tls(client_.release_socket(), state_.proxy_tls->native_handle());
+  tls_stream tls(client_->release_socket(), state_.proxy_tls->native_handle());
   SSL *ssl = tls.native_handle();
   int verify_error = X509_V_OK; // the first error verify_client_certificate saw
   SSL_set_app_data(ssl, &verify_error);
@@ -200,7 +241,7 @@ net::awaitable<void> session::throttle(std::size_t n) {
 net::awaitable<void> session::run_captured() {
   captured_ = true;
   error_code ec;
-  auto local = client_.socket().local_endpoint(ec);
+  auto local = client_->socket().local_endpoint(ec);
   if (ec) co_return;
   auto addr = local.address();
   if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
@@ -219,8 +260,8 @@ net::awaitable<void> session::run_captured() {
   o.port = port;
   o.scheme = "https";
   // HTTP and TLS clients speak first; waiting for them is bounded like a request head.
-  client_.expires_after(cfg().timeouts.header_read);
-  auto [rec, rn] = co_await client_.async_read_some(buffer_.prepare(16 * 1024), use_tuple);
+  client_->expires_after(cfg().timeouts.header_read);
+  auto [rec, rn] = co_await client_->async_read_some(buffer_.prepare(16 * 1024), use_tuple);
   if (rec && rec != beast::error::timeout) co_return; // closed without a word
   buffer_.commit(rn);
   unsigned char first = rn ? static_cast<const unsigned char *>(buffer_.data().data())[0] : 0;
@@ -236,7 +277,7 @@ net::awaitable<void> session::run_captured() {
       http = end != have.begin() && end != have.end() && *end == ' ' && end - have.begin() <= 31;
       break;
     }
-    auto [mec, mn] = co_await client_.async_read_some(buffer_.prepare(16 * 1024), use_tuple);
+    auto [mec, mn] = co_await client_->async_read_some(buffer_.prepare(16 * 1024), use_tuple);
     if (mec && mec != beast::error::timeout) co_return;
     rec = mec;
     buffer_.commit(mn);
@@ -246,11 +287,13 @@ net::awaitable<void> session::run_captured() {
     o.target = authority;
     silent_ = true;
     ++state_.in_flight;
-    co_await handle_connect(client_, buffer_, o);
+    co_await handle_connect(*client_, buffer_, o);
+    if (park_) co_return; // still in flight, parked
+    tunnel_tls_.reset();
     --state_.in_flight;
   } else if (http) {
     tunnel_target t{host, port, "http"};
-    co_await serve_requests(client_, buffer_, &t);
+    co_await serve_requests(*client_, buffer_, &t);
   } else {
     // Not HTTP, not TLS (SSH, SMTP, a database, or a client waiting for a server greeting):
     // sluice cannot judge it.
@@ -261,7 +304,7 @@ net::awaitable<void> session::run_captured() {
     finish(o);
   }
   error_code ignored;
-  client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  client_->socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
 
 } // namespace detail
@@ -269,22 +312,33 @@ net::awaitable<void> session::run_captured() {
 namespace {
 net::awaitable<void> run_counted(tcp::socket socket, worker &w, gateway_state &state, bool captured,
                                  std::string_view agent, bool identify, bool tls = false) {
-  ++state.connections;
-  state.metrics.connections_active.Increment();
+  detail::connection_opened(state);
   {
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    detail::session s(std::move(socket), w, state, agent, identify, tls);
+    auto s = std::make_unique<detail::session>(std::move(socket), w, state, agent, identify, tls);
     if (captured) {
-      co_await s.run_captured();
+      co_await s->run_captured();
     } else {
-      co_await s.run();
+      co_await s->run();
+    }
+    if (s->parked()) { // an idle tunnel: it goes on without this frame, and is counted until it ends
+      detail::session::park(std::move(s));
+      co_return;
     }
   }
-  state.metrics.connections_active.Decrement();
-  --state.connections;
+  detail::connection_closed(state);
 }
 } // namespace
+
+void log_session_error(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception &ex) {
+    std::fprintf(stderr, "sluice: session error: %s\n", ex.what());
+  }
+}
 
 net::awaitable<void> run_session(tcp::socket socket, worker &w, gateway_state &state,
                                  std::string_view agent, bool identify) {

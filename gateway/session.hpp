@@ -22,6 +22,10 @@ net::awaitable<void> run_tls_session(tcp::socket socket, worker &w, gateway_stat
 // authority, plain HTTP as origin-form requests for it; anything else is refused and logged.
 net::awaitable<void> run_captured_session(tcp::socket socket, worker &w, gateway_state &state);
 
+// co_spawn's completion for a session: an exception that escaped it is said on stderr (the
+// gateway goes on serving the others).
+void log_session_error(std::exception_ptr e);
+
 } // namespace sluice::gateway
 
 #include <openssl/ssl.h>

@@ -25,6 +25,11 @@ namespace sluice::gateway::detail {
 using clock = std::chrono::steady_clock;
 inline constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
 inline constexpr std::size_t chunk_size = 64 * 1024;
+// How long a terminated tunnel waits for its next request with its coroutine frames (about 5 KiB)
+// before it parks without them: long enough that a keep-alive client's next request, which
+// usually follows within a millisecond, never pays for parking; short enough that a burst of
+// tunnels that then idle does not hold every frame at once.
+inline constexpr auto park_after = std::chrono::milliseconds(100);
 
 // The authority a terminated tunnel was opened for; every request inside must name it.
 struct tunnel_target {
@@ -84,13 +89,23 @@ class session {
 public:
   session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent, bool identify,
           bool tls_listener = false)
-      : client_(std::move(socket)), worker_(w), state_(state), agent_(agent), identify_(identify),
+      : client_(std::in_place, std::move(socket)), worker_(w), state_(state), agent_(agent), identify_(identify),
         tls_listener_(tls_listener), policy_(state.policy.load()),
         buffer_(cfg().limits.max_header_bytes + chunk_size) {}
 
   net::awaitable<void> run();
 
+  // A terminated tunnel idle between requests (serve_requests waited park_after for the next one)
+  // has left every coroutine frame: run() or run_captured() returned with parked() true, and the
+  // session, its tunnel's TLS stream and the request count are all that is kept. park() waits for
+  // the next request (or the idle deadline) with a callback and resumes the tunnel's request loop
+  // in a new coroutine; the connection stays counted (connections, in flight) while parked.
+  bool parked() const { return park_; }
+  static void park(std::unique_ptr<session> self);
+
 private:
+  static net::awaitable<void> resume(std::unique_ptr<session> self, error_code ec);
+
   // The config of the policy this session holds now; it follows policy_ across reloads (a reference
   // kept from the first policy would dangle once a reload drops the last owner).
   const filters::config &cfg() const { return policy_->cfg(); }
@@ -245,7 +260,9 @@ public:
   };
 
 private:
-  beast::tcp_stream client_;
+  // The client's connection; gone once a parked tunnel has taken the socket (park()), with the
+  // stream's timers (about 0.5 KiB).
+  std::optional<beast::tcp_stream> client_;
   worker &worker_;
   gateway_state &state_;
   std::string_view agent_; // serve's agent listener this connection came to, else empty
@@ -265,10 +282,25 @@ private:
   std::string peer_certificate_error_;
   filters::policy_ptr policy_;
   beast::flat_buffer buffer_;
-  std::optional<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
+  std::unique_ptr<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
   bool socks_pending_ = false;     // connect_ came by SOCKS5: its answer is a SOCKS reply
   bool captured_ = false;          // a captured connection (run_captured)
   bool silent_ = false;            // captured TLS before the handshake: denials close, write nothing
+  // Parking (park()): the terminated tunnel's TLS stream on its own socket, which serve_requests
+  // may park (parkable_: a carried stream is not, its carrier lives in a frame), its authority
+  // and read buffer (empty while parked); where the request loop resumes: its count and the
+  // deadline of the request it waits for.
+  std::unique_ptr<tls_stream> tunnel_tls_;
+  tunnel_target tunnel_target_;
+  beast::flat_buffer tunnel_buf_;
+  tls_stream *parkable_ = nullptr;
+  bool park_ = false;
+  std::size_t resume_served_ = 0;
+  clock::time_point resume_deadline_ = clock::time_point::max();
 };
+
+// A connection's accounting: the connection count and the active-connections gauge.
+void connection_opened(gateway_state &state);
+void connection_closed(gateway_state &state);
 
 } // namespace sluice::gateway::detail

@@ -15,8 +15,15 @@ namespace sluice::gateway::detail {
 template <class Stream>
 net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
                                     const tunnel_target *tunnel) {
-  for (std::size_t served = 0; served < cfg().limits.max_requests_per_connection; ++served) {
+  for (std::size_t served = std::exchange(resume_served_, 0); served < cfg().limits.max_requests_per_connection;
+       ++served) {
     if (state_.draining.load()) co_return;
+    if (resume_deadline_ != clock::time_point::max()) {
+      // Resumed from parking: the head it waited for has begun to arrive; its deadline stands.
+      lowest(s).expires_at(std::exchange(resume_deadline_, clock::time_point::max()));
+    } else {
+      lowest(s).expires_after(served == 0 ? cfg().timeouts.header_read : cfg().timeouts.idle);
+    }
     http::request_parser<http::buffer_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
     if (cfg().limits.max_body_bytes) {
@@ -24,9 +31,15 @@ net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
     } else {
       parser.body_limit(boost::none);
     }
-    lowest(s).expires_after(served == 0 ? cfg().timeouts.header_read : cfg().timeouts.idle);
     std::string_view raw_reason;
     error_code ec = co_await read_head(s, buf, parser, raw_reason);
+    if constexpr (std::is_same_v<Stream, tls_stream>) {
+      if (park_) { // no request came for park_after (read_head): park, to resume here
+        resume_served_ = served;
+        resume_deadline_ = s.expiry();
+        co_return;
+      }
+    }
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
         ec == net::error::operation_aborted || ec == net::error::connection_reset ||
         ec == net::ssl::error::stream_truncated || ec == net::error::eof) {
@@ -133,7 +146,15 @@ net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf
     }
     if constexpr (std::is_same_v<Stream, tls_stream>) {
       if (buf.size() == 0) { // idle: wait for the next request before taking a read buffer
+        auto deadline = s.expiry();
+        bool may_park = &s == parkable_; // for park_after, then it parks without its frames
+        if (may_park) s.expires_at(std::min(deadline, clock::now() + park_after));
         auto [wec, wn] = co_await s.async_wait_readable(use_tuple);
+        s.expires_at(deadline);
+        if (may_park && wec == beast::error::timeout && clock::now() < deadline) {
+          park_ = true;
+          co_return wec;
+        }
         if (wec) co_return wec == net::error::eof ? error_code(http::error::end_of_stream) : wec;
       }
     }
@@ -180,7 +201,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
 
   if (!tunnel && req.method() == http::verb::connect) { // on the plain or the HTTPS proxy listener
     o.target = std::string(req.target());
-    connect_ = std::move(o); // handled by run() once this loop has ended
+    connect_ = std::make_unique<outcome>(std::move(o)); // handled by run() once this loop has ended
     co_return false;
   }
 

@@ -196,7 +196,7 @@ net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buff
     co_return false;
   }
   socks_pending_ = true;
-  connect_ = std::move(o);
+  connect_ = std::make_unique<outcome>(std::move(o));
   co_return true;
 }
 
@@ -269,13 +269,14 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
 
   auto leaf = state_.leaves.get(o.host, parsed.host->ip.has_value());
   (leaf.cached ? state_.metrics.cert_cache_hits : state_.metrics.certs_minted).Increment();
-  std::optional<tls_stream> carried; // the tunnel's TLS: on the socket, or inside the client's TLS
+  // The tunnel's TLS, on the socket or inside the client's TLS; kept by the session, where parking
+  // finds it.
   if constexpr (std::is_same_v<Stream, tls_stream>) {
-    carried.emplace(s, state_.server_tls.native_handle());
+    tunnel_tls_ = std::make_unique<tls_stream>(s, state_.server_tls.native_handle());
   } else {
-    carried.emplace(s.release_socket(), state_.server_tls.native_handle());
+    tunnel_tls_ = std::make_unique<tls_stream>(s.release_socket(), state_.server_tls.native_handle());
   }
-  tls_stream &tls = *carried;
+  tls_stream &tls = *tunnel_tls_;
   SSL *ssl = tls.native_handle();
   SSL_use_certificate(ssl, leaf.cert.get());
   sni_check check{o.host, parsed.host->ip.has_value(), false};
@@ -304,9 +305,12 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
   }
   buf.consume(used);
   buf.shrink_to_fit(); // the ClientHello's buffer is not needed for the tunnel's lifetime
-  tunnel_target t{o.host, port};
-  beast::flat_buffer inner(cfg().limits.max_header_bytes + chunk_size);
-  co_await serve_requests(tls, inner, &t);
+  tunnel_target_ = tunnel_target{o.host, port};
+  tunnel_buf_ = beast::flat_buffer(cfg().limits.max_header_bytes + chunk_size);
+  // A stream carried inside the client's TLS is not parked: its carrier lives in run_tls's frame.
+  parkable_ = tls.carried() ? nullptr : &tls;
+  co_await serve_requests(tls, tunnel_buf_, &tunnel_target_);
+  if (park_) co_return; // every caller returns too, and run_counted parks the session
   lowest(tls).expires_after(std::chrono::seconds(2));
   co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
 }

@@ -48,6 +48,10 @@ public:
   // The socket underneath (the carrier's, for a carried stream).
   tcp::socket &socket() { return carrier_ ? carrier_->socket() : socket_; }
   void expires_after(clock::duration d) { deadline_ = clock::now() + d; }
+  void expires_at(clock::time_point t) { deadline_ = t; }
+  clock::time_point expiry() const { return deadline_; }
+  // Records go through another TLS stream (the second constructor).
+  bool carried() const { return carrier_ != nullptr; }
   void expires_never() { deadline_ = clock::time_point::max(); }
 
   // Handshake as `r`. A server may pass bytes it already read off the socket (the ClientHello,

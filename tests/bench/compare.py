@@ -7,7 +7,9 @@ each target; every response is checked for status 200 and full length, and a tar
 reported as failed, not as fast. Prints a table of medians with each target's ratio to direct.
 
 Sandbox targets (srt, srt-tls, sluice-exec) run the same curl inside the sandbox and time it there,
-so their start-up is not counted; start-up is a column of its own (`true` run in the sandbox).
+so their start-up is not counted; start-up is a table of its own: `true` in each sandbox, beside
+bubblewrap's empty sandbox and a bare `unshare`, every row once a round in turn, with the page
+faults of each run's whole process tree.
 
 usage (root): tests/bench/compare.py [--repeat 3] [--requests 8000] [--idle 10000] [--targets direct,sluice,...]
 Installs what it needs with apt-get and npm, builds the release preset (unless --no-build); tears
@@ -30,8 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../integration"))
 from harness import free_port, make_ca, run, wait_port  # noqa: E402
 from netns import TestHost  # noqa: E402
-from exec_startup import default_binary as sluice_binary  # noqa: E402
-from exec_startup import measure as measure_startup  # noqa: E402
+from exec_startup import default_binary  # noqa: E402
+from exec_startup import measure_all as measure_startup  # noqa: E402
 
 ORIGIN = "198.18.0.2"
 NAME = "origin.test"
@@ -82,6 +84,7 @@ def install():
 class Bench:
     def __init__(self, args):
         self.args = args
+        self.sluice = os.path.realpath(args.sluice) if args.sluice else default_binary()
         self.tmp = tempfile.mkdtemp(prefix="sluice-bench-")
         os.chmod(self.tmp, 0o755)
         self.procs = []
@@ -171,7 +174,7 @@ allow = ["{NAME}"]
 max_connections = 50000
 """)
         cafile = os.path.join(d, "sluice-ca.pem")
-        cmd = [sluice_binary(), "serve", "--config", conf, "--ca-out", cafile]
+        cmd = [self.sluice, "serve", "--config", conf, "--ca-out", cafile]
         if self.args.sluice_threads:
             cmd += ["--threads", str(self.args.sluice_threads)]
         p = self.start(cmd, port)
@@ -267,7 +270,7 @@ allow_domains = ["{NAME}"]
         os.chmod(policy, 0o644)
 
         def wrap(script):
-            return [sluice_binary(), "exec", "--policy", policy, "--", "sh", "-c", script]
+            return [self.sluice, "exec", "--policy", policy, "--", "sh", "-c", script]
         return {"wrap": wrap, "cafile": None}
 
     # --- workloads -----------------------------------------------------------------------
@@ -364,7 +367,7 @@ allow_domains = ["{NAME}"]
                   "mitmproxy": self.target_mitmproxy, "srt": self.target_srt,
                   "srt-tls": lambda: self.target_srt(terminate=True)}
         workloads = ["keep-alive", "handshake", "bulk"]
-        results, spread, cpus = {}, {}, {}
+        results, spread, cpus, startups = {}, {}, {}, []
         for name in self.args.targets.split(","):
             try:
                 t = makers[name]()
@@ -390,7 +393,7 @@ allow_domains = ["{NAME}"]
                 if None not in vals and len(vals) > 1:
                     spread.setdefault(name, {})[w] = (min(vals), max(vals), unit)
             if "wrap" in t:
-                results[name]["start-up"] = (self.startup(t), "ms")
+                startups.append((name, t["wrap"]("true"), t.get("env")))
             if name == "sluice" and (self.args.idle or self.args.idle_curve):
                 # One pass, the counts in rising order: the heap keeps its peak after tunnels close,
                 # so a count measured after a larger one would read the larger one's RSS.
@@ -400,11 +403,9 @@ allow_domains = ["{NAME}"]
                     results[name]["idle"] = (curve[self.args.idle], "MiB RSS")
                 if wanted:
                     results[name]["idle-curve"] = [(n, curve[n]) for n in sorted(set(wanted))]
-        if self.args.startup_runs:  # the floor for any namespace sandbox
-            bare = [shutil.which("unshare") or "unshare", "-Urn", "true"]
-            results.setdefault("unshare -Urn", {})["start-up"] = (measure_startup(bare, self.args.startup_runs)[0],
-                                                                  "ms")
         self.report(results, workloads)
+        if self.args.startup_runs and startups:
+            self.startup_table(startups)
         if cpus:  # the proxy's own CPU (process and children, /proc/PID/stat): less noisy than rates
             print("\nproxy CPU per unit of work (median of the runs; direct has no proxy)")
             print("%-14s%24s%24s%24s" % ("target", "keep-alive us/req", "handshake us/req", "bulk ms/MiB"))
@@ -422,16 +423,42 @@ allow_domains = ["{NAME}"]
                 print("%-14s" % name + "".join("%24s" % ("%.0f-%.0f %s" % r[w] if w in r else "-")
                                                for w in workloads))
 
-    def startup(self, t):
-        """Median wall time of `true` in the sandbox, set-up and teardown included (ms)."""
-        cmd = t["wrap"]("true")
+    def startup_table(self, sandboxes):
+        """`true` in each sandbox target, sluice exec offline, bubblewrap's empty sandbox and a bare
+        `unshare` (the floor for any namespace sandbox), every row once a round in turn."""
+        rows = list(sandboxes)
+        if any(name == "sluice-exec" for name, _, _ in rows):
+            rows.append(("sluice-exec offline", [self.sluice, "exec", "--sandbox-profile", "offline", "--",
+                                                 "true"], None))
+        rows.append(("bwrap", ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                               "--unshare-all", "true"], None))
+        rows.append(("unshare -Urn", [shutil.which("unshare") or "unshare", "-Urn", "true"], None))
+        ok = []
+        for name, cmd, env in rows:  # a sandbox that cannot run `true` is reported, not timed
+            p = subprocess.run(cmd, capture_output=True, env=env, cwd=self.tmp, timeout=120)
+            if p.returncode == 0:
+                ok.append((name, cmd, env))
+            else:
+                print("start-up of %s failed (%d): %s" % (name, p.returncode, p.stderr.decode(errors="replace")[-500:]),
+                      file=sys.stderr)
+        cwd = os.getcwd()
+        os.chdir(self.tmp)  # sluice exec's workspace: a scratch directory, not this checkout
         try:
-            return measure_startup(cmd, self.args.startup_runs, env=t.get("env"))[0]
-        except SystemExit:
-            return None
+            got = measure_startup(ok, self.args.startup_runs)
+        finally:
+            os.chdir(cwd)
+        bwrap = got.get("bwrap", (None,))[0]
+        print("\nstart-up: `true` in the sandbox, %d rounds, every row once a round in turn" % self.args.startup_runs)
+        print("%-22s%12s%12s%14s%12s" % ("sandbox", "median ms", "p90 ms", "page faults", "x bwrap"))
+        for name, _, _ in rows:
+            if name not in got:
+                print("%-22s%12s" % (name, "FAILED"))
+                continue
+            med, p90, faults = got[name]
+            print("%-22s%12.2f%12.2f%14.0f%12s" % (name, med, p90, faults, "%.2f" % (med / bwrap) if bwrap else "-"))
 
     def report(self, results, workloads):
-        cols = workloads + ["start-up"]
+        cols = workloads
         print("\n%s, %d cores, repeat %d, %d requests" % (time.strftime("%Y-%m-%d"), os.cpu_count(),
                                                           self.args.repeat, self.args.requests))
         print("%-14s" % "target" + "".join("%24s" % w for w in cols))
@@ -485,9 +512,11 @@ def main():
     # thread only adds context switches (measured: keep-alive 0.54 of direct with 2, 0.61 with 1).
     # Squid and mitmproxy run one process too.
     ap.add_argument("--sluice-threads", type=int, default=1, help="sluice worker threads (0: one per core)")
-    ap.add_argument("--startup-runs", type=int, default=10, help="runs of `true` per sandbox for start-up")
+    ap.add_argument("--startup-runs", type=int, default=31,
+                    help="rounds of the start-up table (`true` in each sandbox; 0: none)")
     ap.add_argument("--targets", default="direct,sluice,sluice-exec,tinyproxy,squid-bump,mitmproxy,srt,srt-tls")
     ap.add_argument("--no-build", action="store_true", help="use the sluice already built")
+    ap.add_argument("--sluice", default=None, help="the sluice binary (default: the release build, else the default one)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: the harness creates a network namespace and installs packages")

@@ -4,7 +4,10 @@ offline, against a bare `true`, sluice's own load (`--version`), a bare `unshare
 namespaces, no gateway) and bubblewrap's empty sandbox (`bwrap --unshare-all`), every row once a
 round in turn; the loader's relocation count for sluice. Prints medians; asserts nothing.
 
-usage: exec_startup.py [--runs N] [--sluice PATH] [--user UID] [--files N]
+usage: exec_startup.py [--runs N] [--sluice PATH] [--against PATH] [--user UID] [--files N]
+
+--against PATH adds sluice's rows for a second binary (a build of an earlier commit, say), in the
+same rounds: an A/B comparison that the machine's swings hit alike.
 
 --files N adds rows in a scratch workspace of N files (100 directories, a Git repository with hooks
 at its root and N/1000 nested ones): the guard walks it before the command and again after it.
@@ -13,6 +16,7 @@ The --cache rows show the cost of the tool caches' mounts (npm, pip, cargo: five
 Run it from a project directory (the working directory is the sandbox's workspace). As root, sluice
 also masks every /etc entry others may not read; --user 65534 measures an unprivileged caller."""
 import argparse
+import ctypes
 import os
 import resource
 import shutil
@@ -32,20 +36,56 @@ def default_binary():
     raise SystemExit("build sluice first: scripts/build.sh release")
 
 
+def children():
+    """This process's children, from /proc (zombies included)."""
+    me, out = os.getpid(), set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        out.add(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def become_subreaper():
+    """Orphans of a measured run (sluice's init, which may still be tearing its namespaces down
+    when sluice has exited; bwrap's) become this process's children, so their page faults are
+    counted once reaped."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+        raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER): %s" % os.strerror(ctypes.get_errno()))
+
+
 def run_once(cmd, env):
-    """Wall milliseconds and minor page faults of one run, its whole process tree (the faults of
-    every descendant that was waited for count towards its parent, and so towards this process)."""
+    """Wall milliseconds and minor page faults of one run, its whole process tree: the faults of
+    every descendant that was waited for count towards its parent, and so towards this process,
+    which also reaps (outside the timing) what the run left behind. Call become_subreaper() first."""
+    keep = children()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     t = time.perf_counter()
     rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env).returncode
     ms = (time.perf_counter() - t) * 1000
     if rc != 0:
         raise SystemExit("failed (%d): %s" % (rc, " ".join(cmd)))
+    while True:  # an orphan may itself leave orphans behind
+        left = children() - keep
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
     return ms, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
 
 
 def measure_all(rows, runs):
-    """Every row once per round, in turn, so that the machine's swings hit all rows alike."""
+    """Every row once per round, in turn, so that the machine's swings hit all rows alike.
+    {name: (median ms, p90 ms, median page faults)}."""
+    become_subreaper()
     for name, cmd, env in rows:  # warm the page cache
         for _ in range(min(runs, 5)):
             subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -76,6 +116,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--sluice", default=None)
+    ap.add_argument("--against", default=None, help="a second sluice binary, measured in the same rounds")
     ap.add_argument("--user", type=int, default=None, help="run everything as this uid (setpriv)")
     ap.add_argument("--files", type=int, default=0, help="also run in a scratch workspace of N files")
     a = ap.parse_args()
@@ -94,6 +135,10 @@ def main():
         ("offline --cache npm,pip,cargo", [s, "exec", "--sandbox-profile", "offline", "--cache", "npm",
                                            "--cache", "pip", "--cache", "cargo", "--", "true"], cache_env),
     ]
+    if a.against:
+        b = os.path.realpath(a.against)
+        rows += [(name + " [against]", [b if part == s else part for part in cmd], *rest)
+                 for name, cmd, *rest in [r for r in rows if s in r[1]]]
     if shutil.which("bwrap"):  # bubblewrap's empty sandbox: all namespaces, / read-only, no gateway
         rows.insert(3, ("bwrap --unshare-all true", ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
                                                     "/proc", "--unshare-all", "true"]))
@@ -108,6 +153,8 @@ def main():
         rows = [(name, pre + cmd) for name, cmd in rows]
     print("binary: %s, runs: %d, cores: %d, uid: %s, relocations at load: %d" % (
         s, a.runs, os.cpu_count(), os.getuid() if a.user is None else a.user, relocations(s)))
+    if a.against:
+        print("against: %s, relocations at load: %d" % (os.path.realpath(a.against), relocations(a.against)))
     rows = [row if len(row) == 3 else (*row, None) for row in rows]
     results = measure_all(rows, a.runs)
     print("%-32s %10s %10s %14s" % ("command", "median ms", "p90 ms", "page faults"))

@@ -7,13 +7,20 @@ the access log on (a file); the counters are zeroed after a warm-up and dumped a
 requests, so start-up and the warm-up's allocations are left out. Prints instructions per request
 for each binary, and for two binaries the second's ratio to the first.
 
-usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] BINARY [BINARY...]
+--tunnel sends the same requests inside one terminated CONNECT tunnel to the origin over TLS
+(its certificate from a test CA sluice trusts): the path of an agent's HTTPS requests. --pause S
+waits S seconds before each measured request, so that a tunnel parks between requests (it parks
+after 100 ms idle; under callgrind everything runs slower, so take S well above it: 0.5).
+
+usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] [--tunnel] [--pause S]
+       BINARY [BINARY...]
 (callgrind from valgrind, on every machine of this kind)."""
 import argparse
 import glob
 import http.client
 import os
 import re
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -21,18 +28,28 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../integration"))
-from harness import free_port, wait_port  # noqa: E402
+from harness import free_port, make_ca, make_leaf, wait_port  # noqa: E402
 
 
-def requests(port, origin_port, n):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+def connection(port, origin_port, args, cafile):
+    """A keep-alive connection to the origin through sluice: plain proxy requests, or (--tunnel) a
+    CONNECT tunnel that sluice terminates, TLS with sluice's CA."""
+    if not args.tunnel:
+        return http.client.HTTPConnection("127.0.0.1", port, timeout=30), "http://origin.test:%d" % origin_port
+    c = http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=ssl.create_default_context(cafile=cafile))
+    c.set_tunnel("origin.test", origin_port)
+    return c, ""
+
+
+def requests(c, prefix, n, pause=0):
     for _ in range(n):
-        c.request("GET", "http://origin.test:%d/bytes/1024" % origin_port)
+        if pause:
+            time.sleep(pause)
+        c.request("GET", prefix + "/bytes/1024")
         r = c.getresponse()
         body = r.read()
         if r.status != 200 or len(body) != 1024:
             raise SystemExit("the request through sluice failed: %d, %d bytes" % (r.status, len(body)))
-    c.close()
 
 
 def measure(binary, tmp, origin_port, args, index):
@@ -48,18 +65,25 @@ allow = ["origin.test:{origin_port}"]
 allow_addresses = ["127.0.0.1/32"]
 [upstream.resolve]
 "origin.test" = "127.0.0.1"
+[tls]
+upstream_ca_bundle = "{tmp}/test-ca.pem"
+system_trust = false
 [log]
 access_log = "{tmp}/access-{index}.log"
 """)
+    cafile = os.path.join(tmp, "sluice-ca-%d.pem" % index)
     out = os.path.join(tmp, "callgrind-%d.out" % index)
     p = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, binary, "serve",
-                          "--config", conf], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                          "--config", conf, "--ca-out", cafile], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
     try:
         wait_port(port, p, timeout=120)
-        requests(port, origin_port, args.warmup)
+        c, prefix = connection(port, origin_port, args, cafile)
+        requests(c, prefix, args.warmup)
         subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
-        requests(port, origin_port, args.requests)
+        requests(c, prefix, args.requests, args.pause)
         subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+        c.close()
         time.sleep(0.5)
     finally:
         p.terminate()
@@ -82,11 +106,16 @@ def main():
     ap.add_argument("binaries", nargs="+")
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--tunnel", action="store_true", help="requests inside a terminated CONNECT tunnel")
+    ap.add_argument("--pause", type=float, default=0, help="seconds before each measured request")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         origin_port = free_port()
-        origin = subprocess.Popen(["/usr/bin/python3", os.path.join(HERE, "../integration/origin.py"),
-                                   str(origin_port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cmd = ["/usr/bin/python3", os.path.join(HERE, "../integration/origin.py"), str(origin_port)]
+        ca = make_ca(tmp, "test-ca")
+        if args.tunnel:  # the origin speaks TLS with a certificate from the CA sluice trusts
+            cmd += list(make_leaf(tmp, ca, "origin", "DNS:origin.test"))
+        origin = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             if origin.stdout.readline().strip() != "ready":
                 raise SystemExit("the test origin did not start")

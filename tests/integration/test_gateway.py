@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 from harness import (SLUICE, Gateway, free_port, wait_port, LoopbackOrigins, Processes, curl, header, loopback_upstream, make_ca, make_leaf,
-                     payload, raw_exchange, sha256, start_dns, start_origin, status_of)
+                     payload, raw_exchange, read_response, sha256, start_dns, start_origin, status_of)
 
 
 class GatewayTest(LoopbackOrigins):
@@ -129,6 +129,64 @@ dns = "2s"
         self.assertGreaterEqual(self.gw.metric("sluice_upstream_reused_total"), before + 1)
         self.assertGreaterEqual(self.gw.metric("sluice_cert_cache_hits_total") +
                                 self.gw.metric("sluice_certs_minted_total"), 1)
+
+    # --- idle terminated tunnels (parked between requests) -------------------------------------
+    def tunnel(self, gw):
+        """A terminated CONNECT tunnel to origin.test through `gw`: the TLS socket."""
+        s = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+        s.sendall(f"CONNECT origin.test:{self.https} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+        self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+        return ssl.create_default_context(cafile=gw.ca).wrap_socket(s, server_hostname="origin.test")
+
+    def get(self, tls, path):
+        tls.sendall(f"GET {path} HTTP/1.1\r\nHost: origin.test:{self.https}\r\n\r\n".encode())
+        return read_response(lambda: tls.recv(65536))
+
+    def test_idle_tunnel_serves_requests_after_pauses(self):
+        # A pause longer than the 100 ms a tunnel waits before it parks: each request after one is
+        # read by a request loop resumed from parking, on the same connection and TLS session.
+        tls = self.tunnel(self.gw)
+        before = self.gw.metric("sluice_connections_active")
+        for i in range(4):
+            status, body = self.get(tls, "/parked/%d" % i)
+            self.assertEqual((status, body), (200, b"hello from origin /parked/%d\n" % i))
+            time.sleep(0.3)
+        self.assertEqual(self.gw.metric("sluice_connections_active"), before)  # still counted while parked
+        # A head in two pieces: the first wakes the parked tunnel, the resumed loop waits for the rest.
+        tls.sendall(b"GET /split HTTP/1.1\r\n")
+        time.sleep(0.3)
+        tls.sendall(f"Host: origin.test:{self.https}\r\n\r\n".encode())
+        self.assertEqual(read_response(lambda: tls.recv(65536)), (200, b"hello from origin /split\n"))
+        tls.close()
+        for _ in range(100):  # the parked tunnel's end is counted too
+            if self.gw.metric("sluice_connections_active") == before - 1:
+                break
+            time.sleep(0.05)
+        self.assertEqual(self.gw.metric("sluice_connections_active"), before - 1)
+
+    def test_parked_tunnel_keeps_its_deadline_and_request_count(self):
+        # [timeouts] idle and [limits] max_requests_per_connection hold across parking: the idle
+        # deadline is not restarted by parking, and the count goes on where it stopped.
+        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' + self.base +
+                     'idle = "1500ms"\n[limits]\nmax_requests_per_connection = 3\n', "parkgw")
+        tls = self.tunnel(gw)
+        for i in range(3):
+            self.assertEqual(self.get(tls, "/n%d" % i)[0], 200)
+            if i < 2:
+                time.sleep(0.3)
+        start = time.monotonic()
+        self.assertEqual(tls.recv(65536), b"")  # the third was the last: closed (close_notify)
+        self.assertLess(time.monotonic() - start, 1.0, "the request count restarted after parking")
+        tls.close()
+        tls = self.tunnel(gw)
+        self.assertEqual(self.get(tls, "/idle")[0], 200)
+        start = time.monotonic()
+        tls.settimeout(10)
+        self.assertEqual(tls.recv(65536), b"")  # idled out, while parked
+        waited = time.monotonic() - start
+        self.assertGreater(waited, 1.0, "closed before [timeouts] idle")
+        self.assertLess(waited, 5.0, "parking extended [timeouts] idle (1.5 s)")
+        tls.close()
 
     # --- policy denials --------------------------------------------------------------------
     def test_writes_refused_in_network_read(self):
