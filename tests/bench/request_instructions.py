@@ -78,6 +78,10 @@ access_log = "{tmp}/access-{index}.log"
                          text=True)
     try:
         wait_port(port, p, timeout=120)
+        for _ in range(600):  # the CA file may be complete a moment after the port opens
+            if os.path.exists(cafile) and b"END CERTIFICATE" in open(cafile, "rb").read():
+                break
+            time.sleep(0.1)
         c, prefix = connection(port, origin_port, args, cafile)
         requests(c, prefix, args.warmup)
         subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
