@@ -286,14 +286,13 @@ private:
   bool socks_pending_ = false;     // connect_ came by SOCKS5: its answer is a SOCKS reply
   bool captured_ = false;          // a captured connection (run_captured)
   bool silent_ = false;            // captured TLS before the handshake: denials close, write nothing
-  // Parking (park()): the terminated tunnel's TLS stream on its own socket, which serve_requests
-  // may park (parkable_: a carried stream is not, its carrier lives in a frame), its authority
-  // and read buffer (empty while parked); where the request loop resumes: its count and the
-  // deadline of the request it waits for.
+  // Parking (park()): the terminated tunnel's TLS stream, which read_head may park unless it is
+  // carried (its carrier lives in run_tls's frame), its authority and read buffer (empty while
+  // parked); where the request loop resumes: its count and the deadline of the request it waits
+  // for.
   std::unique_ptr<tls_stream> tunnel_tls_;
   tunnel_target tunnel_target_;
   beast::flat_buffer tunnel_buf_;
-  tls_stream *parkable_ = nullptr;
   bool park_ = false;
   std::size_t resume_served_ = 0;
   clock::time_point resume_deadline_ = clock::time_point::max();

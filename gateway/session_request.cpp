@@ -147,7 +147,8 @@ net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf
     if constexpr (std::is_same_v<Stream, tls_stream>) {
       if (buf.size() == 0) { // idle: wait for the next request before taking a read buffer
         auto deadline = s.expiry();
-        bool may_park = &s == parkable_; // for park_after, then it parks without its frames
+        // The tunnel's own stream waits park_after, then parks without its frames.
+        bool may_park = &s == tunnel_tls_.get() && !s.carried();
         if (may_park) s.expires_at(std::min(deadline, clock::now() + park_after));
         auto [wec, wn] = co_await s.async_wait_readable(use_tuple);
         s.expires_at(deadline);

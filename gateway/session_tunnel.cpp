@@ -307,8 +307,6 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
   buf.shrink_to_fit(); // the ClientHello's buffer is not needed for the tunnel's lifetime
   tunnel_target_ = tunnel_target{o.host, port};
   tunnel_buf_ = beast::flat_buffer(cfg().limits.max_header_bytes + chunk_size);
-  // A stream carried inside the client's TLS is not parked: its carrier lives in run_tls's frame.
-  parkable_ = tls.carried() ? nullptr : &tls;
   co_await serve_requests(tls, tunnel_buf_, &tunnel_target_);
   if (park_) co_return; // every caller returns too, and run_counted parks the session
   lowest(tls).expires_after(std::chrono::seconds(2));
