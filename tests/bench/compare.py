@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../integration"))
 from harness import free_port, make_ca, run, wait_port  # noqa: E402
 from netns import TestHost  # noqa: E402
-from exec_startup import default_binary  # noqa: E402
+from exec_startup import BWRAP_TRUE, default_binary  # noqa: E402
 from exec_startup import measure_all as measure_startup  # noqa: E402
 
 ORIGIN = "198.18.0.2"
@@ -239,7 +239,8 @@ max_filedescriptors 65536
                 "pid": p.pid}
 
     # Sandboxes: the workload's curl runs inside and is timed there; the sandbox sets the proxy (and,
-    # where it terminates TLS, the trust) in the environment. "startup" runs `true` inside.
+    # where it terminates TLS, the trust) in the environment, in the scratch directory (the sandbox's
+    # workspace: not /tmp, which sluice exec refuses). startup_table runs `true` inside.
     def target_srt(self, terminate=False):
         settings = os.path.join(self.tmp, "srt-%s.json" % ("tls" if terminate else "tunnel"))
         network = {"allowedDomains": [NAME], "deniedDomains": []}
@@ -255,7 +256,7 @@ max_filedescriptors 65536
             return ["node", SRT_CLI, "--settings", settings, "-c", script]
         probe = subprocess.run(wrap("curl -s -o /dev/null -w %%{http_code} %s https://%s/1k.bin" %
                                     ("" if terminate else "--cacert " + self.ca[0], NAME)),
-                               capture_output=True, env=env, timeout=60)
+                               capture_output=True, env=env, timeout=60, cwd=self.tmp)
         if probe.stdout != b"200":
             raise RuntimeError("srt probe: %r %r" % (probe.stdout, probe.stderr[-1500:]))
         return {"wrap": wrap, "env": env, "cafile": None if terminate else self.ca[0]}
@@ -282,7 +283,7 @@ allow_domains = ["{NAME}"]
                 cmd += ["--cacert", t["cafile"]]
             cmd.append(url + "?[1-%d]" % count)
             script = "date +%s%N; " + " ".join(shlex.quote(c) for c in cmd) + "; date +%s%N"
-            p = subprocess.run(t["wrap"](script), capture_output=True, timeout=600, env=t.get("env"))
+            p = subprocess.run(t["wrap"](script), capture_output=True, timeout=600, env=t.get("env"), cwd=self.tmp)
             words = p.stdout.decode().split()
             if len(words) < 2:
                 return 1.0, []
@@ -430,8 +431,7 @@ allow_domains = ["{NAME}"]
         if any(name == "sluice-exec" for name, _, _ in rows):
             rows.append(("sluice-exec offline", [self.sluice, "exec", "--sandbox-profile", "offline", "--",
                                                  "true"], None))
-        rows.append(("bwrap", ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                               "--unshare-all", "true"], None))
+        rows.append(("bwrap", BWRAP_TRUE, None))
         rows.append(("unshare -Urn", [shutil.which("unshare") or "unshare", "-Urn", "true"], None))
         ok = []
         for name, cmd, env in rows:  # a sandbox that cannot run `true` is reported, not timed
@@ -442,7 +442,7 @@ allow_domains = ["{NAME}"]
                 print("start-up of %s failed (%d): %s" % (name, p.returncode, p.stderr.decode(errors="replace")[-500:]),
                       file=sys.stderr)
         cwd = os.getcwd()
-        os.chdir(self.tmp)  # sluice exec's workspace: a scratch directory, not this checkout
+        os.chdir(self.tmp)  # the sandboxes' workspace, as for the workloads (not wherever this runs)
         try:
             got = measure_startup(ok, self.args.startup_runs)
         finally:

@@ -26,6 +26,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# bubblewrap's empty sandbox: all namespaces, / read-only, no gateway (the peer to beat at start-up)
+BWRAP_TRUE = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "true"]
 
 
 def default_binary():
@@ -139,9 +141,8 @@ def main():
         b = os.path.realpath(a.against)
         rows += [(name + " [against]", [b if part == s else part for part in cmd], *rest)
                  for name, cmd, *rest in [r for r in rows if s in r[1]]]
-    if shutil.which("bwrap"):  # bubblewrap's empty sandbox: all namespaces, / read-only, no gateway
-        rows.insert(3, ("bwrap --unshare-all true", ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
-                                                    "/proc", "--unshare-all", "true"]))
+    if shutil.which("bwrap"):
+        rows.insert(3, ("bwrap --unshare-all true", BWRAP_TRUE))
     scratch = None
     if a.files:
         scratch = make_workspace(a.files, a.user)
