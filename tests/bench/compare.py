@@ -46,8 +46,8 @@ SRT_DIR = "/var/cache/sluice-bench/srt"
 SRT_CLI = os.path.join(SRT_DIR, "node_modules/@anthropic-ai/sandbox-runtime/dist/cli.js")
 
 
-def cpu_seconds(pid):
-    """CPU time (user + system) of `pid` and every process below it, from /proc/PID/stat."""
+def cpu_times(pid):
+    """CPU time (user, system) of `pid` and every process below it, from /proc/PID/stat."""
     tick = os.sysconf("SC_CLK_TCK")
     children, stats = {}, {}
     for d in os.listdir("/proc"):
@@ -58,14 +58,16 @@ def cpu_seconds(pid):
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        stats[int(d)] = int(fields[11]) + int(fields[12])  # utime, stime
+        stats[int(d)] = (int(fields[11]), int(fields[12]))  # utime, stime
         children.setdefault(int(fields[1]), []).append(int(d))
-    total, todo = 0, [pid]
+    user = system = 0
+    todo = [pid]
     while todo:
         p = todo.pop()
-        total += stats.get(p, 0)
+        u, k = stats.get(p, (0, 0))
+        user, system = user + u, system + k
         todo.extend(children.get(p, []))
-    return total / tick
+    return user / tick, system / tick
 
 
 def install():
@@ -381,16 +383,19 @@ allow_domains = ["{NAME}"]
                 continue
             results[name] = {}
             for w in workloads:
-                vals, unit, cpu = [], "", []
+                vals, unit, cpu, kernel = [], "", [], []
                 for _ in range(self.args.repeat):
-                    before = cpu_seconds(t["pid"]) if "pid" in t else None
+                    before = cpu_times(t["pid"]) if "pid" in t else None
                     v, unit, work = self.workload(t, w)
                     vals.append(v)
                     if before is not None and v is not None:  # proxy CPU per request, or per MiB
-                        cpu.append((cpu_seconds(t["pid"]) - before) / work)
+                        after = cpu_times(t["pid"])
+                        cpu.append((sum(after) - sum(before)) / work)
+                        kernel.append((after[1] - before[1]) / work)
                 results[name][w] = (None if None in vals else statistics.median(vals), unit)
                 if cpu:
                     cpus.setdefault(name, {})[w] = statistics.median(cpu)
+                    cpus[name][w + " kernel"] = statistics.median(kernel)
                 if None not in vals and len(vals) > 1:
                     spread.setdefault(name, {})[w] = (min(vals), max(vals), unit)
             if "wrap" in t:
@@ -413,6 +418,11 @@ allow_domains = ["{NAME}"]
             for name, c in cpus.items():
                 print("%-14s" % name + "".join(
                     "%24s" % ("%.1f" % (c[w] * (1e3 if w == "bulk" else 1e6)) if w in c else "-")
+                    for w in workloads))
+            print("of which in the kernel (system time: sockets, epoll, wake-ups)")
+            for name, c in cpus.items():
+                print("%-14s" % name + "".join(
+                    "%24s" % ("%.1f" % (c[w + " kernel"] * (1e3 if w == "bulk" else 1e6)) if w in c else "-")
                     for w in workloads))
         curve = results.get("sluice", {}).get("idle-curve")
         if curve:

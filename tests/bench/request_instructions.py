@@ -12,14 +12,18 @@ for each binary, and for two binaries the second's ratio to the first.
 waits S seconds before each measured request, so that a tunnel parks between requests (it parks
 after 100 ms idle; under callgrind everything runs slower, so take S well above it: 0.5).
 
+--keep DIR copies each binary's callgrind dump of the measured requests to DIR (callgrind-N.out,
+N its place on the command line), for `callgrind_annotate --inclusive=yes DIR/callgrind-0.out`.
+
 usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] [--tunnel] [--pause S]
-       BINARY [BINARY...]
+       [--keep DIR] BINARY [BINARY...]
 (callgrind from valgrind, on every machine of this kind)."""
 import argparse
 import glob
 import http.client
 import os
 import re
+import shutil
 import ssl
 import subprocess
 import sys
@@ -92,14 +96,18 @@ access_log = "{tmp}/access-{index}.log"
     finally:
         p.terminate()
         p.wait(timeout=120)
-    total = 0
+    total, kept = 0, None
     for dump in glob.glob(out + ".*"):  # the dump after the measured requests (one file per dump)
         with open(dump) as f:
             for line in f:
                 m = re.match(r"(?:summary|totals): (\d+)", line)
                 if m:
-                    total = max(total, int(m.group(1)))
+                    if int(m.group(1)) > total:
+                        total, kept = int(m.group(1)), dump
                     break
+    if args.keep and kept:
+        os.makedirs(args.keep, exist_ok=True)
+        shutil.copyfile(kept, os.path.join(args.keep, "callgrind-%d.out" % index))
     if not total:
         raise SystemExit("no callgrind dump for %s in %s" % (binary, tmp))
     return total / args.requests
@@ -112,6 +120,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--tunnel", action="store_true", help="requests inside a terminated CONNECT tunnel")
     ap.add_argument("--pause", type=float, default=0, help="seconds before each measured request")
+    ap.add_argument("--keep", metavar="DIR", help="copy each binary's callgrind dump to DIR")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         origin_port = free_port()
