@@ -97,8 +97,8 @@ bool askable_domain(const std::vector<std::string> &ask, const std::string &doma
   }
   if (p.type != filters::host_pattern::kind::exact || ask.empty()) return false;
   filters::host_matcher m(ask);
-  return m.match(p.value, "https", p.port ? p.port : 443).has_value() ||
-         m.match(p.value, "http", p.port ? p.port : 80).has_value();
+  return m.match(p.value, "https", p.port ? p.port : 443) != nullptr ||
+         m.match(p.value, "http", p.port ? p.port : 80) != nullptr;
 }
 
 // Whether the command's first word is this sluice: on a host that shows a person the original

@@ -255,7 +255,7 @@ resolved_exec resolve_exec(const exec_request &req) {
       bool listed = std::find(listed_hosts.begin(), listed_hosts.end(), h) != listed_hosts.end();
       if (!listed && p.type == filters::host_pattern::kind::exact) {
         unsigned port = p.port ? p.port : 443;
-        listed = allowlist.match(p.value, "https", port).has_value();
+        listed = allowlist.match(p.value, "https", port) != nullptr;
       }
       if (!listed) {
         throw refusal("--credential " + name + ": its host " + h + " is not on the allowlist; a "

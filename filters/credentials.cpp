@@ -110,7 +110,7 @@ credential_result credential_injector::apply(
   credential_result r;
   // First every placeholder bound elsewhere: one leaking is refused whatever else the request is.
   for (const auto &e : entries_) {
-    bool belongs = e.hosts.match(std::string(host), scheme, port).has_value();
+    bool belongs = e.hosts.match(host, scheme, port) != nullptr;
     if (belongs) continue;
     bool carried = target.find(e.placeholder) != std::string_view::npos;
     for (const auto &[name, value] : fields) {
@@ -128,7 +128,7 @@ credential_result credential_injector::apply(
     }
   }
   for (const auto &e : entries_) {
-    if (!e.hosts.match(std::string(host), scheme, port)) continue;
+    if (!e.hosts.match(host, scheme, port)) continue;
     bool has_header = false;
     for (const auto &[name, value] : fields) {
       if (iequals(name, e.cfg.header)) has_header = true;

@@ -38,34 +38,34 @@ host_matcher::host_matcher(host_matcher &&) noexcept = default;
 host_matcher &host_matcher::operator=(host_matcher &&) noexcept = default;
 host_matcher::~host_matcher() = default;
 
-std::optional<std::string> host_matcher::match(std::string_view host, std::string_view scheme,
-                                               unsigned port) const {
-  std::string key(host);
-  if (auto it = exact_.find(key); it != exact_.end()) {
+const std::string *host_matcher::match(std::string_view host, std::string_view scheme, unsigned port) const {
+  if (auto it = exact_.find(host); it != exact_.end()) {
     for (auto idx : it->second) {
       if (port_ok(patterns_[idx], scheme, port)) {
-        return patterns_[idx].text;
+        return &patterns_[idx].text;
       }
     }
   }
   // "*.github.com" matches "a.github.com" and "a.b.github.com", never "github.com" itself.
-  for (auto dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
-    auto it = suffix_.find(key.substr(dot + 1));
-    if (it == suffix_.end()) {
-      continue;
-    }
-    for (auto idx : it->second) {
-      if (port_ok(patterns_[idx], scheme, port)) {
-        return patterns_[idx].text;
+  if (!suffix_.empty()) {
+    for (auto dot = host.find('.'); dot != std::string_view::npos; dot = host.find('.', dot + 1)) {
+      auto it = suffix_.find(host.substr(dot + 1));
+      if (it == suffix_.end()) {
+        continue;
+      }
+      for (auto idx : it->second) {
+        if (port_ok(patterns_[idx], scheme, port)) {
+          return &patterns_[idx].text;
+        }
       }
     }
   }
   for (const auto &[re, idx] : regexes_) {
-    if (port_ok(patterns_[idx], scheme, port) && RE2::FullMatch(key, *re)) {
-      return patterns_[idx].text;
+    if (port_ok(patterns_[idx], scheme, port) && RE2::FullMatch(re2::StringPiece(host.data(), host.size()), *re)) {
+      return &patterns_[idx].text;
     }
   }
-  return std::nullopt;
+  return nullptr;
 }
 
 } // namespace sluice::filters

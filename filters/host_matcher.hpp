@@ -26,9 +26,9 @@ public:
   host_matcher &operator=(host_matcher &&) noexcept;
   ~host_matcher();
 
-  // The first matching pattern (as written) for a normalized host, or nullopt.
-  std::optional<std::string> match(std::string_view host, std::string_view scheme,
-                                   unsigned port) const;
+  // The first matching pattern (as written) for a normalized host, or null. The text is the
+  // matcher's own (no copy on the request path): valid as long as the matcher.
+  const std::string *match(std::string_view host, std::string_view scheme, unsigned port) const;
 
   const std::vector<host_pattern> &patterns() const { return patterns_; }
   bool has_regex() const { return !regexes_.empty(); }
@@ -38,13 +38,18 @@ private:
     return (portless_any_port_ && p.port == 0) || port_matches(p.port, scheme, port);
   }
 
-public:
 
-private:
+  // Looked up by string_view: a request's host is never copied to be found.
+  struct name_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using index = std::unordered_map<std::string, std::vector<std::size_t>, name_hash, std::equal_to<>>;
+
   std::vector<host_pattern> patterns_;
   bool portless_any_port_ = false;
-  std::unordered_map<std::string, std::vector<std::size_t>> exact_;
-  std::unordered_map<std::string, std::vector<std::size_t>> suffix_;
+  index exact_;
+  index suffix_;
   std::vector<std::pair<std::unique_ptr<re2::RE2>, std::size_t>> regexes_;
 };
 

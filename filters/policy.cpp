@@ -63,40 +63,45 @@ policy_ptr policy::for_client(std::string_view name) const {
   return it == roles_.end() ? nullptr : it->second;
 }
 
-decision policy::decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
-                             std::string &rule, std::string &host_out) const {
+host_parse_result policy::normalized(std::string_view raw_host) {
   // The gateway passes normalized names, which write an IPv6 literal without its brackets.
-  std::string bracketed;
   if (!raw_host.empty() && raw_host.front() != '[' && raw_host.find(':') != std::string_view::npos) {
-    bracketed = "[" + std::string(raw_host) + "]";
-    raw_host = bracketed;
+    return parse_host("[" + std::string(raw_host) + "]");
   }
-  auto parsed = parse_host(raw_host);
-  if (!parsed.host) {
-    return decision::deny(parsed.reason);
-  }
-  const auto &host = parsed.host->name;
-  host_out = host;
+  return parse_host(raw_host);
+}
+
+decision policy::decide_host(std::string_view scheme, const host_name &h, unsigned port,
+                             const std::string *&rule) const {
+  const auto &host = h.name;
   // "localhost" names this machine whatever DNS says; refuse it before any lookup.
-  if (!parsed.host->ip && (host == "localhost" || host.ends_with(".localhost"))) {
+  if (!h.ip && (host == "localhost" || host.ends_with(".localhost"))) {
     if (!allow_.match(host, scheme, port)) {
       return decision::deny("localhost_refused");
     }
   }
-  if (auto d = deny_.match(host, scheme, port)) {
+  if (const auto *d = deny_.match(host, scheme, port)) {
     return decision::deny("host_denied", *d);
   }
-  auto a = allow_.match(host, scheme, port);
-  if (!a) {
+  rule = allow_.match(host, scheme, port);
+  if (!rule) {
     return decision::deny("host_not_allowlisted");
   }
-  rule = *a;
-  return decision::allow(*a);
+  return decision{true, "allowed", {}};
 }
 
 decision policy::decide(std::string_view method, std::string_view scheme, std::string_view raw_host,
                         unsigned port, std::string_view target) const {
-  return reported(decide_rules(method, scheme, raw_host, port, target));
+  auto parsed = normalized(raw_host);
+  if (!parsed.host) {
+    return decision::deny(parsed.reason);
+  }
+  return reported(decide_rules(method, scheme, *parsed.host, port, target));
+}
+
+decision policy::decide(std::string_view method, std::string_view scheme, const host_name &host, unsigned port,
+                        std::string_view target) const {
+  return reported(decide_rules(method, scheme, host, port, target));
 }
 
 decision policy::decide_connect(std::string_view raw_host, unsigned port) const {
@@ -120,19 +125,20 @@ decision policy::reported(decision d) const {
   return d;
 }
 
-decision policy::decide_rules(std::string_view method, std::string_view scheme, std::string_view raw_host,
-                              unsigned port, std::string_view target) const {
-  std::string rule, host;
-  auto d = decide_host(scheme, raw_host, port, rule, host);
+decision policy::decide_rules(std::string_view method, std::string_view scheme, const host_name &h, unsigned port,
+                              std::string_view target) const {
+  const std::string *rule = nullptr; // set once the host is allowed
+  auto d = decide_host(scheme, h, port, rule);
   if (!d.allowed) {
     return d;
   }
+  const auto &host = h.name;
   if (const auto *r = deny_routes_.match(method, target, host, scheme, port, true)) {
     return decision::deny("route_denied", r->text);
   }
   // TRACE (and CONNECT inside a tunnel) pass no profile and no route.
   const bool profile_allows = method_allowed(cfg_.mode, method);
-  auto plain = plain_.match(host, scheme, port);
+  const auto *plain = plain_.match(host, scheme, port);
   if (plain && profile_allows) {
     return decision::allow(*plain);
   }
@@ -141,22 +147,28 @@ decision policy::decide_rules(std::string_view method, std::string_view scheme, 
     return decision::allow(r->text); // a route from the trusted policy may widen the profile
   }
   if (plain || !profile_allows) {
-    return decision::deny("method_not_allowed", plain ? *plain : rule);
+    return decision::deny("method_not_allowed", plain ? *plain : *rule);
   }
-  return decision::deny(route_path(target) ? "route_not_allowed" : "ambiguous_path", rule);
+  return decision::deny(route_path(target) ? "route_not_allowed" : "ambiguous_path", *rule);
 }
 
 decision policy::connect_rules(std::string_view raw_host, unsigned port) const {
   if (cfg_.mode == profile::offline) {
     return decision::deny("offline");
   }
-  std::string rule, host;
-  auto d = decide_host("https", raw_host, port, rule, host);
-  // allowlist passes tunnels it does not open: a route's methods and paths could not be held there.
-  if (d.allowed && cfg_.mode == profile::allowlist && !plain_.match(host, "https", port)) {
-    return decision::deny("route_needs_termination", rule);
+  auto parsed = normalized(raw_host);
+  if (!parsed.host) {
+    return decision::deny(parsed.reason);
   }
-  return d;
+  const auto &host = parsed.host->name;
+  const std::string *rule = nullptr;
+  auto d = decide_host("https", *parsed.host, port, rule);
+  if (!d.allowed) return d;
+  // allowlist passes tunnels it does not open: a route's methods and paths could not be held there.
+  if (cfg_.mode == profile::allowlist && !plain_.match(host, "https", port)) {
+    return decision::deny("route_needs_termination", *rule);
+  }
+  return decision::allow(*rule);
 }
 
 decision policy::decide_address(const boost::asio::ip::address &addr,

@@ -155,6 +155,9 @@ public:
   // target (origin form: path and query).
   decision decide(std::string_view method, std::string_view scheme, std::string_view raw_host,
                   unsigned port, std::string_view target = "/") const;
+  // The same for a host parse_host has already normalized (the gateway's): not parsed again.
+  decision decide(std::string_view method, std::string_view scheme, const host_name &host, unsigned port,
+                  std::string_view target = "/") const;
   // A CONNECT authority (method and route rules are applied per request inside the tunnel). Under
   // allowlist, which does not look inside, a host only routes name is refused.
   decision decide_connect(std::string_view raw_host, unsigned port) const;
@@ -182,11 +185,14 @@ private:
   // Report mode: a refusal by the policy's lists, profile or routes is let through as would_deny.
   // Address classes, framing and protocol checks are never relaxed.
   decision reported(decision d) const;
-  decision decide_rules(std::string_view method, std::string_view scheme, std::string_view raw_host,
-                        unsigned port, std::string_view target) const;
+  decision decide_rules(std::string_view method, std::string_view scheme, const host_name &host, unsigned port,
+                        std::string_view target) const;
   decision connect_rules(std::string_view raw_host, unsigned port) const;
-  decision decide_host(std::string_view scheme, std::string_view raw_host, unsigned port,
-                       std::string &rule, std::string &host) const;
+  // A raw host as decide() takes it: bracketed first if it is a bare IPv6 literal.
+  static host_parse_result normalized(std::string_view raw_host);
+  // `rule` points at the matching allowlist entry's text (the matcher's own).
+  decision decide_host(std::string_view scheme, const host_name &host, unsigned port,
+                       const std::string *&rule) const;
 
   config cfg_;
   host_matcher allow_; // plain entries and routes' hosts

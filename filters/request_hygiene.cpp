@@ -1,22 +1,23 @@
 #include "filters/request_hygiene.hpp"
 
 #include <algorithm>
-#include <cctype>
+#include <array>
 #include <string>
 
 namespace sluice::filters {
 namespace {
 
+// ASCII only, as HTTP's names and tokens are (no locale lookup per byte).
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
+
 bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
 }
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  for (auto &c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto &c : out) c = ascii_lower(c);
   return out;
 }
 
@@ -40,6 +41,10 @@ bool target_is_unambiguous(std::string_view target) {
     if (c <= 0x20 || c == 0x7f || c == '#' || c == '\\') {
       return false;
     }
+  }
+  // Without a dot or a percent sign there is no dot segment, encoded or not.
+  if (path.find_first_of(".%") == std::string_view::npos) {
+    return true;
   }
   std::string p = lower(path);
   // Decode %2e and %2f so that "/%2e%2e/" and "/..%2f" are seen as the dot segments they become.
@@ -71,9 +76,20 @@ bool target_is_unambiguous(std::string_view target) {
   return true;
 }
 
+namespace {
+// Bytes check_raw_head looks at twice: CR, LF, and the control characters (HTAB aside) with DEL.
+constexpr auto raw_head_special = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = c != '\t';
+  t[0x7f] = true;
+  return t;
+}();
+} // namespace
+
 std::string_view check_raw_head(std::string_view head) {
   for (std::size_t i = 0; i < head.size(); ++i) {
     auto c = static_cast<unsigned char>(head[i]);
+    if (!raw_head_special[c]) continue; // nearly every byte: one lookup
     if (c == '\r') {
       if (i + 1 >= head.size() || head[i + 1] != '\n') return "bare_line_ending";
       ++i;

@@ -423,6 +423,17 @@ void gateway::drain(std::chrono::milliseconds max_wait) {
       done.get_future().wait();
     }
   }
+  // Idle parked tunnels have no response to finish: they close now instead of holding the drain
+  // until their idle deadline. A tunnel busy with a request finishes it (draining is checked
+  // before the next).
+  for (auto &w : workers_) {
+    std::promise<void> done;
+    net::post(w->ioc, [&] {
+      w->parking.expire_all();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
   if (dns_) { // on its worker, as the acceptors
     std::promise<void> done;
     net::post(workers_[0]->ioc, [&] {

@@ -31,9 +31,21 @@ template <class Stream> net::awaitable<void> session::connect_after_requests(Str
 void session::park(std::unique_ptr<session> self) {
   self->client_.reset(); // its socket is the tunnel's now
   tls_stream &tls = *self->tunnel_tls_;
-  tls.expires_at(self->resume_deadline_);
-  tls.async_wait_readable([self = std::move(self)](error_code ec, std::size_t) mutable {
-    auto ex = self->tunnel_tls_->get_executor();
+  auto ex = tls.get_executor();
+  if (self->state_.draining.load()) { // idle while the gateway drains: closes now
+    net::co_spawn(ex, resume(std::move(self), net::error::operation_aborted), log_session_error);
+    return;
+  }
+  if (SSL_has_pending(tls.native_handle())) { // decrypted bytes already held: a request has begun
+    net::co_spawn(ex, resume(std::move(self), {}), log_session_error);
+    return;
+  }
+  // One wait on the socket, its deadline kept by the worker's parking lot (which cancels the wait
+  // when it passes) rather than a timer of the tunnel's own.
+  tcp::socket &socket = tls.socket();
+  self->worker_.parking.add(self->ticket_, socket, self->resume_deadline_);
+  socket.async_wait(tcp::socket::wait_read, [self = std::move(self), ex](error_code ec) mutable {
+    self->worker_.parking.remove(self->ticket_);
     net::co_spawn(ex, resume(std::move(self), ec), log_session_error);
   });
 }
@@ -113,7 +125,7 @@ void session::read_peer_certificate(SSL *ssl, int verify_error) {
   if (!cert) return; // none shown: the client may still send a token, inside TLS
   if (verify_error == X509_V_OK) verify_error = static_cast<int>(SSL_get_verify_result(ssl));
   if (verify_error != X509_V_OK) {
-    peer_certificate_error_ = X509_verify_cert_error_string(verify_error);
+    id().peer_certificate_error = X509_verify_cert_error_string(verify_error);
     return;
   }
   filters::certificate_names names;
@@ -134,7 +146,7 @@ void session::read_peer_certificate(SSL *ssl, int verify_error) {
     if (names.uris.size() + names.dns.size() >= 64) break; // a bound on what one client brings
   }
   GENERAL_NAMES_free(sans);
-  peer_names_ = std::move(names);
+  id().peer_names = std::move(names);
 }
 
 void session::finish(outcome &o) {
@@ -145,11 +157,11 @@ void session::finish(outcome &o) {
   auto elapsed = std::chrono::duration<double>(clock::now() - o.start).count();
   auto profile = filters::to_string(cfg().mode);
   state_.metrics.request(
-      {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed, who_});
+      {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed, who()});
   std::string path = metrics::redact_target(o.target, state_.log.redact_query());
   state_.log.write({profile, o.method, o.scheme, o.host, o.port, path, o.rule, o.reason,
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
-                    captured_ ? "capture" : "proxy", agent_, who_, cfg().role});
+                    captured_ ? "capture" : "proxy", agent_, who(), cfg().role});
   if (!agent_.empty()) state_.metrics.agent_request(agent_, o.decision);
   state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                        o.bytes_in, o.bytes_out});
@@ -160,14 +172,14 @@ void session::finish(outcome &o) {
 
 std::string_view session::refresh_policy() {
   auto top = state_.policy.load();
-  if (who_.empty()) {
+  if (who().empty()) {
     policy_ = std::move(top);
     return {};
   }
   // An identified client keeps its access only while the file still names it with that token.
-  const auto *c = top->client(who_);
-  bool same = c && (who_by_certificate_ ? c->certificate : c->token_sha256) == who_hash_;
-  auto role = same ? top->for_client(who_) : nullptr;
+  const auto *c = top->client(id_->who);
+  bool same = c && (id_->by_certificate ? c->certificate : c->token_sha256) == id_->who_hash;
+  auto role = same ? top->for_client(id_->who) : nullptr;
   if (!role) {
     policy_ = std::move(top);
     return "client_revoked";
@@ -179,55 +191,57 @@ std::string_view session::refresh_policy() {
 std::string_view session::identify_request(std::string_view proxy_authorization) {
   auto top = state_.policy.load();
   if (!identify_ || !top->requires_identity()) {
-    who_.clear();
+    if (id_) id_->who.clear();
     policy_ = std::move(top);
     return {};
   }
   // On the HTTPS proxy listener a certificate, once shown, is the client's identity: a token in
   // the request cannot stand in for a certificate that failed, nor name another client.
-  if (!peer_certificate_error_.empty()) {
-    who_.clear();
+  if (id_ && !id_->peer_certificate_error.empty()) {
+    id_->who.clear();
     policy_ = std::move(top);
     return "client_certificate_invalid";
   }
   // A connection mostly carries one client's requests with the same header: identified once per
   // policy, the next such request costs a comparison (the result depends on nothing else).
-  bool by_certificate = peer_names_.has_value();
-  if (!who_.empty() && top == identified_by_ && proxy_authorization.size() == identified_header_.size() &&
-      CRYPTO_memcmp(proxy_authorization.data(), identified_header_.data(), identified_header_.size()) == 0) {
+  auto &i = id();
+  bool by_certificate = i.peer_names.has_value();
+  if (!i.who.empty() && top == i.identified_by && proxy_authorization.size() == i.identified_header.size() &&
+      CRYPTO_memcmp(proxy_authorization.data(), i.identified_header.data(), i.identified_header.size()) == 0) {
     return {}; // refresh_policy() has already put the role's policy in place
   }
-  identified_by_.reset();
-  auto m = by_certificate ? filters::identify_certificate(top->cfg(), *peer_names_)
+  i.identified_by.reset();
+  auto m = by_certificate ? filters::identify_certificate(top->cfg(), *i.peer_names)
                           : filters::identify_header(top->cfg(), proxy_authorization);
   if (!m.client) {
-    who_.clear();
+    i.who.clear();
     policy_ = std::move(top);
     return m.reason;
   }
   take_client(*top, *m.client, by_certificate);
-  identified_by_ = top;
-  identified_header_.assign(by_certificate ? std::string_view() : proxy_authorization);
+  i.identified_by = top;
+  i.identified_header.assign(by_certificate ? std::string_view() : proxy_authorization);
   return {};
 }
 
 void session::take_client(const filters::policy &top, const filters::client_config &c,
                           bool by_certificate) {
-  who_ = c.name;
-  who_by_certificate_ = by_certificate;
-  who_hash_ = by_certificate ? c.certificate : c.token_sha256;
-  policy_ = top.for_client(who_);
+  auto &i = id();
+  i.who = c.name;
+  i.by_certificate = by_certificate;
+  i.who_hash = by_certificate ? c.certificate : c.token_sha256;
+  policy_ = top.for_client(i.who);
 }
 
 bool session::within_rate() {
   double rate = policy_->requests_per_second();
-  return rate <= 0 || who_.empty() || state_.meters.admit(who_, rate);
+  return rate <= 0 || who().empty() || state_.meters.admit(who(), rate);
 }
 
 net::awaitable<void> session::throttle(std::size_t n) {
   auto rate = policy_->bytes_per_second();
-  if (rate == 0 || who_.empty() || n == 0) co_return;
-  auto wait = state_.meters.charge(who_, static_cast<double>(rate), n);
+  if (rate == 0 || who().empty() || n == 0) co_return;
+  auto wait = state_.meters.charge(who(), static_cast<double>(rate), n);
   if (wait <= clock::duration::zero()) co_return;
   net::steady_timer timer(co_await net::this_coro::executor);
   timer.expires_after(wait);

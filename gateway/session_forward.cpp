@@ -3,6 +3,8 @@
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
 
+#include <charconv>
+
 namespace sluice::gateway::detail {
 namespace {
 
@@ -293,7 +295,11 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
                              const std::string *preread) {
   auto &req = parser.get();
   bool tls = o.scheme == "https";
-  std::string key = o.scheme + "://" + o.host + ":" + std::to_string(o.port);
+  std::string key; // the pool's: "scheme://host:port", in one allocation
+  key.reserve(o.scheme.size() + o.host.size() + 9);
+  key.append(o.scheme).append("://").append(o.host).append(1, ':');
+  char port_text[8];
+  key.append(port_text, std::to_chars(port_text, port_text + sizeof port_text, o.port).ptr);
   bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
 
   if (req[http::field::host].empty()) {

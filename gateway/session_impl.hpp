@@ -133,7 +133,7 @@ private:
   bool within_rate();
   // The client's bytes-per-second budget: waits, after `n` bytes were relayed, as long as it says.
   // Called only where throttled(): a request without a byte limit costs no coroutine frame.
-  bool throttled() const { return policy_->bytes_per_second() != 0 && !who_.empty(); }
+  bool throttled() const { return policy_->bytes_per_second() != 0 && !who().empty(); }
   net::awaitable<void> throttle(std::size_t n);
   // 407 with Proxy-Authenticate, 429 with Retry-After, or 403 for a revoked client; logged.
   template <class Stream>
@@ -267,19 +267,32 @@ private:
   gateway_state &state_;
   std::string_view agent_; // serve's agent listener this connection came to, else empty
   bool identify_ = false;   // serve's proxy listener: clients identify themselves once [clients] names any
-  std::string who_;         // the identified client's [clients] name, else empty
-  std::string who_hash_;    // the token hash (or certificate identity) it identified with: a reload
-                            // that changes it ends its access
-  bool who_by_certificate_ = false;
-  // The last identification on this connection: the policy it was made under (held, so that a new
-  // policy cannot take its address) and the header it came from (empty for a certificate).
-  filters::policy_ptr identified_by_;
-  std::string identified_header_;
+  // Client identity, only on serve's identifying listeners (null elsewhere: an exec tunnel or an
+  // unidentified connection does not carry its strings while it idles).
+  struct client_id {
+    std::string who;      // the identified client's [clients] name, else empty
+    std::string who_hash; // the token hash (or certificate identity) it identified with: a reload
+                          // that changes it ends its access
+    bool by_certificate = false;
+    // The last identification on this connection: the policy it was made under (held, so that a
+    // new policy cannot take its address) and the header it came from (empty for a certificate).
+    filters::policy_ptr identified_by;
+    std::string identified_header;
+    // The HTTPS proxy listener: the names of a client certificate that verified; or, for one that
+    // did not, why (the first verification error).
+    std::optional<filters::certificate_names> peer_names;
+    std::string peer_certificate_error;
+  };
+  std::unique_ptr<client_id> id_;
+  client_id &id() {
+    if (!id_) id_ = std::make_unique<client_id>();
+    return *id_;
+  }
+  const std::string &who() const {
+    static const std::string none;
+    return id_ ? id_->who : none;
+  }
   bool tls_listener_ = false; // serve's HTTPS proxy listener
-  // The HTTPS proxy listener: the names of a client certificate that verified; or, for one that
-  // did not, why (the first verification error).
-  std::optional<filters::certificate_names> peer_names_;
-  std::string peer_certificate_error_;
   filters::policy_ptr policy_;
   beast::flat_buffer buffer_;
   std::unique_ptr<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
@@ -294,6 +307,7 @@ private:
   tunnel_target tunnel_target_;
   beast::flat_buffer tunnel_buf_;
   bool park_ = false;
+  parking_lot::ticket ticket_; // in the worker's parking lot while parked
   std::size_t resume_served_ = 0;
   clock::time_point resume_deadline_ = clock::time_point::max();
 };

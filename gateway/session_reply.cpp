@@ -142,22 +142,22 @@ net::awaitable<void> session::refuse_client(Stream &s, outcome &o, std::string_v
   std::string body;
   if (reason == "rate_limited") {
     status = 429;
-    body = "sluice: client " + who_ + " is over its role's requests_per_second (" +
+    body = "sluice: client " + who() + " is over its role's requests_per_second (" +
            std::to_string(policy_->requests_per_second()) + "); retry after a second, or raise "
            "requests_per_second in [roles." + cfg().role + "]\n";
   } else if (reason == "client_revoked") {
     status = 403;
-    body = "sluice: client " + who_ + " is no longer in the policy with the token this connection "
+    body = "sluice: client " + who() + " is no longer in the policy with the token this connection "
            "identified with ([clients] changed); connect again with the current token\n";
   } else if (reason == "client_certificate_invalid") {
-    body = "sluice: the client certificate was refused (" + peer_certificate_error_ +
+    body = "sluice: the client certificate was refused (" + id_->peer_certificate_error +
            "): it must chain to a CA in [tls] client_ca, be valid now and be meant for TLS clients; "
            "renew it, or connect without one and send a token\n";
-  } else if (peer_names_) {
+  } else if (id_ && id_->peer_names) {
     body = "sluice: the client certificate names no client of this policy, or more than one (its "
            "subjectAltName:";
-    for (const auto &u : peer_names_->uris) body += " URI:" + u;
-    for (const auto &d : peer_names_->dns) body += " DNS:" + d;
+    for (const auto &u : id_->peer_names->uris) body += " URI:" + u;
+    for (const auto &d : id_->peer_names->dns) body += " DNS:" + d;
     body += "); a client is [clients.NAME] with certificate = \"URI\" or \"DNS name\", exactly one of "
             "those\n";
   } else {

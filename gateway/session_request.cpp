@@ -7,6 +7,7 @@
 #include "gateway/session_impl.hpp"
 
 #include <boost/url/parse.hpp>
+#include <cstring>
 
 namespace sluice::gateway::detail {
 
@@ -130,7 +131,9 @@ net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf
   while (n == 0) {
     std::string_view have(static_cast<const char *>(buf.data().data()), buf.size());
     for (std::size_t i = scanned; i < have.size(); ++i) {
-      if (have[i] != '\n') continue;
+      const void *lf = std::memchr(have.data() + i, '\n', have.size() - i);
+      if (!lf) break;
+      i = static_cast<std::size_t>(static_cast<const char *>(lf) - have.data());
       if (i + 1 < have.size() && have[i + 1] == '\n') {
         n = i + 2;
       } else if (i + 2 < have.size() && have[i + 1] == '\r' && have[i + 2] == '\n') {
@@ -321,7 +324,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
       git_read = filters::is_git_upload_pack("POST", path, req[http::field::content_type]);
     }
   }
-  auto d = pol.decide(git_read ? std::string_view("GET") : std::string_view(o.method), o.scheme, o.host,
+  auto d = pol.decide(git_read ? std::string_view("GET") : std::string_view(o.method), o.scheme, *parsed.host,
                       port, target);
   if (!d.allowed) {
     co_await deny(s, o, d.reason, d.rule, keep_alive && !git_read, version);

@@ -34,11 +34,9 @@ std::unique_ptr<upstream_connection> upstream_pool::take(const std::string &key)
     q.pop_back();
     --size_;
     if (now - e.since < idle_timeout_ && still_idle(*e.conn)) {
-      if (q.empty()) idle_.erase(it);
       return std::move(e.conn);
     }
   }
-  idle_.erase(it);
   return nullptr;
 }
 
@@ -50,9 +48,16 @@ void upstream_pool::put(std::unique_ptr<upstream_connection> conn) {
     conn->buffer.shrink_to_fit(); // a bulk transfer's 64 KiB is not kept while idle
     conn->buffer.reserve(16 * 1024);
   }
-  auto &q = idle_[conn->key];
+  auto it = idle_.find(conn->key);
+  if (it == idle_.end()) {
+    if (idle_.size() >= total_) { // at most total_ keys hold a connection: the rest are empty
+      std::erase_if(idle_, [](const auto &kv) { return kv.second.empty(); });
+    }
+    it = idle_.emplace(conn->key, std::vector<idle_entry>{}).first;
+  }
+  auto &q = it->second;
   if (q.size() >= per_key_) {
-    q.pop_front();
+    q.erase(q.begin());
     --size_;
   }
   if (size_ >= total_) {
@@ -71,9 +76,8 @@ void upstream_pool::evict_oldest() {
     }
   }
   if (oldest != idle_.end()) {
-    oldest->second.pop_front();
+    oldest->second.erase(oldest->second.begin());
     --size_;
-    if (oldest->second.empty()) idle_.erase(oldest);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace sluice::gateway {
 
@@ -87,7 +88,10 @@ private:
   std::size_t per_key_, total_;
   std::chrono::milliseconds idle_timeout_;
   std::size_t size_ = 0;
-  std::unordered_map<std::string, std::deque<idle_entry>> idle_;
+  // Oldest first. A key whose list empties stays (with its list's capacity), so that the usual
+  // take-then-put of one keep-alive connection allocates nothing; put() sweeps empty keys once
+  // there are as many keys as connections may idle.
+  std::unordered_map<std::string, std::vector<idle_entry>> idle_;
 };
 
 } // namespace sluice::gateway

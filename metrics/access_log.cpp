@@ -86,12 +86,19 @@ void field(std::string &out, std::string_view key, std::uint64_t v) {
   out.append(buf, end);
 }
 
+// Seconds with six decimals ("0.001235"): a duration to the microsecond, formatted as two integers
+// (the shortest form of the double cost a tenth of the line's instructions).
 void field(std::string &out, std::string_view key, double v) {
   out.append(key);
-  if (!std::isfinite(v)) v = 0; // JSON has no NaN or infinity; a duration is never either
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
+  if (!(v > 0)) v = 0;             // JSON has no NaN; a duration is never negative
+  if (v > 1e12) v = 1e12;          // and never 30,000 years: keeps the conversion defined
+  auto us = static_cast<std::uint64_t>(std::llround(v * 1e6));
+  char buf[40];
+  auto [end, ec] = std::to_chars(buf, buf + 24, us / 1000000);
+  *end++ = '.';
+  auto frac = us % 1000000;
+  for (int d = 5; d >= 0; --d, frac /= 10) end[d] = static_cast<char>('0' + frac % 10);
+  out.append(buf, end + 6);
 }
 
 // "2026-12-02T18:30:05.123Z": the part up to the seconds is formatted once a second per thread.

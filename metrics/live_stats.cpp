@@ -2,6 +2,8 @@
 
 #include <boost/json.hpp>
 
+#include <charconv>
+
 namespace sluice::metrics {
 
 double unix_now() {
@@ -16,8 +18,14 @@ std::string redact_target(std::string_view target, bool redact) {
 
 void live_stats::record(const event &e) {
   double now = unix_now();
-  std::string key = e.host.empty() ? std::string("(no host)")
-                                   : std::string(e.host) + ":" + std::to_string(e.port);
+  // "host:port", built in a buffer the thread keeps: a destination already seen allocates nothing.
+  thread_local std::string key;
+  if (e.host.empty()) {
+    key.assign("(no host)");
+  } else {
+    char port[8];
+    key.assign(e.host).append(1, ':').append(port, std::to_chars(port, port + sizeof port, e.port).ptr);
+  }
   std::lock_guard lock(mutex_);
   bool allowed = e.decision == "allow", denied = e.decision == "deny";
   (allowed ? allowed_ : denied ? denied_ : errors_) += 1;
@@ -25,11 +33,10 @@ void live_stats::record(const event &e) {
   bytes_out_ += e.bytes_out;
   auto it = destinations_.find(key);
   if (it == destinations_.end()) {
-    if (destinations_.size() >= max_destinations) key = "(other)";
-    it = destinations_.try_emplace(std::move(key)).first;
+    it = destinations_.try_emplace(destinations_.size() >= max_destinations ? std::string("(other)") : key).first;
   }
   auto &d = it->second;
-  if (!e.rule.empty()) d.rule = e.rule;
+  if (!e.rule.empty() && d.rule != e.rule) d.rule = e.rule;
   (allowed ? d.allowed : denied ? d.denied : d.errors) += 1;
   d.bytes_in += e.bytes_in;
   d.bytes_out += e.bytes_out;

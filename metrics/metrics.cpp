@@ -121,9 +121,8 @@ metrics::~metrics() = default;
 metrics::series &metrics::series_for(const request_sample &s) {
   auto m = bounded_method(s.method);
   std::string_view rule = s.rule.empty() ? no_rule : s.rule;
-  std::string key;
-  key.reserve(s.profile.size() + s.decision.size() + s.reason.size() + m.size() + rule.size() +
-              s.client.size() + 5);
+  thread_local std::string key; // kept by the thread: a series already seen allocates nothing
+  key.clear();
   key.append(s.profile).append(1, '\n').append(s.decision).append(1, '\n').append(s.reason);
   key.append(1, '\n').append(m).append(1, '\n').append(rule).append(1, '\n').append(s.client);
   auto it = cache_.find(key);
@@ -147,7 +146,7 @@ metrics::series &metrics::series_for(const request_sample &s) {
     out->rule_duration =
         &rule_duration_.Add({{"profile", profile}, {"skill", skill_}, {"rule", r}}, latency_buckets);
   }
-  return *cache_.emplace(std::move(key), std::move(out)).first->second;
+  return *cache_.emplace(key, std::move(out)).first->second;
 }
 
 void metrics::request(const request_sample &s) {

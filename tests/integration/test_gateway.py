@@ -188,6 +188,48 @@ dns = "2s"
         self.assertLess(waited, 5.0, "parking extended [timeouts] idle (1.5 s)")
         tls.close()
 
+    def test_parked_tunnels_idle_out_each_at_its_own_deadline(self):
+        # One timer per worker keeps every parked tunnel's deadline: tunnels parked 0.6 s apart
+        # close 0.6 s apart, each after its own idle time, while a busy one stays open.
+        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' + self.base + 'idle = "1500ms"\n',
+                     "lotgw")
+        tunnels, closed = [], {}
+        for i in range(3):
+            tls = self.tunnel(gw)
+            self.assertEqual(self.get(tls, "/lot/%d" % i)[0], 200)
+            tunnels.append((time.monotonic(), tls))
+            time.sleep(0.6)
+        busy = self.tunnel(gw)
+        for started, tls in tunnels:
+            tls.settimeout(10)
+            self.assertEqual(tls.recv(65536), b"")  # idled out, parked
+            closed[started] = time.monotonic() - started
+            tls.close()
+            self.assertEqual(self.get(busy, "/busy")[0], 200)  # kept busy: never idle 1.5 s
+        for waited in closed.values():
+            self.assertGreater(waited, 1.3, "a parked tunnel closed before its idle deadline")
+            self.assertLess(waited, 4.0, "a parked tunnel outlived its idle deadline")
+        self.assertEqual(self.get(busy, "/still")[0], 200)
+        busy.close()
+
+    def test_sigterm_closes_parked_tunnels_at_once(self):
+        # An idle parked tunnel has no response to finish: the drain closes it at once instead of
+        # waiting for its idle deadline (60 s here) or the drain's limit.
+        gw = Gateway(self.procs, self.tmp.name, 'profile = "network-read"\n' + self.base +
+                     'idle = "60s"\ndrain = "30s"\n', "draingw")
+        tunnels = [self.tunnel(gw) for _ in range(3)]
+        for i, tls in enumerate(tunnels):
+            self.assertEqual(self.get(tls, "/d%d" % i)[0], 200)
+        time.sleep(0.5)  # parked (after 100 ms idle)
+        start = time.monotonic()
+        gw.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(gw.proc.wait(timeout=20), 0)
+        self.assertLess(time.monotonic() - start, 5.0, "the drain waited for idle parked tunnels")
+        for tls in tunnels:
+            tls.settimeout(5)
+            self.assertEqual(tls.recv(65536), b"")
+            tls.close()
+
     # --- policy denials --------------------------------------------------------------------
     def test_writes_refused_in_network_read(self):
         for method in ("POST", "PUT", "DELETE", "PATCH"):

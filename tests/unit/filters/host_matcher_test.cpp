@@ -12,7 +12,9 @@ std::optional<std::string> match(const host_matcher &m, const char *raw, const c
                                  unsigned port = 443) {
   auto h = sluice::filters::parse_host(raw);
   if (!h.host) return std::nullopt;
-  return m.match(h.host->name, scheme, port);
+  const std::string *text = m.match(h.host->name, scheme, port);
+  if (!text) return std::nullopt;
+  return *text;
 }
 } // namespace
 

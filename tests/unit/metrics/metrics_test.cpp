@@ -122,7 +122,7 @@ TEST_CASE("the access log writes one JSON object a line, every field escaped", "
     r.status = 200;
     r.bytes_in = 18446744073709551615ull;
     r.bytes_out = 0;
-    r.duration_seconds = 0.0012345;
+    r.duration_seconds = 0.0012346;
     r.client = "agent-1";
     log.write(r);
     r.duration_seconds = 12.5;
@@ -142,7 +142,8 @@ TEST_CASE("the access log writes one JSON object a line, every field escaped", "
   CHECK(o.at("path").as_string() == std::string("/a\"b\\c\n\t\x01\x1f") + "\xc3\xa9/\xe2\x82\xac");
   CHECK(o.at("port").as_int64() == 443);
   CHECK(o.at("bytes_in").as_uint64() == 18446744073709551615ull);
-  CHECK(o.at("duration_seconds").as_double() == 0.0012345);
+  CHECK(o.at("duration_seconds").as_double() == 0.001235); // to the microsecond
+  CHECK(first.find("\"duration_seconds\":0.001235,") != std::string::npos);
   CHECK(o.at("agent").as_string() == "");
   CHECK(o.at("client").as_string() == "agent-1");
   CHECK(o.at("entry").as_string() == "proxy");
@@ -150,6 +151,7 @@ TEST_CASE("the access log writes one JSON object a line, every field escaped", "
   CHECK(first.find("\\u0001") != std::string::npos);
   auto p = boost::json::parse(second).as_object();
   CHECK(p.at("duration_seconds").as_double() == 12.5);
+  CHECK(second.find("\"duration_seconds\":12.500000,") != std::string::npos);
   CHECK(p.at("path").as_string() == "");
 }
 
