@@ -550,6 +550,17 @@ class ClaudeProxyMode(ClaudeCase):
         self.serve.wait()
         super().tearDown()
 
+    @staticmethod
+    def bridged(cmd):
+        """`cmd` (a curl) retried while Claude Code's sandbox bridge is not yet listening: its
+        wrapper starts socat in the background and runs the command at once (`socat
+        TCP-LISTEN:3128,... & eval CMD` in 2.0.10), so a command's first connection to
+        localhost:3128 can be refused before socat binds (seen once in CI). Only a refused
+        connection is retried (sluice's answers, 403 included, are not): the host's race, not
+        sluice's."""
+        assert cmd.startswith("curl ")
+        return "curl --retry 5 --retry-connrefused --retry-delay 1 " + cmd[len("curl "):]
+
     def install_proxy(self):
         self.sluice("adapter", "install", "claude", "--mode", "proxy", "--config", self.config,
                     "--ca-bundle", self.bundle)
@@ -563,11 +574,12 @@ class ClaudeProxyMode(ClaudeCase):
 
     def test_sandboxed_commands_go_through_sluice(self):
         self.install_proxy()
-        r = self.claude("Bash", "curl -sS -m 10 %s" % self.url("/hello"))
+        r = self.claude("Bash", self.bridged("curl -sS -m 10 %s" % self.url("/hello")))
         self.assertIn("hello from origin /hello", r["content"])  # TLS terminated by sluice, trusted
-        r = self.claude("Bash", "curl -sS -m 10 -X DELETE %s" % self.url("/thing"))
-        r2 = self.claude("Bash", "curl -sS -m 10 --proxy socks5h://localhost:1080 -X DELETE %s" % self.url("/other"))
-        r3 = self.claude("Bash", "curl -sS -m 10 https://exfil.example.net/")
+        r = self.claude("Bash", self.bridged("curl -sS -m 10 -X DELETE %s" % self.url("/thing")))
+        r2 = self.claude("Bash", self.bridged("curl -sS -m 10 --proxy socks5h://localhost:1080 -X DELETE %s"
+                                              % self.url("/other")))
+        r3 = self.claude("Bash", self.bridged("curl -sS -m 10 https://exfil.example.net/"))
         log = self.log_lines()
         self.assertTrue(any(l["method"] == "GET" and l["path"] == "/hello" and l["decision"] == "allow" for l in log))
         self.assertTrue(any(l["host"] == "exfil.example.net" and l["decision"] == "deny" for l in log))
@@ -586,7 +598,7 @@ class ClaudeProxyMode(ClaudeCase):
         with open(os.path.join(self.home, ".claude", "settings.json")) as f:
             net = json.load(f)["sandbox"]["network"]
         self.assertEqual((net["httpProxyPort"], net["socksProxyPort"]), (self.agent_port, self.agent_port))
-        r = self.claude("Bash", "curl -sS -m 10 %s" % self.url("/agent"))
+        r = self.claude("Bash", self.bridged("curl -sS -m 10 %s" % self.url("/agent")))
         self.assertIn("hello from origin /agent", r["content"])
         # Another user's process on this machine cannot borrow the agent's listener.
         other = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if self.user is None else []
