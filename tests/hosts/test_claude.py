@@ -554,8 +554,9 @@ class ClaudeProxyMode(ClaudeCase):
     def bridged(cmd):
         """`cmd` (a curl) retried while Claude Code's sandbox bridge is not yet listening: its
         wrapper starts socat in the background and runs the command at once (`socat
-        TCP-LISTEN:3128,... & eval CMD` in 2.0.10), so a command's first connection to
-        localhost:3128 can be refused before socat binds (seen once in CI). Only a refused
+        TCP-LISTEN:3128,... & eval CMD` in 2.0.10, the same with 1080 too in 2.1.332), so a
+        command's first connection to localhost:3128 can be refused before socat binds (seen once
+        in CI). Only a refused
         connection is retried (sluice's answers, 403 included, are not): the host's race, not
         sluice's."""
         assert cmd.startswith("curl ")

@@ -3,6 +3,7 @@
 Everything talks to loopback only."""
 import hashlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -21,6 +22,24 @@ SLUICE = os.environ.get("SLUICE_BIN") or os.path.join(HERE, "../../build/default
 
 
 def free_port():
+    """A free loopback port below the kernel's ephemeral range. A port the kernel hands out for
+    bind(0) comes from that range, where every outgoing connection takes its local port too: one of
+    them could take it between this check and the server's own bind (a replica in test_fleet once
+    failed so: Address already in use)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    if low > 11000:
+        for _ in range(100):
+            port = random.randint(10000, low - 1)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
