@@ -409,39 +409,35 @@ void gateway::set_unready() { state_->unready.store(true); }
 
 void gateway::reload(filters::policy_ptr policy) { state_->policy.store(std::move(policy)); }
 
+namespace {
+// Runs `f` on the worker thread of `ioc` and waits for it: what a worker owns is touched from its
+// own thread only.
+template <class F> void run_on(net::io_context &ioc, F f) {
+  std::promise<void> done;
+  net::post(ioc, [&] {
+    f();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+} // namespace
+
 void gateway::drain(std::chrono::milliseconds max_wait) {
   state_->draining.store(true);
   // Close every acceptor on its own worker thread: acceptors are not thread-safe.
   for (auto &set : listeners_) {
     for (std::size_t i = 0; i < set->acceptors.size(); ++i) {
-      std::promise<void> done;
-      net::post(workers_[i]->ioc, [&] {
+      run_on(workers_[i]->ioc, [&] {
         boost::system::error_code ignored;
         set->acceptors[i]->close(ignored);
-        done.set_value();
       });
-      done.get_future().wait();
     }
   }
   // Idle parked tunnels have no response to finish: they close now instead of holding the drain
   // until their idle deadline. A tunnel busy with a request finishes it (draining is checked
   // before the next).
-  for (auto &w : workers_) {
-    std::promise<void> done;
-    net::post(w->ioc, [&] {
-      w->parking.expire_all();
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
-  if (dns_) { // on its worker, as the acceptors
-    std::promise<void> done;
-    net::post(workers_[0]->ioc, [&] {
-      dns_->close();
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
+  for (auto &w : workers_) run_on(w->ioc, [&] { w->parking.expire_all(); });
+  if (dns_) run_on(workers_[0]->ioc, [&] { dns_->close(); }); // on its worker, as the acceptors
   auto wait = max_wait.count() > 0
                   ? max_wait
                   : std::chrono::duration_cast<std::chrono::milliseconds>(initial_->cfg().timeouts.drain);

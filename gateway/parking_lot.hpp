@@ -37,7 +37,6 @@ public:
   // The gateway drains: every parked tunnel's wait is cancelled now (an idle connection has no
   // response to finish, and would otherwise hold the drain until its deadline).
   void expire_all();
-  std::size_t size() const { return by_deadline_.size(); }
 
 private:
   void arm(clock::time_point when);
