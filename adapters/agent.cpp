@@ -274,6 +274,16 @@ exec::host_boundary codex_boundary(const agent_request &r, const std::string &ho
   key.format = "Bearer {}";
   key.env = key_env;
   model_endpoint(b, e, {"/responses", "/responses/*", "/chat/completions"}, key);
+  // A provider with supports_websockets (the built-in one has it) opens the Responses WebSocket
+  // at BASE/responses first: allowed as a WebSocket route, the key added on the upgrade. Where it
+  // is refused anyway (a deny rule), the 426 sends Codex to plain HTTP at once.
+  filters::route_rule ws;
+  ws.host = e.pattern;
+  ws.methods = {"GET"};
+  ws.paths = {e.base + "/responses"};
+  ws.websocket = true;
+  ws.text = filters::describe_route(ws);
+  b.routes.push_back(ws);
   b.state.push_back(dir);
   // Its settings, hooks and rules are read-only (its bundled skills are copied into skills/.system
   // at start, which stays writable for it).

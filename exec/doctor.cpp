@@ -64,9 +64,13 @@ std::vector<doctor_check> run_doctor() {
   add("network_namespaces", netns, "network, PID, mount and IPC namespaces work");
 
   // The real sandbox set-up, run to the last step before the command's execve.
-  bool require_landlock = false;
+  bool require_landlock = false, nested_userns = false, userns_limit = false;
+  std::string policy_source = "the built-in policy";
   try {
-    require_landlock = load_trusted_policy("").require_landlock;
+    auto trusted = load_trusted_policy("");
+    require_landlock = trusted.require_landlock;
+    nested_userns = trusted.nested_userns;
+    policy_source = trusted.source;
   } catch (const std::exception &) {
     // a broken policy is exec's to report, with its line; the machine checks go on
   }
@@ -82,6 +86,7 @@ std::vector<doctor_check> run_doctor() {
       o.cwd = "/";
       o.capture_ports = {80, 443};
       o.require_landlock = require_landlock;
+      o.nested_userns = nested_userns;
       sandbox sb(o);
       sb.ready();
       if (sb.listener() < 0) errs["fd_handoff"] = "no listener received";
@@ -90,6 +95,7 @@ std::vector<doctor_check> run_doctor() {
         errs["capture"] = "the capture sockets were not handed over";
       }
       abi = sb.provision({{"probe", "x"}});
+      userns_limit = sb.userns_limit();
       int e = 0;
       if (!sb.start(e)) errs["setsid"] = std::string("the command's process failed its last set-up: ") + std::strerror(e);
       if (sb.wait() != 0 && errs["setsid"].empty()) errs["setsid"] = "the probe command's process failed";
@@ -123,6 +129,18 @@ std::vector<doctor_check> run_doctor() {
   add("landlock", errs["landlock"], landlock_detail);
   add("seccomp", errs["seccomp"], "seccomp filter: no TIOCSTI/TIOCLINUX, sockets AF_UNIX/INET/INET6/"
                                   "NETLINK only, no io_uring, keyrings, bpf, mounts");
+  // Which of the two is in force, from the trusted policy's [sandbox] (a skill may set its own).
+  std::string nested =
+      nested_userns
+          ? "nested user namespaces allowed: [sandbox] nested_userns = true in " + policy_source +
+                " lets commands create namespaces of their own (and the kernel interfaces behind "
+                "them: nf_tables, traffic control)"
+          : std::string("nested user namespaces refused: seccomp refuses unshare and clone with "
+                        "CLONE_NEW* flags (EPERM), clone3 answers ENOSYS") +
+                (userns_limit ? ", user.max_user_namespaces is 0 inside" : "") +
+                "; for commands that nest a sandbox (Chromium, bubblewrap, podman) set [sandbox] "
+                "nested_userns = true in the trusted policy";
+  add("nested_userns", errs["seccomp"].empty() ? "" : "skipped: the seccomp step failed", nested);
   add("setsid", errs["setsid"], "the command runs in a session of its own, without capabilities, "
                                 "with no descriptor above 2");
 

@@ -155,6 +155,7 @@ struct exec_plan {
   std::shared_ptr<const filters::policy> policy;
   std::string agent;                        // `sluice agent`: the host, named in /.sluice/agent
   std::vector<std::string> absent_settings; // an agent host's settings that did not exist at the start
+  bool userns_limit = false; // user.max_user_namespaces = 0 held inside (sandbox::userns_limit)
 };
 
 // `sluice agent`: the model endpoint joins the allowlist with its API's POST paths, and its key is
@@ -315,6 +316,7 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   so.cwd = ws.cwd;
   so.pass_fds = opt.pass_fds;
   so.require_landlock = resolved.require_landlock;
+  so.nested_userns = resolved.nested_userns;
 
   environment_spec spec;
   spec.mode = plan.mode;
@@ -610,6 +612,8 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
                           {"caches", caches},
                           {"filesystem", resolved.read_only_workspace ? "read-only" : "workspace-write"},
                           {"landlockAbi", landlock},
+                          {"nestedUserNamespaces", plan.so.nested_userns ? "allowed" : "refused"},
+                          {"userNamespaceLimit", plan.userns_limit},
                           {"workspaceHidden", boost::json::value_from(scan.masks)},
                           {"workspaceProtected", boost::json::value_from(scan.protect)},
                           {"quarantined", quarantined},
@@ -643,6 +647,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   workspace_guard guard(plan.guard);
   workspace_scan scan;
   int landlock = set_up(plan, sb, guard, build, scan);
+  plan.userns_limit = sb.userns_limit();
   std::string_view result;
   int status = run_to_end(opt, sb, sfd, result);
   ::close(sfd);

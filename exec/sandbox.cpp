@@ -424,6 +424,15 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
   // The id maps are written; from now on nothing in the sandbox may ptrace init, which holds
   // every capability of the sandbox's user namespace.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // The second lock on nested user namespaces, beside seccomp: the sandbox's own user namespace
+  // allows none below it. The limit is per user namespace and init holds CAP_SYS_RESOURCE in this
+  // one; where /proc/sys is read-only (some containers) it does not hold, and seccomp alone does.
+  bool userns_limit = false;
+  if (!o.nested_userns) {
+    int fd = ::open("/proc/sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
+    userns_limit = fd >= 0 && ::write(fd, "0\n", 2) == 2;
+    if (fd >= 0) ::close(fd);
+  }
 
   // Loopback: the only interface; without it the listener has no address to live on.
   int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -528,7 +537,7 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
   }
   if (o.fault == "seccomp") serr = "fault injected (SLUICE_FAULT=seccomp)";
   if (!serr.empty() || !load_seccomp(program, serr)) fail("seccomp", serr);
-  if (!send_msg(control, 'K', std::to_string(abi))) _exit(125);
+  if (!send_msg(control, 'K', std::to_string(abi) + (userns_limit ? " 1" : " 0"))) _exit(125);
 
   if (!recv_msg(control, msg, -1) || msg != "S") {
     _exit(125); // sluice gave up before the start: nothing runs
@@ -699,6 +708,7 @@ sandbox::sandbox(const sandbox_options &o) {
   network_ = o.network;
   etc_pending_ = o.view.hide_unreadable_etc;
   fault_ = o.fault;
+  nested_userns_ = o.nested_userns;
 }
 
 void sandbox::share_system_etc() {
@@ -764,7 +774,7 @@ void sandbox::send_seccomp() {
   if (!seccomp_pending_) return;
   seccomp_pending_ = false;
   std::string err;
-  auto program = build_seccomp(err);
+  auto program = build_seccomp(nested_userns_, err);
   if (program.empty()) throw setup_error("seccomp", err.empty() ? "empty seccomp program" : err);
   std::string payload(reinterpret_cast<const char *>(program.data()), program.size() * sizeof(sock_filter));
   if (payload.size() + 1 > max_message || !send_msg(control_, 'P', payload)) {
@@ -794,6 +804,8 @@ int sandbox::sealed() {
   std::string msg;
   if (!recv_msg(control_, msg, 10'000)) throw setup_error("seccomp", "no answer from the sandbox init");
   check_reply(msg, 'K');
+  auto space = msg.find(' ');
+  userns_limit_ = space != std::string::npos && msg.compare(space + 1, 1, "1") == 0;
   return std::atoi(msg.c_str() + 1);
 }
 

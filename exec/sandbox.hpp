@@ -32,6 +32,10 @@ struct sandbox_options {
   std::string cwd;                 // where it starts (inside the view)
   std::vector<int> pass_fds;       // descriptors above 2 it keeps (--pass-fd)
   bool require_landlock = false;   // refuse when the kernel has no Landlock
+  // The trusted policy's opt-out ([sandbox] nested_userns): the command may create user namespaces
+  // (and others in them) for a sandbox of its own. Off: seccomp refuses them and the sandbox's
+  // user.max_user_namespaces is 0.
+  bool nested_userns = false;
   bool await_masks = false;        // init waits for send_marks() before finishing the view
   std::string fault;               // test hook: the named step fails (SLUICE_FAULT)
   bool probe = false;              // doctor: set up, hand the fd over, start nothing
@@ -68,6 +72,9 @@ public:
   // while init builds the view. Throws setup_error.
   void send_seccomp();
   int sealed();
+  // After sealed(): whether user.max_user_namespaces = 0 holds inside (with nested user namespaces
+  // refused; false where /proc/sys could not be written and seccomp holds alone).
+  bool userns_limit() const { return userns_limit_; }
 
   ~sandbox();
   sandbox(const sandbox &) = delete;
@@ -116,6 +123,8 @@ private:
   bool network_ = true;
   bool etc_pending_ = false; // share_system_etc() still to do
   bool seccomp_pending_ = true;
+  bool nested_userns_ = false;
+  bool userns_limit_ = false;
   bool exited_ = false; // exit_report() came: init is on its way out, reaped if already gone
   std::string fault_;
 };

@@ -6,6 +6,7 @@
 #include <sys/ioctl.h>
 #include <linux/seccomp.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -36,7 +37,7 @@ struct ctx_guard {
 
 } // namespace
 
-std::vector<sock_filter> build_seccomp(std::string &error) {
+std::vector<sock_filter> build_seccomp(bool nested_userns, std::string &error) {
   ctx_guard g{seccomp_init(SCMP_ACT_ALLOW)};
   if (!g.ctx) {
     error = "seccomp_init failed";
@@ -112,6 +113,32 @@ std::vector<sock_filter> build_seccomp(std::string &error) {
                                 SCMP_A0(SCMP_CMP_GE, 17));
       rc < 0) {
     return fail("socket rule", rc);
+  }
+  if (!nested_userns) {
+    // No new namespaces from inside, user namespaces above all: a process that makes one holds
+    // every capability in it, and from there a network namespace with CAP_NET_ADMIN over it
+    // (nf_tables, traffic control: where most recent kernel privilege escalations go through).
+    // Without a new user namespace the other flags need capabilities the command lacks; they are
+    // refused here too, so a later change to the capabilities cannot reopen them. One rule a bit:
+    // seccomp compares masked equality only. clone's low byte is the exit signal, where
+    // CLONE_NEWTIME's bit (0x80) sits, so clone leaves that bit out; unshare takes it.
+    const scmp_datum_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWNET,    CLONE_NEWPID,
+                                     CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME};
+    for (scmp_datum_t bit : ns_flags) {
+      scmp_arg_cmp cmp{0, SCMP_CMP_MASKED_EQ, bit, bit};
+      if (int rc = seccomp_rule_add_array(g.ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1, &cmp); rc < 0) {
+        return fail("unshare rule", rc);
+      }
+      if (bit == CLONE_NEWTIME) continue;
+      if (int rc = seccomp_rule_add_array(g.ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1, &cmp); rc < 0) {
+        return fail("clone rule", rc);
+      }
+    }
+    // clone3 passes its flags in a structure seccomp cannot read: ENOSYS makes libc fall back to
+    // clone, whose flags the rules above see (Docker's default profile does the same).
+    int nr = seccomp_syscall_resolve_name("clone3");
+    if (nr == __NR_SCMP_ERROR || nr < 0) nr = 435;
+    if (int rc = seccomp_rule_add(g.ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0); rc < 0) return fail("clone3", rc);
   }
   // libseccomp 2.5 exports to a descriptor only: a memfd, read back whole.
   int fd = ::memfd_create("sluice-seccomp", MFD_CLOEXEC);

@@ -42,6 +42,10 @@ public:
   explicit credential_injector(std::vector<credential_config> credentials);
 
   bool empty() const { return entries_.empty(); }
+  // Appends the header names the credentials are sent in (which a Connection header may not name).
+  void header_names(std::vector<std::string_view> &out) const {
+    for (const auto &e : entries_) out.emplace_back(e.cfg.header);
+  }
 
   // Judges one allowed request: a placeholder bound for a host its credential does not belong to
   // (in a header, Basic credentials included, or in the target) is refused with

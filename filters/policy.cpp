@@ -114,7 +114,7 @@ decision policy::reported(decision d) const {
   // ambiguous path (those are not policy but protocol).
   static constexpr std::string_view relaxed[] = {"host_denied", "host_not_allowlisted", "route_denied",
                                                  "method_not_allowed", "route_not_allowed", "offline",
-                                                 "route_needs_termination"};
+                                                 "route_needs_termination", "websocket_refused"};
   for (auto r : relaxed) {
     if (d.reason == r) {
       d.allowed = true;
@@ -150,6 +150,17 @@ decision policy::decide_rules(std::string_view method, std::string_view scheme, 
     return decision::deny("method_not_allowed", plain ? *plain : *rule);
   }
   return decision::deny(route_path(target) ? "route_not_allowed" : "ambiguous_path", *rule);
+}
+
+decision policy::decide_websocket(std::string_view scheme, const host_name &host, unsigned port,
+                                  std::string_view target, std::string rule) const {
+  if (cfg_.mode != profile::network_read) {
+    return decision::allow(std::move(rule));
+  }
+  if (const auto *r = allow_routes_.match("GET", target, host.name, scheme, port, true, true)) {
+    return decision::allow(r->text);
+  }
+  return reported(decision::deny("websocket_refused", std::move(rule)));
 }
 
 decision policy::connect_rules(std::string_view raw_host, unsigned port) const {

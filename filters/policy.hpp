@@ -10,6 +10,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct limits_config {
   std::size_t max_header_bytes = 64 * 1024;
   std::uint64_t max_body_bytes = 0;          // request bodies; 0: no cap
   std::uint64_t max_response_body_bytes = 0; // response bodies; 0: no cap
+  // One WebSocket data message, across its fragments, either way; 0: no cap. The relay holds no
+  // message (it passes frames as they come): this bounds what a peer may send, not memory.
+  std::uint64_t max_websocket_message_bytes = 64ull << 20;
   std::size_t max_connections = 10'000;
   std::size_t max_requests_per_connection = 10'000;
   std::size_t pool_idle_per_host = 8;
@@ -59,6 +63,8 @@ struct skill_config {
   // time): host patterns beyond allow_domains, and profiles beyond the escalations.
   std::vector<std::string> ask_domains;
   std::vector<profile> ask_profiles;
+  // nested_userns for this skill's commands; unset: [sandbox] nested_userns.
+  std::optional<bool> nested_userns;
 };
 
 // [listen.agents.NAME] (serve): a proxy listener of one agent host. Its traffic is named in the
@@ -128,6 +134,9 @@ struct config {
   std::vector<credential_config> credentials;
   std::string default_skill = "default";
   bool require_landlock = false; // [sandbox] require_landlock: exec refuses without Landlock
+  // [sandbox] nested_userns: exec's commands may create user namespaces (a sandbox of their own:
+  // Chromium's, bubblewrap, podman, sluice exec). Off by default.
+  bool nested_userns = false;
   std::vector<std::string> credential_files; // [sandbox] more credential-shaped names to hide
   std::size_t max_workspace_entries = 200'000; // [sandbox] the workspace walk's bound
   std::vector<std::string> guarded_names; // [sandbox] more names guarded as guarded_names() are
@@ -158,6 +167,11 @@ public:
   // The same for a host parse_host has already normalized (the gateway's): not parsed again.
   decision decide(std::string_view method, std::string_view scheme, const host_name &host, unsigned port,
                   std::string_view target = "/") const;
+  // A WebSocket upgrade of a GET that decide() allowed: publish and allowlist let it through;
+  // network-read only where an allow route with websocket = true covers the request
+  // ("websocket_refused" otherwise). `rule` is the GET's.
+  decision decide_websocket(std::string_view scheme, const host_name &host, unsigned port,
+                            std::string_view target, std::string rule) const;
   // A CONNECT authority (method and route rules are applied per request inside the tunnel). Under
   // allowlist, which does not look inside, a host only routes name is refused.
   decision decide_connect(std::string_view raw_host, unsigned port) const;

@@ -152,8 +152,8 @@ struct loader {
       auto *rt = e.as_table();
       if (!rt) fail(e, at + " must contain host patterns (strings) or route tables { host = ..., methods = [...], paths = [...] }");
       for (auto &&[k, v] : *rt) {
-        if (k.str() != "host" && k.str() != "methods" && k.str() != "paths") {
-          fail(v, at + ": a route has host, methods and paths only, not '" + std::string(k.str()) + "'");
+        if (k.str() != "host" && k.str() != "methods" && k.str() != "paths" && k.str() != "websocket") {
+          fail(v, at + ": a route has host, methods, paths and websocket only, not '" + std::string(k.str()) + "'");
         }
       }
       route_rule r;
@@ -175,6 +175,11 @@ struct loader {
         } else {
           fail(*m, at + ": methods must be a list of methods or \"read-only\"");
         }
+      }
+      if (auto *ws = rt->get("websocket")) {
+        auto b = ws->value<bool>();
+        if (!b) fail(*ws, at + ": websocket must be true or false");
+        r.websocket = *b;
       }
       if (auto *ps = rt->get("paths")) {
         auto *list = ps->as_array();
@@ -495,13 +500,15 @@ struct loader {
     }
     if (auto *t = root["limits"].as_table()) {
       check_keys(*t, "[limits]", {"max_header_bytes", "max_body_bytes", "max_response_body_bytes",
-                                  "max_connections",
+                                  "max_websocket_message_bytes", "max_connections",
                                   "max_requests_per_connection", "pool_idle_per_host",
                                   "pool_idle_total", "pool_idle_timeout"});
       auto &l = c.limits;
       l.max_header_bytes = int_of(*t, "max_header_bytes", "limits", l.max_header_bytes, 1024, 1 << 20);
       l.max_body_bytes = int_of(*t, "max_body_bytes", "limits", 0, 0, INT64_MAX);
       l.max_response_body_bytes = int_of(*t, "max_response_body_bytes", "limits", 0, 0, INT64_MAX);
+      l.max_websocket_message_bytes = int_of(*t, "max_websocket_message_bytes", "limits",
+                                             static_cast<std::int64_t>(l.max_websocket_message_bytes), 0, INT64_MAX);
       l.max_connections = int_of(*t, "max_connections", "limits", l.max_connections, 1, 1'000'000);
       l.max_requests_per_connection = int_of(*t, "max_requests_per_connection", "limits",
                                              l.max_requests_per_connection, 1, 1'000'000'000);
@@ -516,8 +523,9 @@ struct loader {
     }
     if (auto *t = root["sandbox"].as_table()) {
       check_keys(*t, "[sandbox]", {"require_landlock", "credential_files", "max_workspace_entries",
-                                   "guarded_names", "caches"});
+                                   "guarded_names", "caches", "nested_userns"});
       c.require_landlock = bool_of(*t, "require_landlock", "sandbox", false);
+      c.nested_userns = bool_of(*t, "nested_userns", "sandbox", false);
       c.credential_files = strings_of(*t, "credential_files", "sandbox");
       c.max_workspace_entries = int_of(*t, "max_workspace_entries", "sandbox", c.max_workspace_entries,
                                        1, 100'000'000);
@@ -574,7 +582,7 @@ struct loader {
         if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
         check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
                                "keep_env", "filesystem", "filesystem_escalations", "credentials",
-                               "writable", "ask_domains", "ask_profiles"});
+                               "writable", "ask_domains", "ask_profiles", "nested_userns"});
         skill_config sk;
         sk.name = std::string(k.str());
         if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -586,6 +594,7 @@ struct loader {
         sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
         sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);
         sk.writable = strings_of(*s, "writable", "skills." + sk.name);
+        if (s->get("nested_userns")) sk.nested_userns = bool_of(*s, "nested_userns", "skills." + sk.name, false);
         check_patterns(*s, "ask_domains", "skills." + sk.name);
         sk.ask_domains = strings_of(*s, "ask_domains", "skills." + sk.name);
         if (auto *n = s->get("ask_profiles")) {

@@ -27,6 +27,18 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Calls `f` with each element of a comma-separated list (RFC 9110 section 5.6.1), trimmed; a
+// protocol's version ("websocket/13") is part of its token.
+template <class F> void for_each_token(std::string_view list, F &&f) {
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    auto t = trim(list.substr(0, comma));
+    if (!t.empty()) f(t);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+}
+
 } // namespace
 
 bool target_is_unambiguous(std::string_view target) {
@@ -114,7 +126,8 @@ bool is_framing_error(std::string_view reason) {
   return reason == "duplicate_content_length" || reason == "content_length_with_transfer_encoding" ||
          reason == "bad_transfer_encoding" || reason == "bad_content_length" ||
          reason == "ambiguous_target" || reason == "bad_host_header" ||
-         reason == "control_character";
+         reason == "control_character" || reason == "connection_strips_field" ||
+         reason == "underscore_framing_field";
 }
 
 std::string_view check_request(const request_view &req, profile p) {
@@ -124,7 +137,14 @@ std::string_view check_request(const request_view &req, profile p) {
   bool has_body = false;
   bool upgrade = false;
   bool override_header = false;
+  bool underscore_framing = false;
+  bool connection_upgrade = false, ws_key = false, ws_version = false, h2c = false, websocket = false;
   for (auto [name, value] : req.fields) {
+    if (name.find('_') != std::string_view::npos) {
+      std::string folded = lower(name);
+      std::replace(folded.begin(), folded.end(), '_', '-');
+      underscore_framing = underscore_framing || folded == "content-length" || folded == "transfer-encoding";
+    }
     for (unsigned char c : value) {
       if ((c < 0x20 && c != '\t') || c == 0x7f) {
         return "control_character";
@@ -149,6 +169,26 @@ std::string_view check_request(const request_view &req, profile p) {
       ++hosts;
     } else if (iequals(name, "upgrade")) {
       upgrade = true;
+      for_each_token(value, [&](std::string_view t) {
+        h2c = h2c || iequals(t, "h2c");
+        websocket = websocket || iequals(t, "websocket");
+      });
+    } else if (iequals(name, "connection")) {
+      // Connection names fields to strip before forwarding (hop-by-hop). Naming one that was
+      // checked here, or that the gateway sets, would strip it after the check: refused.
+      bool strips = false;
+      for_each_token(value, [&](std::string_view t) {
+        connection_upgrade = connection_upgrade || iequals(t, "upgrade");
+        for (auto f : {"host", "content-length", "transfer-encoding", "authorization", "proxy-authorization"}) {
+          strips = strips || iequals(t, f);
+        }
+        for (auto g : req.guarded) strips = strips || iequals(t, g);
+      });
+      if (strips) return "connection_strips_field";
+    } else if (iequals(name, "sec-websocket-key")) {
+      ws_key = true;
+    } else if (iequals(name, "sec-websocket-version")) {
+      ws_version = trim(value) == "13";
     } else if (iequals(name, "x-http-method-override") || iequals(name, "x-http-method") ||
                iequals(name, "x-method-override")) {
       override_header = true;
@@ -158,16 +198,29 @@ std::string_view check_request(const request_view &req, profile p) {
   if (transfer_encodings > 1) return "bad_transfer_encoding";
   if (content_lengths > 0 && transfer_encodings > 0) return "content_length_with_transfer_encoding";
   if (hosts > 1) return "bad_host_header";
+  if (underscore_framing && has_body) return "underscore_framing_field";
   if (!target_is_unambiguous(req.target)) return "ambiguous_target";
+  if (upgrade && p != profile::allowlist) {
+    // HTTP/2 in clear text is never carried (h2 is offered inside TLS); of the other upgrades only
+    // a well-formed WebSocket handshake (RFC 6455 section 4.1), whose frames the gateway reads.
+    if (h2c) return "h2c_refused";
+    bool ws = websocket && req.method == "GET" && connection_upgrade && ws_key && ws_version && !has_body;
+    if (!ws) return "upgrade_refused";
+  }
   if (p == profile::network_read) {
-    if (upgrade) return "upgrade_refused";
     if (override_header) return "method_override_refused";
     bool read_method = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
     if (has_body && read_method) return "body_on_read_method"; // other methods: method_not_allowed
-  } else if (upgrade && p != profile::allowlist) {
-    return "upgrade_refused"; // the gateway does not relay upgraded protocols it cannot judge
   }
   return {};
+}
+
+bool is_websocket_upgrade(const request_view &req) {
+  bool ws = false;
+  for (auto [name, value] : req.fields) {
+    if (iequals(name, "upgrade")) for_each_token(value, [&](std::string_view t) { ws = ws || iequals(t, "websocket"); });
+  }
+  return ws;
 }
 
 } // namespace sluice::filters

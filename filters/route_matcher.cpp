@@ -44,6 +44,19 @@ std::string join(const std::vector<std::string> &v) {
   return out;
 }
 
+// Whether the escape at path[i] (decoded to `d`) starts an overlong UTF-8 sequence: C0 and C1
+// lead bytes always are; E0 followed by an escaped 80-9F, F0 by 80-8F encode what a shorter form
+// would (RFC 3629 section 3).
+bool overlong_utf8(std::string_view path, std::size_t i, unsigned char d) {
+  if (d == 0xc0 || d == 0xc1) return true;
+  if (d != 0xe0 && d != 0xf0) return false;
+  if (i + 5 >= path.size() || path[i + 3] != '%') return false;
+  int h = hex(path[i + 4]), l = hex(path[i + 5]);
+  if (h < 0 || l < 0) return false;
+  auto next = static_cast<unsigned char>(h * 16 + l);
+  return d == 0xe0 ? next >= 0x80 && next <= 0x9f : next >= 0x80 && next <= 0x8f;
+}
+
 } // namespace
 
 std::optional<std::string> route_path(std::string_view target) {
@@ -58,6 +71,13 @@ std::optional<std::string> route_path(std::string_view target) {
       if (h < 0 || l < 0) return std::nullopt;
       auto d = static_cast<unsigned char>(h * 16 + l);
       if (d == '/' || d == '\\' || d == ';' || d == 0) return std::nullopt;
+      // A double escape ("%252e" is "%2e" once decoded) names one path here and another at an
+      // origin that decodes twice; an overlong UTF-8 form ("%c0%ae" for '.') one that decodes
+      // leniently. Neither is a spelling a client needs: refused inside routed paths.
+      if (d == '%' && i + 4 < path.size() && hex(path[i + 3]) >= 0 && hex(path[i + 4]) >= 0) {
+        return std::nullopt;
+      }
+      if (overlong_utf8(path, i, d)) return std::nullopt;
       if (unreserved(d)) {
         out.push_back(static_cast<char>(d));
       } else {
@@ -112,8 +132,11 @@ std::string describe_route(route_rule &r) {
     }
     p = *norm + (star == std::string::npos ? "" : "*");
   }
+  if (r.websocket && !r.methods.empty() && std::find(r.methods.begin(), r.methods.end(), "GET") == r.methods.end()) {
+    throw pattern_error("websocket = true needs GET among the methods (a WebSocket opens with a GET)");
+  }
   return r.host + " " + (r.methods.empty() ? "*" : join(r.methods)) + " " +
-         (r.paths.empty() ? "*" : join(r.paths));
+         (r.paths.empty() ? "*" : join(r.paths)) + (r.websocket ? " websocket" : "");
 }
 
 route_matcher::route_matcher(std::vector<route_rule> rules, bool deny) : rules_(std::move(rules)), deny_(deny) {
@@ -122,11 +145,12 @@ route_matcher::route_matcher(std::vector<route_rule> rules, bool deny) : rules_(
 
 const route_rule *route_matcher::match(std::string_view method, std::string_view target,
                                        std::string_view host, std::string_view scheme, unsigned port,
-                                       bool profile_allows) const {
+                                       bool profile_allows, bool websocket) const {
   std::optional<std::string> path;
   bool path_read = false;
   for (std::size_t i = 0; i < rules_.size(); ++i) {
     const auto &r = rules_[i];
+    if (websocket && !r.websocket) continue;
     if (!hosts_[i].match(host, scheme, port)) continue;
     bool method_ok = r.methods.empty() ? (deny_ || profile_allows)
                                        : std::find(r.methods.begin(), r.methods.end(), method) != r.methods.end();

@@ -14,6 +14,9 @@ struct route_rule {
   std::string host;                 // a host pattern, as in the plain entries
   std::vector<std::string> methods; // empty: the methods the profile allows
   std::vector<std::string> paths;   // empty: every path; "/x" exact, "/x/*" (any "...*") a prefix
+  // websocket = true: a WebSocket upgrade of a GET this route covers may pass under network-read
+  // (publish lets every allowed GET upgrade). Trusted policy only, like every route.
+  bool websocket = false;
   std::string text;                 // its name in logs, metrics and replies: "HOST METHODS PATHS"
 };
 
@@ -41,9 +44,11 @@ public:
   route_matcher(std::vector<route_rule> rules, bool deny);
 
   // The first rule covering the request, or nullptr. `profile_allows`: whether the profile alone
-  // allows the method (a rule without methods takes the profile's).
+  // allows the method (a rule without methods takes the profile's). `websocket`: only rules with
+  // websocket = true count.
   const route_rule *match(std::string_view method, std::string_view target, std::string_view host,
-                          std::string_view scheme, unsigned port, bool profile_allows) const;
+                          std::string_view scheme, unsigned port, bool profile_allows,
+                          bool websocket = false) const;
   // The first rule whose host matches, whatever the method and path (a CONNECT's authority).
   const route_rule *match_host(std::string_view host, std::string_view scheme, unsigned port) const;
 

@@ -1,71 +1,12 @@
 // The upstream stage: dialling the origin (pinned or resolved addresses, each judged; TLS verified),
 // sending the request and relaying both bodies in pieces as they arrive, pooling the connection.
+#include "gateway/end_to_end_fields.hpp"
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
 
 #include <charconv>
 
 namespace sluice::gateway::detail {
-namespace {
-
-// Fields a proxy must not forward (RFC 9110 section 7.6.1) plus the proxy's own credentials. Beast
-// names every one of them, so only a field it does not know needs its name read.
-bool hop_by_hop(http::field f, std::string_view name) {
-  switch (f) {
-  case http::field::connection:
-  case http::field::keep_alive:
-  case http::field::te:
-  case http::field::trailer:
-  case http::field::transfer_encoding:
-  case http::field::upgrade:
-  case http::field::content_length:
-  case http::field::proxy_authenticate:
-  case http::field::proxy_authentication_info:
-  case http::field::proxy_authorization:
-  case http::field::proxy_connection:
-  case http::field::proxy_features:
-  case http::field::proxy_instruction:
-    return true;
-  case http::field::unknown: // any other proxy-addressed field
-    return name.size() >= 6 && beast::iequals(name.substr(0, 6), "proxy-");
-  default:
-    return false;
-  }
-}
-
-// Calls `f` with each end-to-end field of `from`: hop-by-hop fields and any the Connection header
-// names are left out.
-template <class Fields, class F> void for_each_end_to_end(const Fields &from, F &&f) {
-  std::vector<std::string_view> named; // views into `from`, which does not change meanwhile
-  for (auto &field : from) {
-    if (field.name() == http::field::connection) {
-      for (auto token : http::token_list(field.value())) named.push_back(token);
-    }
-  }
-  for (auto &field : from) {
-    auto name = field.name_string();
-    if (hop_by_hop(field.name(), name)) continue;
-    bool listed = false;
-    for (auto n : named) listed = listed || beast::iequals(n, name);
-    if (!listed) f(field);
-  }
-}
-
-// Copies end-to-end fields into a message Beast will serialize (chunked bodies).
-template <class Fields> void copy_fields(const Fields &from, http::fields &to) {
-  for_each_end_to_end(from, [&](auto &f) { to.insert(f.name(), f.name_string(), f.value()); });
-}
-
-// Appends end-to-end fields as "Name: value" lines of a head sluice serializes itself (sized
-// bodies): one string, where a Beast message would allocate each field and walk them again.
-template <class Fields> void append_fields(const Fields &from, std::string &to) {
-  for_each_end_to_end(from, [&](auto &f) {
-    to.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
-  });
-}
-
-} // namespace
-
 // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
 // with SNI and certificate verification for https.
 net::awaitable<std::unique_ptr<upstream_connection>>
@@ -301,6 +242,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
   char port_text[8];
   key.append(port_text, std::to_chars(port_text, port_text + sizeof port_text, o.port).ptr);
   bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
+  const bool websocket = o.protocol == "websocket";
 
   if (req[http::field::host].empty()) {
     // An HTTP/1.0 request may come without Host; it leaves as HTTP/1.1, which requires one.
@@ -321,6 +263,9 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     head.reserve(512);
     head.append(req.method_string()).append(" ").append(o.target).append(" HTTP/1.1\r\n");
     append_fields(req.base(), head);
+    // Upgrade and Connection are hop-by-hop and left out above; a WebSocket upgrade the policy
+    // let through asks the origin for it again (RFC 6455 section 4.1).
+    if (websocket) head.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
     if (auto cl = parser.content_length()) {
       head.append("Content-Length: ").append(std::to_string(*cl)).append("\r\n");
     }
@@ -394,8 +339,8 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
       conn->expires_after(cfg().timeouts.io);
       ec = co_await conn->visit([&](auto &up) -> net::awaitable<error_code> {
         auto [e, n] = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
-        // Interim 1xx responses (100 Continue, 103) are passed on; 101 never is, since
-        // upgrades were refused before the request left.
+        // Interim 1xx responses (100 Continue, 103) are passed on; a 101 ends the head only
+        // for a WebSocket upgrade (every other upgrade was refused before the request left).
         while (!e && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101) {
           if (version >= 11) {
             http::response<http::empty_body> interim;
@@ -410,7 +355,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
           conn->expires_after(cfg().timeouts.io);
           std::tie(e, n) = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
         }
-        if (!e && rp->get().result_int() == 101) e = http::error::bad_status;
+        if (!e && rp->get().result_int() == 101 && !websocket) e = http::error::bad_status;
         co_return e;
       });
     }
@@ -432,6 +377,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
 
   auto &up_res = rp->get();
   unsigned code = up_res.result_int();
+  if (websocket && code == 101) co_return co_await switch_to_websocket(s, buf, *conn, o, up_res);
   bool no_body = req.method() == http::verb::head || code == 204 || code == 304 || code / 100 == 1;
   bool client_keep = req.keep_alive();
   bool upstream_framed = no_body || rp->chunked() || rp->content_length().has_value();
@@ -443,6 +389,14 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     client_keep = false;
   }
   if (state_.draining.load() || state_.unready.load()) client_keep = false;
+  // A stream of server-sent events (LLM streams, MCP's streamable HTTP) lasts as long as the
+  // origin keeps it: the idle deadline between its bytes (timeouts.io) holds it, not the deadline
+  // of a whole response, which still cuts every other response that trickles.
+  auto media = up_res[http::field::content_type];
+  media = media.substr(0, media.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  const auto response_deadline = beast::iequals(media, "text/event-stream") ? clock::time_point::max()
+                                                                             : o.start + cfg().timeouts.request;
   o.status = code;
   o.decision = "allow";
   o.reason = "allowed";
@@ -475,8 +429,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     ec = co_await conn->visit([&](auto &up) {
       return relay_sized<false>(up, conn->buffer, s, rhead,
                                 no_body ? 0 : *rp->content_length(), o.bytes_out, in_failed,
-                                complete, o.start + cfg().timeouts.request,
-                                cfg().limits.max_response_body_bytes);
+                                complete, response_deadline, cfg().limits.max_response_body_bytes);
     });
   } else {
     http::response<http::buffer_body> res;
@@ -487,8 +440,8 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     if (rp->chunked() && version >= 11) res.chunked(true);
     res.keep_alive(client_keep);
     ec = co_await conn->visit([&](auto &up) {
-      return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed,
-                          o.start + cfg().timeouts.request, cfg().limits.max_response_body_bytes);
+      return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed, response_deadline,
+                          cfg().limits.max_response_body_bytes);
     });
     complete = rp->is_done();
   }

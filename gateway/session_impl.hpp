@@ -49,6 +49,9 @@ struct outcome {
   clock::time_point start = clock::now();
   // Report mode: allowed, but enforce would have refused it for this reason (logged as would_deny).
   std::string_view would_deny;
+  std::string_view protocol = "http/1.1"; // "websocket" for an upgrade the policy let through
+  std::uint64_t ws_messages_in = 0, ws_messages_out = 0; // after the 101
+  int ws_close_code = -1;
 };
 
 // Relay buffers of chunk_size, kept per thread for reuse: allocating and freeing 64 KiB per request
@@ -218,6 +221,21 @@ private:
                                const std::optional<net::ip::address> &ip, unsigned version,
                                const std::string *preread = nullptr);
 
+  // After the origin's 101 to a WebSocket upgrade: relays frames both ways until either side ends
+  // (websocket_relay.cpp), reading frame headers only. `client_buf` holds what the client sent
+  // after its request head, conn.buffer what the origin sent after its 101; `deflate`: the
+  // origin accepted permessage-deflate.
+  // The origin answered a WebSocket upgrade with 101: checks it names websocket (else 502), passes
+  // it on and relays the frames (relay_websocket) until the connection ends. Returns false: the
+  // client connection closes with it.
+  template <class Stream>
+  net::awaitable<bool> switch_to_websocket(Stream &s, beast::flat_buffer &buf, upstream_connection &conn,
+                                           outcome &o, const http::response<http::buffer_body> &res);
+
+  template <class Stream>
+  net::awaitable<void> relay_websocket(Stream &s, beast::flat_buffer &client_buf, upstream_connection &conn,
+                                       outcome &o, bool deflate);
+
   // Copies bytes one way until EOF or error, for `allowlist` tunnels (the client's side may be TLS:
   // the HTTPS proxy listener).
   template <class From, class To>
@@ -311,6 +329,10 @@ private:
   std::size_t resume_served_ = 0;
   clock::time_point resume_deadline_ = clock::time_point::max();
 };
+
+// Half-closes `s` after the other side's end of file: a TLS stream sends close_notify first.
+net::awaitable<void> close_send(beast::tcp_stream &s);
+net::awaitable<void> close_send(tls_stream &s);
 
 // A connection's accounting: the connection count and the active-connections gauge.
 void connection_opened(gateway_state &state);

@@ -112,6 +112,24 @@ std::string session::denial_text(const outcome &o, std::string_view rule) {
   } else if (o.reason == "git_request_refused") {
     msg += "Only fetch negotiation (want, have, shallow, deepen, filter, done; protocol v2 ls-refs "
            "and fetch) may be sent to git-upload-pack in network-read.\n";
+  } else if (o.reason == "websocket_refused") {
+    msg += "The " + std::string(filters::to_string(cfg().mode)) +
+           " profile opens a WebSocket only through a trusted route that says so: { host = \"" + o.host +
+           "\", paths = [\"...\"], websocket = true } in the policy; publish allows it wherever the GET "
+           "is allowed.\n";
+  } else if (o.reason == "upgrade_refused") {
+    msg += "sluice carries WebSocket upgrades (an HTTP/1.1 GET with Connection: Upgrade, Upgrade: "
+           "websocket, Sec-WebSocket-Key and Sec-WebSocket-Version: 13) and no other upgrade.\n";
+  } else if (o.reason == "h2c_refused") {
+    msg += "HTTP/2 in clear text (h2c, by upgrade or prior knowledge) is not carried: the gateway "
+           "cannot hold it to the rules it holds HTTP/1.1 to. Send HTTP/1.1.\n";
+  } else if (o.reason == "connection_strips_field") {
+    msg += "The Connection header names a field (Host, Content-Length, Transfer-Encoding, "
+           "Authorization, Proxy-Authorization or a credential's header) that would be stripped "
+           "after it was checked; list only hop-by-hop options there (close, keep-alive, TE).\n";
+  } else if (o.reason == "underscore_framing_field") {
+    msg += "A field spelled like Content-Length or Transfer-Encoding with '_' for '-' is read as "
+           "the real one by some servers; send the standard name.\n";
   } else if (o.reason == "credential_host_mismatch") {
     msg += "The request carries the placeholder of a credential that belongs to other hosts "
            "([credentials] hosts in the policy); sluice does not send it here.\n";
@@ -126,10 +144,12 @@ net::awaitable<void> session::deny(Stream &s, outcome &o, std::string_view reaso
   o.reason = reason;
   o.rule = std::move(rule);
   bool framing = filters::is_framing_error(reason);
-  unsigned status = framing ? 400 : 403;
+  // A refused WebSocket upgrade is 426: clients that try a WebSocket first (Codex's model
+  // transport) fall back to plain HTTP at once on it, where a 403 makes them retry (docs/policy.md).
+  unsigned status = framing ? 400 : reason == "websocket_refused" ? 426 : 403;
   std::string_view ps = framing ? "http_request_error" : "http_request_denied";
   std::string body = denial_text(o, o.rule);
-  co_await reply(s, o, status, ps, std::move(body), keep_alive && !framing, version);
+  co_await reply(s, o, status, ps, std::move(body), keep_alive && status == 403, version);
   finish(o);
 }
 

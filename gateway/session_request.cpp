@@ -60,7 +60,7 @@ net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
       }
       raw_reason = "non_http_protocol"; // SOCKS inside a tunnel or after HTTP requests
     }
-    if (raw_reason == "socks_refused" || raw_reason == "non_http_protocol") {
+    if (raw_reason == "socks_refused" || (raw_reason == "non_http_protocol" && ec != http::error::bad_version)) {
       o.method = "-";
       o.decision = "error";
       o.reason = raw_reason;
@@ -84,6 +84,16 @@ net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
       o.reason = !raw_reason.empty() ? raw_reason : too_large ? "header_too_large" : "bad_request";
       unsigned status = too_large ? 431 : 400;
       std::string body = "sluice: malformed request (" + ec.message() + ")\n";
+      if (raw_reason == "non_http_protocol") {
+        body = "sluice: this connection does not speak HTTP (non_http_protocol); sluice carries HTTP, "
+               "HTTPS and WebSocket and closes anything else\n";
+      } else if (raw_reason == "h2c_refused") {
+        body = "sluice: HTTP/2 in clear text is not carried (h2c_refused); send HTTP/1.1\n";
+      }
+      if (tunnel) {
+        o.host = tunnel->host;
+        o.port = tunnel->port;
+      }
       co_await reply(s, o, status, "http_request_error", std::move(body), false);
       finish(o);
       co_return;
@@ -128,6 +138,7 @@ net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf
                                      std::string_view &raw_reason) {
   std::size_t n = 0;      // length of the head once the blank line is found
   std::size_t scanned = 0; // bytes already searched
+  bool line_checked = false; // the request line has been seen to end in " HTTP/x.y"
   while (n == 0) {
     std::string_view have(static_cast<const char *>(buf.data().data()), buf.size());
     for (std::size_t i = scanned; i < have.size(); ++i) {
@@ -180,8 +191,32 @@ net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf
         co_return http::error::bad_method;
       }
     }
+    if (!line_checked) {
+      // Nor is a first line that does not end in " HTTP/x.y" (an SSH client's banner, which then
+      // waits for the server's): closed at once, not left to the head's deadline.
+      std::string_view text(static_cast<const char *>(buf.data().data()), buf.size());
+      auto start = text.find_first_not_of("\r\n");
+      auto lf = start == std::string_view::npos ? start : text.find('\n', start);
+      if (lf != std::string_view::npos) {
+        auto line = text.substr(start, lf - start);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        auto n9 = line.size();
+        bool http = n9 >= 9 && line[n9 - 9] == ' ' && line.substr(n9 - 8, 5) == "HTTP/" &&
+                    line[n9 - 3] >= '0' && line[n9 - 3] <= '9' && line[n9 - 2] == '.' &&
+                    line[n9 - 1] >= '0' && line[n9 - 1] <= '9';
+        if (!http) { // answered with a 400 naming it (bad_version: not a bad first byte)
+          raw_reason = "non_http_protocol";
+          co_return http::error::bad_version;
+        }
+        line_checked = true;
+      }
+    }
   }
   std::string_view head(static_cast<const char *>(buf.data().data()), n);
+  if (head.starts_with("PRI * HTTP/2.0\r\n")) { // HTTP/2's preface: h2c by prior knowledge
+    raw_reason = "h2c_refused";
+    co_return http::error::bad_version;
+  }
   raw_reason = filters::check_raw_head(head);
   if (!raw_reason.empty()) co_return http::error::bad_field;
   error_code pec;
@@ -302,10 +337,16 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
     }
   }
 
-  filters::request_view view{req.method_string(), target, {}};
+  filters::request_view view{req.method_string(), target, {}, {}};
   for (auto &f : req) view.fields.emplace_back(f.name_string(), f.value());
+  pol.credentials().header_names(view.guarded);
   if (auto why = filters::check_request(view, pol.mode()); !why.empty()) {
     co_await deny(s, o, why, {}, false, version);
+    co_return false;
+  }
+  const bool websocket = filters::is_websocket_upgrade(view);
+  if (websocket && version != 11) { // RFC 6455: an HTTP/1.1 GET
+    co_await deny(s, o, "upgrade_refused", {}, false, version);
     co_return false;
   }
   // Read-only Git over smart HTTP: in network-read a fetch's POST to git-upload-pack is a read
@@ -332,6 +373,18 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   }
   o.rule = d.rule;
   if (d.would_deny && o.would_deny.empty()) o.would_deny = d.reason;
+  if (websocket) {
+    // The GET passed; the upgrade needs the profile's or a route's leave (publish, or a trusted
+    // route with websocket = true under network-read).
+    auto w = pol.decide_websocket(o.scheme, *parsed.host, port, target, d.rule);
+    if (!w.allowed) {
+      co_await deny(s, o, w.reason, w.rule, keep_alive, version);
+      co_return keep_alive;
+    }
+    o.rule = w.rule;
+    if (w.would_deny && o.would_deny.empty()) o.would_deny = w.reason;
+    o.protocol = "websocket";
+  }
   if (git_read) {
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       http::response<http::empty_body> go_on{http::status::continue_, 11};

@@ -151,6 +151,12 @@ void access_log::write(const access_record &r) {
   field(line, ",\"agent\":", r.agent);
   field(line, ",\"client\":", r.client);
   field(line, ",\"role\":", r.role);
+  field(line, ",\"protocol\":", r.protocol);
+  if (r.protocol == "websocket") {
+    field(line, ",\"ws_messages_in\":", r.ws_messages_in);
+    field(line, ",\"ws_messages_out\":", r.ws_messages_out);
+    if (r.ws_close_code >= 0) field(line, ",\"ws_close_code\":", static_cast<std::uint64_t>(r.ws_close_code));
+  }
   line.append("}\n");
   std::lock_guard lock(mutex_);
   std::fwrite(line.data(), 1, line.size(), file_);

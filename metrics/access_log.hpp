@@ -21,6 +21,11 @@ struct access_record {
   std::string_view entry = "proxy"; // how the connection came: "proxy" (proxy port) or "capture"
   std::string_view agent;           // serve: the agent listener it came to ([listen.agents]), else empty
   std::string_view client, role;    // serve: the [clients] name it identified as and its role
+  std::string_view protocol = "http/1.1"; // "http/1.1", "websocket" (after its 101), "h2", "grpc"
+  // A WebSocket: data messages each way (in: from the client) and the first close code seen
+  // (-1: none; the connection ended without a close frame).
+  std::uint64_t ws_messages_in = 0, ws_messages_out = 0;
+  int ws_close_code = -1;
 };
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never

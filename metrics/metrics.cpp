@@ -79,6 +79,26 @@ metrics::metrics(std::string skill)
                               "(EMFILE/ENFILE)")
                         .Register(*registry_)
                         .Add({})),
+      websocket_messages_in(BuildCounter()
+                                .Name("sluice_websocket_messages_total")
+                                .Help("WebSocket data messages relayed; in = from clients, out = to clients")
+                                .Register(*registry_)
+                                .Add({{"direction", "in"}})),
+      websocket_messages_out(BuildCounter()
+                                 .Name("sluice_websocket_messages_total")
+                                 .Help("WebSocket data messages relayed; in = from clients, out = to clients")
+                                 .Register(*registry_)
+                                 .Add({{"direction", "out"}})),
+      websocket_bytes_in(BuildCounter()
+                             .Name("sluice_websocket_payload_bytes_total")
+                             .Help("WebSocket frame payload bytes relayed; in = from clients, out = to clients")
+                             .Register(*registry_)
+                             .Add({{"direction", "in"}})),
+      websocket_bytes_out(BuildCounter()
+                              .Name("sluice_websocket_payload_bytes_total")
+                              .Help("WebSocket frame payload bytes relayed; in = from clients, out = to clients")
+                              .Register(*registry_)
+                              .Add({{"direction", "out"}})),
       skill_(std::move(skill)),
       requests_(BuildCounter()
                     .Name("sluice_requests_total")
@@ -114,7 +134,16 @@ metrics::metrics(std::string skill)
       agent_refused_(BuildCounter()
                          .Name("sluice_agent_connections_refused_total")
                          .Help("Connections to an agent listener refused: not from one of its users")
-                         .Register(*registry_)) {}
+                         .Register(*registry_)),
+      websocket_closed_(BuildCounter()
+                            .Name("sluice_websocket_connections_total")
+                            .Help("WebSocket connections ended after their 101, by how: close "
+                                  "(a close frame passed), message_too_large, protocol_error, idle, reset")
+                            .Register(*registry_)) {}
+
+void metrics::websocket_closed(std::string_view how) {
+  websocket_closed_.Add({{"how", std::string(how)}}).Increment();
+}
 
 metrics::~metrics() = default;
 

@@ -61,6 +61,11 @@ public:
   prometheus::Counter &cert_cache_hits;
   prometheus::Counter &upstream_reused;
   prometheus::Counter &accept_paused; // accepting paused: the descriptor limit was reached
+  // WebSocket connections relayed after their 101: data messages and payload bytes each way
+  // (in: from clients), and how each ended (close frames, limits, errors).
+  prometheus::Counter &websocket_messages_in, &websocket_messages_out;
+  prometheus::Counter &websocket_bytes_in, &websocket_bytes_out;
+  void websocket_closed(std::string_view how);
 
   // Prometheus text exposition of everything registered.
   std::string serialize() const;
@@ -80,6 +85,7 @@ private:
   prometheus::Counter &bytes_out_;
   prometheus::Family<prometheus::Counter> &agent_requests_;
   prometheus::Family<prometheus::Counter> &agent_refused_;
+  prometheus::Family<prometheus::Counter> &websocket_closed_;
   // Series already created, by their joined label values: prometheus-cpp's Family::Add builds a
   // label map and takes a lock per call, which showed in the keep-alive profile.
   std::mutex cache_mutex_;

@@ -13,7 +13,7 @@ test_pkgs=(
   curl openssl python3 iproute2 git util-linux procps wget
   prometheus prometheus-node-exporter chromium nodejs bubblewrap socat
   python3-pip python3-requests python3-setuptools python3-wheel golang-go busybox python3-yaml haproxy
-  podman runc catatonit mmdebstrap apparmor
+  podman runc catatonit mmdebstrap apparmor nftables
 )
 # kubectl for rendering deploy/kubernetes (kustomize): Debian's, unless one is installed already.
 command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)

@@ -4,6 +4,8 @@ GET /bytes/N        N deterministic bytes (Content-Length)
 GET /chunked/N      N bytes in chunked encoding
 GET /status/CODE    an empty response with that status (204, 304, ...)
 GET /headers        the request head as received, as the body
+GET /sse/N/S        N server-sent events (text/event-stream, chunked), S seconds apart
+GET /sse-stall/N/S  the first event, then nothing
 GET /tls-session    "reused" when this connection resumed a TLS session, else "new"
 GET|POST /git/...   Git smart HTTP: `git http-backend` (CGI) on the repositories in ORIGIN_ROOT
 GET|POST /private-git/...   the same, only with an Authorization header listed in ORIGIN_AUTH
@@ -135,12 +137,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                   content_type="text/html" if path.endswith(".html") else None)
         if parts[0] == "status":
             return self._send(int(parts[1]), b"")
+        if parts[0] in ("sse", "sse-stall") and not head:
+            return self._sse(int(parts[1]), float(parts[2]), stall=parts[0] == "sse-stall")
         if parts[0] == "tls-session":
             reused = getattr(self.connection, "session_reused", False)
             return self._send(200, b"reused\n" if reused else b"new\n", head=head)
         if parts[0] == "headers":
             return self._send(200, (self.requestline + "\n" + str(self.headers)).encode(), head=head)
         return self._send(200, b"hello from origin " + self.path.encode() + b"\n", head=head)
+
+    def _sse(self, count, interval, stall=False):
+        """Server-sent events, chunked: COUNT events, INTERVAL seconds apart; "sse-stall" sends the
+        first and then nothing, holding the connection open."""
+        import time
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for i in range(count):
+                if i:
+                    time.sleep(600 if stall else interval)
+                event = b"data: event %d\n\n" % i
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
 
     def do_GET(self):
         self._route()

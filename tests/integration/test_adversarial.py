@@ -221,7 +221,7 @@ max_header_bytes = 16384
             (f"GET {u}/ HTTP/1.1\r\n{h}X-HTTP-Method: PUT\r\n\r\n", b"method_override_refused"),
             (f"GET {u}/ HTTP/1.1\r\n{h}Content-Length: 4\r\n\r\nabcd", b"body_on_read_method"),
             (f"GET {u}/ HTTP/1.1\r\n{h}Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n", b"upgrade_refused"),
-            (f"GET {u}/ HTTP/1.1\r\n{h}Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", b"upgrade_refused"),
+            (f"GET {u}/ HTTP/1.1\r\n{h}Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", b"h2c_refused"),
         ]
         for raw, want in cases:
             out = self.get(self.gw, raw)

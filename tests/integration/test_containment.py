@@ -339,6 +339,163 @@ class ContainmentAsRoot(base.ExecCase):
             self.assertEqual(p.stdout.strip(), b"ERRNO %d" % EPERM, (nr, p.stdout))
         self.assertNotEqual(self.outside("syscall", "425").stdout.strip(), b"ERRNO %d" % EPERM)
 
+    # Nested namespaces ----------------------------------------------------------------------------
+    NEST_C = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* clone(CLONE_NEWUSER) and clone3 with the flag, by raw syscall (libc's wrappers would fall back). */
+static void report(const char *what, long pid) {
+  if (pid == 0) _exit(0);
+  if (pid > 0) { waitpid((pid_t)pid, 0, 0); printf("%s ok\n", what); }
+  else printf("%s %d\n", what, errno);
+}
+int main(void) {
+  report("clone", syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+  struct clone_args a;
+  memset(&a, 0, sizeof a);
+  a.flags = CLONE_NEWUSER;
+  a.exit_signal = SIGCHLD;
+  report("clone3", syscall(SYS_clone3, &a, sizeof a));
+  return 0;
+}
+"""
+    # Each namespace flag alone through unshare(2), then setns(2) into the command's own network
+    # namespace: what ctypes sees, one line each.
+    NEST_PY = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "flags = {'mnt': 0x20000, 'uts': 0x04000000, 'ipc': 0x08000000, 'net': 0x40000000,\n"
+        "         'pid': 0x20000000, 'cgroup': 0x02000000, 'time': 0x80}\n"
+        "for name, flag in flags.items():\n"
+        "    rc = libc.unshare(flag)\n"
+        "    print(name, 'ok' if rc == 0 else ctypes.get_errno())\n"
+        "fd = os.open('/proc/self/ns/net', os.O_RDONLY)\n"
+        "rc = libc.setns(fd, 0x40000000)\n"
+        "print('setns', 'ok' if rc == 0 else ctypes.get_errno())\n"
+        "rc = libc.unshare(0x10000000)\n"  # last: once in a new user namespace, the rest would pass
+        "print('user', 'ok' if rc == 0 else ctypes.get_errno())\n")
+
+    def nest_program(self):
+        """The C program, built outside where the command can run it (the workspace)."""
+        if not shutil.which("gcc"):
+            self.skipTest("no C compiler on this machine")
+        src = os.path.join(self.work, "nest.c")
+        with open(src, "w") as f:
+            f.write(self.NEST_C)
+        exe = os.path.join(self.work, "nest")
+        subprocess.run(["gcc", "-O0", "-o", exe, src], check=True)
+        os.chmod(exe, 0o755)
+        return exe
+
+    def nest_policy(self):
+        """The suite's policy with a skill `nest` whose commands may nest namespaces."""
+        path = os.path.join(self.work, "nest-policy.toml")
+        with open(M["policy"]) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text + '\n[skills.nest]\ndefault_profile = "network-read"\n'
+                           'allow_domains = ["origin.test:8443"]\nnested_userns = true\n')
+        os.chmod(path, 0o644)
+        return path
+
+    def test_nested_user_namespaces_refused(self):
+        """By default nothing inside creates a user namespace (or any other): unshare(1), Python's
+        unshare through libc, clone and clone3 by raw syscall; so no nested network namespace
+        whose nf_tables the command would administer. Each also runs outside, where it works."""
+        EPERM, ENOSYS = 1, 38
+        summary = os.path.join(self.work, "summary.json")
+        p = self.sx("--sandbox-profile", "network-read", "--json-summary", summary, "--", "sh", "-c",
+                    "unshare -U true; echo U=$?; unshare -Urn true; echo URN=$?; "
+                    "unshare -Urn /usr/sbin/nft list ruleset; echo NFT=$?; "
+                    "cat /proc/sys/user/max_user_namespaces")
+        out = p.stdout.decode()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for marker in ("U=", "URN=", "NFT="):
+            self.assertNotIn(marker + "0", out)
+        self.assertIn("Operation not permitted", p.stderr.decode())
+        self.assertTrue(out.rstrip().endswith("\n0"), out)  # the sandbox's own limit
+        with open(summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["nestedUserNamespaces"], "refused")
+        self.assertTrue(s["userNamespaceLimit"])
+        # Outside, the same attempt makes a network namespace and lists its (empty) ruleset.
+        if os.path.exists("/usr/sbin/nft"):
+            o = subprocess.run(self.prefix() + ["unshare", "-Urn", "/usr/sbin/nft", "list", "ruleset"],
+                               capture_output=True)
+            self.assertEqual(o.returncode, 0, o.stderr)
+
+        p = self.sx("--sandbox-profile", "offline", "--", PYTHON, "-c", self.NEST_PY)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = dict(l.split() for l in p.stdout.decode().splitlines())
+        self.assertEqual(lines, {k: str(EPERM) for k in ("user", "mnt", "uts", "ipc", "net", "pid", "cgroup",
+                                                       "time", "setns")})
+        o = subprocess.run(self.prefix() + [PYTHON, "-c", "import ctypes\nlibc = ctypes.CDLL(None)\n"
+                                            "print(libc.unshare(0x10000000))"], capture_output=True)
+        self.assertEqual(o.stdout.strip(), b"0")  # outside: the call itself works
+
+        exe = self.nest_program()
+        p = self.sx("--sandbox-profile", "offline", "--", exe)
+        self.assertEqual(p.stdout.decode().split("\n")[:2], ["clone %d" % EPERM, "clone3 %d" % ENOSYS])
+        o = subprocess.run(self.prefix() + [exe], capture_output=True)
+        self.assertEqual(o.stdout.decode().split("\n")[:2], ["clone ok", "clone3 ok"])
+        # Threads and children still start: libc's clone3 falls back to clone.
+        p = self.sx("--sandbox-profile", "offline", "--", PYTHON, "-c",
+                    "import threading, subprocess, sys\nt = threading.Thread(target=print, args=('thread',))\n"
+                    "t.start(); t.join(); sys.stdout.flush()\nsubprocess.run(['echo', 'child'])")
+        self.assertEqual(p.stdout, b"thread\nchild\n", p.stderr)
+
+    def test_nested_user_namespaces_opt_out_from_trusted_policy_only(self):
+        """A trusted skill with nested_userns = true: unshare -U works, the other namespace calls
+        still need capabilities the command lacks, and the sandbox's network and filesystem
+        promises hold from inside the nested namespace. A repository cannot ask for it."""
+        policy = self.nest_policy()
+        summary = os.path.join(self.work, "summary.json")
+        cmd = self.prefix() + [SLUICE, "exec", "--policy", policy, "--skill", "nest", "--json-summary",
+                               summary, "--"]
+        p = subprocess.run(cmd + ["sh", "-c", "unshare -U true && echo NESTED; "
+                                  "unshare -Ur sh -c 'touch /usr/sluice-nested; mount -o remount,rw /usr' 2>&1; "
+                                  "cat /proc/sys/user/max_user_namespaces"],
+                           capture_output=True, env=self.env(), cwd=self.work, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout.decode()
+        self.assertIn("NESTED", out)
+        self.assertNotEqual(out.rstrip().rsplit("\n", 1)[-1], "0")
+        self.assertFalse(os.path.exists("/usr/sluice-nested"))
+        with open(summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["nestedUserNamespaces"], "allowed")
+        self.assertFalse(s["userNamespaceLimit"])
+        # Namespaces other than the user's still need capabilities.
+        p = subprocess.run(cmd + [PYTHON, "-c", self.NEST_PY], capture_output=True, env=self.env(),
+                           cwd=self.work, timeout=60)
+        lines = dict(l.split() for l in p.stdout.decode().splitlines())
+        self.assertEqual(lines.pop("user"), "ok")
+        self.assertEqual(set(lines.values()), {"1"}, lines)
+        # From a nested user and network namespace: still no route, neither to a test host nor
+        # through the gateway (the nested namespace has no listener).
+        p = subprocess.run(cmd + ["unshare", "-Urn", PYTHON, base.PROBE, "tcp", "198.18.0.2", "9000"],
+                           capture_output=True, env=self.env(), cwd=self.work, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        p = subprocess.run(cmd + ["unshare", "-Ur", PYTHON, base.PROBE, "tcp", "198.18.0.2", "9000"],
+                           capture_output=True, env=self.env(), cwd=self.work, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        # Only the trusted side: a repository's policy cannot set it.
+        repo = os.path.join(self.work, "repo")
+        os.makedirs(os.path.join(repo, ".sluice"))
+        with open(os.path.join(repo, ".sluice", "policy.toml"), "w") as f:
+            f.write("[sandbox]\nnested_userns = true\n")
+        subprocess.run(["chmod", "-R", "a+rwX", repo])
+        p = self.sx("--sandbox-profile", "network-read", "--", "unshare", "-U", "true", cwd=repo)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("not allowed here", p.stderr.decode())
+
     # Landlock and doctor ------------------------------------------------------------------------
     def test_landlock_layer(self):
         summary = os.path.join(self.work, "summary.json")

@@ -509,7 +509,10 @@ class ExecAsRoot(ExecCase):
         self.assertTrue(d["runnerReady"])
         self.assertEqual({c["name"] for c in d["checks"]},
                          {"platform", "user_namespaces", "network_namespaces", "loopback", "capture", "fd_handoff", "mounts", "ca",
-                          "private_dir", "landlock", "seccomp", "setsid"})
+                          "private_dir", "landlock", "seccomp", "nested_userns", "setsid"})
+        nested = [c for c in d["checks"] if c["name"] == "nested_userns"][0]
+        self.assertTrue(nested["ok"])
+        self.assertTrue(nested["detail"].startswith("nested user namespaces refused"), nested)
         p = subprocess.run(self.prefix() + [SLUICE, "doctor", "--json"], capture_output=True,
                            env=self.env({"SLUICE_FAULT": "loopback"}))
         self.assertNotEqual(p.returncode, 0)

@@ -32,9 +32,61 @@ TEST_CASE("smuggling shapes are framing errors", "[filters][hygiene]") {
   CHECK_FALSE(is_framing_error("upgrade_refused"));
 }
 
+TEST_CASE("Connection may not strip what was checked or what the gateway sets", "[filters][hygiene]") {
+  // Connection: host would strip Host after it was checked: the origin sees no Host at all.
+  for (auto token : {"host", "Host", "close, host", "content-length", "Transfer-Encoding", "authorization",
+                     "proxy-authorization", "keep-alive,  HOST "}) {
+    INFO(token);
+    CHECK(check("GET", "/", {{"Host", "a"}, {"Connection", token}}, profile::publish) == "connection_strips_field");
+  }
+  request_view guarded{"GET", "/", {{"Host", "a"}, {"Connection", "x-api-key"}}, {"X-Api-Key"}};
+  CHECK(check_request(guarded, profile::publish) == "connection_strips_field");
+  // The rest are stripped as before (TE travels with "Connection: TE"; Upgrade with an upgrade).
+  for (auto token : {"close", "keep-alive", "te", "x-custom", "upgrade"}) {
+    INFO(token);
+    CHECK(check("GET", "/", {{"Host", "a"}, {"Connection", token}}, profile::publish).empty());
+  }
+  CHECK(is_framing_error("connection_strips_field"));
+}
+
+TEST_CASE("framing-like names with '_'", "[filters][hygiene]") {
+  CHECK(check("POST", "/", {{"Content-Length", "3"}, {"Transfer_Encoding", "chunked"}}, profile::publish) ==
+        "underscore_framing_field");
+  CHECK(check("POST", "/", {{"Transfer-Encoding", "chunked"}, {"content_length", "3"}}, profile::publish) ==
+        "underscore_framing_field");
+  CHECK(check("GET", "/", {{"Host", "a"}, {"Transfer_Encoding", "chunked"}}).empty()); // no body
+  CHECK(check("POST", "/", {{"Content-Length", "3"}, {"X_Custom_Field", "1"}}, profile::publish).empty());
+  CHECK(is_framing_error("underscore_framing_field"));
+}
+
+TEST_CASE("upgrades: only a well-formed WebSocket handshake, never h2c", "[filters][hygiene]") {
+  std::vector<std::pair<std::string_view, std::string_view>> ws = {
+      {"Host", "a"}, {"Connection", "Upgrade"}, {"Upgrade", "websocket"},
+      {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}, {"Sec-WebSocket-Version", "13"}};
+  for (auto p : {profile::network_read, profile::publish}) {
+    CHECK(check("GET", "/", ws, p).empty()); // whether it may pass is the policy's
+    CHECK(check_request({"GET", "/", ws}, p).empty());
+    CHECK(is_websocket_upgrade({"GET", "/", ws}));
+    CHECK(check("POST", "/", ws, p) == "upgrade_refused");
+    auto no_key = ws;
+    no_key.erase(no_key.begin() + 3);
+    CHECK(check("GET", "/", no_key, p) == "upgrade_refused");
+    auto old_version = ws;
+    old_version[4].second = "8";
+    CHECK(check("GET", "/", old_version, p) == "upgrade_refused");
+    auto no_connection = ws;
+    no_connection[1].second = "keep-alive";
+    CHECK(check("GET", "/", no_connection, p) == "upgrade_refused");
+    CHECK(check("GET", "/", {{"Upgrade", "websocket"}}, p) == "upgrade_refused");
+    CHECK(check("GET", "/", {{"Connection", "Upgrade, HTTP2-Settings"}, {"Upgrade", "h2c"}}, p) == "h2c_refused");
+    CHECK(check("GET", "/", {{"Connection", "Upgrade"}, {"Upgrade", "h2c, websocket"}}, p) == "h2c_refused");
+    CHECK(check("GET", "/", {{"Connection", "Upgrade"}, {"Upgrade", "TLS/1.2"}}, p) == "upgrade_refused");
+  }
+  CHECK_FALSE(is_websocket_upgrade({"GET", "/", {{"Host", "a"}}}));
+  CHECK_FALSE(is_websocket_upgrade({"GET", "/", {{"Upgrade", "foo"}}}));
+}
+
 TEST_CASE("read-only semantics in network-read", "[filters][hygiene]") {
-  CHECK(check("GET", "/", {{"Upgrade", "websocket"}}) == "upgrade_refused");
-  CHECK(check("GET", "/", {{"Upgrade", "h2c"}}, profile::publish) == "upgrade_refused");
   CHECK(check("GET", "/", {{"X-HTTP-Method-Override", "DELETE"}}) == "method_override_refused");
   CHECK(check("GET", "/", {{"X-Method-Override", "PUT"}}) == "method_override_refused");
   CHECK(check("GET", "/", {{"Content-Length", "5"}}) == "body_on_read_method");

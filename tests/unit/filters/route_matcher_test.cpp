@@ -43,6 +43,16 @@ TEST_CASE("route paths: one reading or none", "[filters][routes]") {
       {"/a%00", nullptr},
       {"/a%zz", nullptr},
       {"/a%2", nullptr},
+      {"/public/%252e%252e/secret", nullptr}, // a double escape: "%2e" after one more decoding
+      {"/public/%252F", nullptr},
+      {"/public/%25", "/public/%25"},         // a lone escaped '%' is no double escape
+      {"/public/%25zz", "/public/%25zz"},
+      {"/public/%c0%ae%c0%ae/secret", nullptr}, // overlong UTF-8 for '.'
+      {"/public/%C1%9C", nullptr},
+      {"/public/%e0%80%ae", nullptr},           // three-byte overlong
+      {"/public/%f0%80%80%ae", nullptr},        // four-byte overlong
+      {"/public/%e0%a0%80", "/public/%E0%A0%80"}, // U+0800, the shortest form: kept
+      {"/public/%c3%a9", "/public/%C3%A9"},       // e acute
       {"graphql", nullptr},
       {"", nullptr},
       {"*", nullptr},

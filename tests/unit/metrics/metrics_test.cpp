@@ -136,8 +136,10 @@ TEST_CASE("the access log writes one JSON object a line, every field escaped", "
   CHECK_FALSE(std::getline(in, rest));
   ::unlink(path);
   auto o = boost::json::parse(first).as_object();
-  CHECK(o.size() == 20);
+  CHECK(o.size() == 21);
   CHECK(o.begin()->key() == "time"); // the documented order, time first
+  CHECK(o.at("protocol").as_string() == "http/1.1");
+  CHECK_FALSE(o.contains("ws_close_code")); // WebSocket fields on WebSocket lines only
   CHECK(o.at("skill").as_string() == "sk\"ill");
   CHECK(o.at("path").as_string() == std::string("/a\"b\\c\n\t\x01\x1f") + "\xc3\xa9/\xe2\x82\xac");
   CHECK(o.at("port").as_int64() == 443);

@@ -1,0 +1,210 @@
+// The WebSocket stage: after the origin's 101 to an upgrade the policy let through, frames are
+// relayed both ways as they come, their headers read on the way (websocket_scanner): a message
+// over the limit or a frame that breaks the protocol ends the connection with a close frame to
+// both sides (1009, 1002), and the log line gets the message counts and the close code.
+#include "gateway/end_to_end_fields.hpp"
+#include "gateway/error.hpp"
+#include "gateway/session_impl.hpp"
+#include "gateway/websocket_frames.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <openssl/rand.h>
+
+// GCC 12 false positive, as in session_tunnel.cpp: Asio's frames come from its own allocator.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace sluice::gateway::detail {
+namespace {
+
+using namespace boost::asio::experimental::awaitable_operators;
+
+// What the two directions of one WebSocket share.
+struct ws_shared {
+  clock::time_point last_activity = clock::now(); // bytes either way: the idle deadline's start
+  unsigned stop_code = 0;   // a direction broke the rules: the other sends this close code back
+  std::string_view reason;  // websocket_message_too_large or websocket_protocol_error
+  bool reset = false;       // a side failed (not a clean end of file)
+  bool idle = false;        // nothing either way for the idle deadline
+  int open = 2;             // directions still running; the last one stops the watchdog
+  net::steady_timer *watchdog = nullptr;
+};
+
+// Tears both sockets down, so that the other direction's pending read ends too.
+template <class A, class B> void shutdown_both(A &a, B &b) {
+  error_code ignored;
+  lowest(a).socket().shutdown(tcp::socket::shutdown_both, ignored);
+  lowest(b).socket().shutdown(tcp::socket::shutdown_both, ignored);
+}
+
+// A read without a deadline of its own: a WebSocket is idle only when neither direction moves,
+// which the watchdog judges. (A plain stream's read goes to its socket, so that the write
+// deadline beast::tcp_stream keeps for the other direction is left alone.)
+net::awaitable<std::tuple<error_code, std::size_t>> read_untimed(beast::tcp_stream &s, net::mutable_buffer b) {
+  co_return co_await s.socket().async_read_some(b, use_tuple);
+}
+net::awaitable<std::tuple<error_code, std::size_t>> read_untimed(tls_stream &s, net::mutable_buffer b) {
+  s.expires_never();
+  co_return co_await s.async_read_some(b, use_tuple);
+}
+
+// One direction: reads from `from` (first what `pre` holds), scans, writes to `to`. The other
+// direction is the only writer to `from`, so a close frame for the side that broke a rule is
+// sent by it (woken by cancelling its read, or at its next turn).
+template <class From, class To>
+net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websocket_scanner &scan,
+                             bool to_server, ws_shared &st, std::uint64_t &bytes,
+                             std::chrono::milliseconds io) {
+  chunk data;
+  auto send_close = [&](unsigned code, std::string_view why) -> net::awaitable<void> {
+    unsigned char frame[4 + 2 + 125 + 4];
+    unsigned char mask[4] = {};
+    if (to_server) RAND_bytes(mask, sizeof mask);
+    std::size_t n = websocket_close_frame(code, why, to_server, mask, frame);
+    lowest(to).expires_after(io);
+    co_await net::async_write(to, net::buffer(frame, n), use_tuple);
+  };
+  auto done = [&] {
+    if (--st.open == 0) st.watchdog->cancel();
+  };
+  for (;;) {
+    if (st.stop_code) { // the other direction broke a rule: tell this one's peer why
+      co_await send_close(st.stop_code, "sluice: " + std::string(st.reason));
+      shutdown_both(from, to);
+      break;
+    }
+    const unsigned char *at;
+    std::size_t n;
+    if (pre.size()) {
+      n = pre.size();
+      at = static_cast<const unsigned char *>(pre.data().data());
+    } else {
+      auto [ec, got] = co_await read_untimed(from, net::buffer(data.get(), chunk_size));
+      if (ec && st.stop_code) continue; // cancelled by the other direction: answer above
+      if (ec) {
+        if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+          co_await close_send(to); // a clean end: the other way may go on (the close handshake)
+        } else {
+          st.reset = st.reset || !st.idle;
+          shutdown_both(from, to);
+        }
+        break;
+      }
+      n = got;
+      at = reinterpret_cast<const unsigned char *>(data.get());
+    }
+    st.last_activity = clock::now();
+    std::size_t ok = scan.scan(at, n);
+    if (ok) {
+      lowest(to).expires_after(io);
+      auto [wec, wn] = co_await net::async_write(to, net::buffer(at, ok), use_tuple);
+      if (wec) {
+        st.reset = st.reset || !st.idle;
+        shutdown_both(from, to);
+        break;
+      }
+      bytes += ok;
+    }
+    if (pre.size()) pre.consume(pre.size());
+    if (!scan.error().empty()) {
+      st.reason = scan.error();
+      st.stop_code = st.reason == "websocket_message_too_large" ? 1009 : 1002;
+      co_await send_close(st.stop_code, "sluice: " + std::string(st.reason));
+      error_code ignored;
+      lowest(to).socket().cancel(ignored); // wakes the other direction, which answers `from`
+      break;
+    }
+  }
+  done();
+}
+
+// Ends the connection once neither direction has moved for `idle`.
+template <class Shut>
+net::awaitable<void> ws_watchdog(net::steady_timer &t, ws_shared &st, std::chrono::milliseconds idle, Shut shut) {
+  while (st.open > 0) {
+    t.expires_at(st.last_activity + idle);
+    co_await t.async_wait(use_tuple);
+    if (st.open == 0) break;
+    if (clock::now() >= st.last_activity + idle) {
+      st.idle = true;
+      shut();
+      break;
+    }
+  }
+}
+
+} // namespace
+
+template <class Stream>
+net::awaitable<bool> session::switch_to_websocket(Stream &s, beast::flat_buffer &buf, upstream_connection &conn,
+                                                  outcome &o, const http::response<http::buffer_body> &res) {
+  bool upgraded = false, deflate = false;
+  for (auto &f : res) {
+    if (f.name() == http::field::upgrade) upgraded = upgraded || beast::iequals(f.value(), "websocket");
+    if (f.name() == http::field::sec_websocket_extensions) {
+      deflate = deflate || f.value().find("permessage-deflate") != beast::string_view::npos;
+    }
+  }
+  if (!upgraded) { // a 101 to something the client did not ask for: not passed on
+    co_await fail(s, o, gateway_error::upstream_protocol_error, false, 11);
+    co_return false;
+  }
+  std::string head = "HTTP/1.1 101 Switching Protocols\r\n";
+  append_fields(res.base(), head); // Sec-WebSocket-Accept, -Protocol, -Extensions and the rest
+  head.append("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+  lowest(s).expires_after(cfg().timeouts.io);
+  auto [wec, wn] = co_await net::async_write(s, net::buffer(head), use_tuple);
+  o.status = 101;
+  o.decision = "allow";
+  o.reason = "allowed";
+  if (wec) {
+    o.decision = "error";
+    o.reason = "client_aborted";
+  } else {
+    co_await relay_websocket(s, buf, conn, o, deflate);
+  }
+  finish(o);
+  co_return false;
+}
+
+template <class Stream>
+net::awaitable<void> session::relay_websocket(Stream &s, beast::flat_buffer &client_buf,
+                                              upstream_connection &conn, outcome &o, bool deflate) {
+  const auto max = cfg().limits.max_websocket_message_bytes;
+  const auto idle = cfg().timeouts.tunnel_idle, io = cfg().timeouts.io;
+  websocket_scanner up(true, max, deflate), down(false, max, deflate);
+  ws_shared st;
+  net::steady_timer watchdog(worker_.ioc.get_executor());
+  st.watchdog = &watchdog;
+  co_await conn.visit([&](auto &origin) -> net::awaitable<void> {
+    co_await (ws_pipe(s, client_buf, origin, up, true, st, o.bytes_in, io) &&
+              ws_pipe(origin, conn.buffer, s, down, false, st, o.bytes_out, io) &&
+              ws_watchdog(watchdog, st, idle, [&] { shutdown_both(s, origin); }));
+  });
+  o.ws_messages_in = up.messages();
+  o.ws_messages_out = down.messages();
+  o.ws_close_code = up.closed() ? up.close_code() : down.close_code();
+  auto &m = state_.metrics;
+  m.websocket_messages_in.Increment(static_cast<double>(up.messages()));
+  m.websocket_messages_out.Increment(static_cast<double>(down.messages()));
+  m.websocket_bytes_in.Increment(static_cast<double>(up.payload_bytes()));
+  m.websocket_bytes_out.Increment(static_cast<double>(down.payload_bytes()));
+  if (!st.reason.empty()) {
+    // A message over the limit is the policy's refusal; a broken frame is the peer's error.
+    o.decision = st.reason == "websocket_message_too_large" ? "deny" : "error";
+    o.reason = st.reason;
+    m.websocket_closed(st.reason == "websocket_message_too_large" ? "message_too_large" : "protocol_error");
+  } else {
+    m.websocket_closed(up.closed() || down.closed() ? "close" : st.idle ? "idle" : "reset");
+  }
+}
+
+template net::awaitable<bool> session::switch_to_websocket<beast::tcp_stream>(
+    beast::tcp_stream &, beast::flat_buffer &, upstream_connection &, outcome &, const http::response<http::buffer_body> &);
+template net::awaitable<bool> session::switch_to_websocket<tls_stream>(
+    tls_stream &, beast::flat_buffer &, upstream_connection &, outcome &, const http::response<http::buffer_body> &);
+template net::awaitable<void> session::relay_websocket<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,
+                                                                          upstream_connection &, outcome &, bool);
+template net::awaitable<void> session::relay_websocket<tls_stream>(tls_stream &, beast::flat_buffer &,
+                                                                   upstream_connection &, outcome &, bool);
+
+} // namespace sluice::gateway::detail

@@ -1,0 +1,124 @@
+#include "gateway/websocket_frames.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sluice::gateway {
+
+std::size_t websocket_scanner::scan(const unsigned char *data, std::size_t n) {
+  if (!error_.empty()) return 0;
+  std::size_t i = 0;
+  std::size_t frame_start = 0; // a header begun in an earlier buffer: its bytes have gone already
+  while (i < n) {
+    if (in_payload_) {
+      auto take = static_cast<std::size_t>(std::min<std::uint64_t>(remaining_, n - i));
+      // A close frame's code: its first two payload bytes, unmasked (client frames are masked).
+      for (std::size_t k = 0; opcode_ == 8 && k < take && payload_offset_ + k < 2; ++k) {
+        auto at = payload_offset_ + k;
+        close_bytes_[at] = data[i + k] ^ (from_client_ ? mask_[at % 4] : 0);
+      }
+      payload_offset_ += take;
+      remaining_ -= take;
+      payload_ += take;
+      i += take;
+      if (remaining_ == 0) end_frame();
+      continue;
+    }
+    if (header_have_ == 0) frame_start = i;
+    header_[header_have_++] = data[i++];
+    std::size_t need = 2;
+    if (header_have_ >= 2) {
+      unsigned len7 = header_[1] & 0x7f;
+      need += (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + ((header_[1] & 0x80) ? 4 : 0);
+    }
+    if (header_have_ < need) continue;
+    header_have_ = 0;
+    if (!begin_frame()) return frame_start;
+    if (remaining_ == 0) {
+      end_frame();
+    } else {
+      in_payload_ = true;
+    }
+  }
+  return n;
+}
+
+bool websocket_scanner::begin_frame() {
+  auto fail = [this](std::string_view why) {
+    error_ = why;
+    return false;
+  };
+  const bool fin = header_[0] & 0x80;
+  const unsigned rsv = header_[0] & 0x70;
+  const unsigned char op = header_[0] & 0x0f;
+  const bool masked = header_[1] & 0x80;
+  // RSV1 is permessage-deflate's "compressed" bit; no other extension is carried.
+  if (rsv & ~(rsv1_ ? 0x40u : 0u)) return fail("websocket_protocol_error");
+  // Client frames are masked, server frames are not (RFC 6455 section 5.1).
+  if (masked != from_client_) return fail("websocket_protocol_error");
+  std::uint64_t len = header_[1] & 0x7f;
+  std::size_t at = 2;
+  if (len == 126) {
+    len = (std::uint64_t{header_[2]} << 8) | header_[3];
+    at = 4;
+  } else if (len == 127) {
+    len = 0;
+    for (std::size_t k = 0; k < 8; ++k) len = (len << 8) | header_[2 + k];
+    if (len >> 63) return fail("websocket_protocol_error"); // the most significant bit must be 0
+    at = 10;
+  }
+  if (masked) std::memcpy(mask_, header_ + at, 4);
+  if (op >= 8) {
+    // Control frames: close, ping, pong; whole (FIN) and at most 125 bytes; a close code is two
+    // bytes or none.
+    if (op > 10 || !fin || len > 125 || (op == 8 && len == 1)) return fail("websocket_protocol_error");
+  } else if (op == 0) {
+    if (!in_message_) return fail("websocket_protocol_error"); // a continuation of nothing
+    message_size_ += len;
+  } else if (op == 1 || op == 2) {
+    if (in_message_) return fail("websocket_protocol_error"); // a new message inside another
+    in_message_ = true;
+    message_size_ = len;
+  } else {
+    return fail("websocket_protocol_error"); // reserved opcodes
+  }
+  if (op < 8 && max_message_ && message_size_ > max_message_) return fail("websocket_message_too_large");
+  opcode_ = op;
+  fin_ = fin;
+  remaining_ = len;
+  payload_offset_ = 0;
+  return true;
+}
+
+void websocket_scanner::end_frame() {
+  in_payload_ = false;
+  if (opcode_ == 8) {
+    close_code_ = payload_offset_ >= 2 ? (close_bytes_[0] << 8) | close_bytes_[1] : 1005;
+    closed_ = true;
+  } else if (opcode_ < 8 && fin_) {
+    ++messages_;
+    in_message_ = false;
+    message_size_ = 0;
+  }
+}
+
+std::size_t websocket_close_frame(unsigned code, std::string_view reason, bool masked,
+                                  const unsigned char mask[4], unsigned char *out) {
+  reason = reason.substr(0, 123);
+  const std::size_t len = 2 + reason.size();
+  std::size_t at = 0;
+  out[at++] = 0x88; // FIN, close
+  out[at++] = static_cast<unsigned char>((masked ? 0x80 : 0) | len);
+  if (masked) {
+    std::memcpy(out + at, mask, 4);
+    at += 4;
+  }
+  unsigned char payload[125];
+  payload[0] = static_cast<unsigned char>(code >> 8);
+  payload[1] = static_cast<unsigned char>(code & 0xff);
+  std::memcpy(payload + 2, reason.data(), reason.size());
+  for (std::size_t k = 0; k < len; ++k) out[at + k] = payload[k] ^ (masked ? mask[k % 4] : 0);
+  return at + len;
+}
+
+} // namespace sluice::gateway
