@@ -153,6 +153,26 @@ net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf
       if (n) break;
     }
     if (n) break;
+    if (!line_checked) {
+      // Nor is a first line that does not end in " HTTP/x.y" (an SSH client's banner, which then
+      // waits for the server's): closed at once, not left to the head's deadline.
+      std::string_view text = have;
+      auto start = text.find_first_not_of("\r\n");
+      auto lf = start == std::string_view::npos ? start : text.find('\n', start);
+      if (lf != std::string_view::npos) {
+        auto line = text.substr(start, lf - start);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        auto n9 = line.size();
+        bool http = n9 >= 9 && line[n9 - 9] == ' ' && line.substr(n9 - 8, 5) == "HTTP/" &&
+                    line[n9 - 3] >= '0' && line[n9 - 3] <= '9' && line[n9 - 2] == '.' &&
+                    line[n9 - 1] >= '0' && line[n9 - 1] <= '9';
+        if (!http) { // answered with a 400 naming it (bad_version: not a bad first byte)
+          raw_reason = "non_http_protocol";
+          co_return http::error::bad_version;
+        }
+        line_checked = true;
+      }
+    }
     scanned = have.size() >= 2 ? have.size() - 2 : 0;
     std::size_t room = buf.max_size() - buf.size();
     if (room == 0 || buf.size() > cfg().limits.max_header_bytes) {
@@ -189,26 +209,6 @@ net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf
       if (!letter) {
         raw_reason = c == 0x05 ? "socks5" : c == 0x04 ? "socks_refused" : "non_http_protocol";
         co_return http::error::bad_method;
-      }
-    }
-    if (!line_checked) {
-      // Nor is a first line that does not end in " HTTP/x.y" (an SSH client's banner, which then
-      // waits for the server's): closed at once, not left to the head's deadline.
-      std::string_view text(static_cast<const char *>(buf.data().data()), buf.size());
-      auto start = text.find_first_not_of("\r\n");
-      auto lf = start == std::string_view::npos ? start : text.find('\n', start);
-      if (lf != std::string_view::npos) {
-        auto line = text.substr(start, lf - start);
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        auto n9 = line.size();
-        bool http = n9 >= 9 && line[n9 - 9] == ' ' && line.substr(n9 - 8, 5) == "HTTP/" &&
-                    line[n9 - 3] >= '0' && line[n9 - 3] <= '9' && line[n9 - 2] == '.' &&
-                    line[n9 - 1] >= '0' && line[n9 - 1] <= '9';
-        if (!http) { // answered with a 400 naming it (bad_version: not a bad first byte)
-          raw_reason = "non_http_protocol";
-          co_return http::error::bad_version;
-        }
-        line_checked = true;
       }
     }
   }

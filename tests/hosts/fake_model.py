@@ -1,5 +1,7 @@
 """A fake model server for driving agent hosts headlessly: it speaks the Anthropic Messages API
-(SSE), OpenAI Responses (SSE) and OpenAI Chat Completions (SSE) on 127.0.0.1.
+(SSE), OpenAI Responses (SSE, and over a WebSocket at GET .../responses as Codex's provider with
+supports_websockets does: one JSON event per text frame, a prewarm with "generate": false answered
+by response.completed alone) and OpenAI Chat Completions (SSE) on 127.0.0.1.
 
 The prompt names one tool call: "SLUICE-CALL:" followed by the base64 of a JSON object such as
 {"tool": "Bash", "input": {"command": "..."}} (base64, because hosts quote prompts in their own ways
@@ -10,6 +12,7 @@ Every tool result received is appended to RESULTS (JSON lines) so a test sees wh
 
 usage: fake_model.py PORT RESULTS [CERT KEY]   (prints "ready" once listening; HTTPS with CERT KEY)"""
 import base64
+import hashlib
 import json
 import os
 import re
@@ -85,6 +88,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
+        if self.headers.get("Upgrade", "").lower() == "websocket" and self.path.split("?")[0].endswith("/responses"):
+            return self.responses_websocket()
         body = json.dumps({"data": [], "object": "list"}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -92,13 +97,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def log_request_of(self, req, **extra):
+        if os.environ.get("FAKE_MODEL_LOG"):
+            with lock, open(os.environ["FAKE_MODEL_LOG"], "a") as f:
+                f.write(json.dumps(dict({"path": self.path, "method": self.command, "request": req,
+                                         "headers": {k.lower(): v for k, v in self.headers.items()}}, **extra)) + "\n")
+
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         req = json.loads(self.rfile.read(n) or b"{}")
-        if os.environ.get("FAKE_MODEL_LOG"):
-            with lock, open(os.environ["FAKE_MODEL_LOG"], "a") as f:
-                f.write(json.dumps({"path": self.path, "request": req,
-                                    "headers": {k.lower(): v for k, v in self.headers.items()}}) + "\n")
+        self.log_request_of(req)
         path = self.path.split("?")[0]
         if path.endswith("/messages/count_tokens"):
             return self.json({"input_tokens": 10})
@@ -157,6 +165,70 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- OpenAI Responses ---------------------------------------------------------------------
     def openai_responses(self, req):
+        self.sse(self.responses_events(req))
+
+    def ws_read(self):
+        """One message (fragments joined): (opcode, payload); (None, b"") at the end."""
+        data, first_op = b"", None
+        while True:
+            head = self.rfile.read(2)
+            if len(head) < 2:
+                return None, b""
+            fin, op, masked, n = head[0] & 0x80, head[0] & 0x0F, head[1] & 0x80, head[1] & 0x7F
+            if n == 126:
+                n = int.from_bytes(self.rfile.read(2), "big")
+            elif n == 127:
+                n = int.from_bytes(self.rfile.read(8), "big")
+            mask = self.rfile.read(4) if masked else b"\0\0\0\0"
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if op >= 8:
+                return op, payload
+            first_op = first_op or op
+            data += payload
+            if fin:
+                return first_op, data
+
+    def ws_send(self, op, payload):
+        n = len(payload)
+        head = bytes([0x80 | op]) + (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big")
+                                     if n < 65536 else bytes([127]) + n.to_bytes(8, "big"))
+        self.wfile.write(head + payload)
+        self.wfile.flush()
+
+    def responses_websocket(self):
+        """The Responses API over a WebSocket (no extension accepted: frames stay uncompressed)."""
+        self.log_request_of(None, websocket=True)
+        accept = base64.b64encode(hashlib.sha1((self.headers.get("Sec-WebSocket-Key", "") +
+                                                "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        while True:
+            op, payload = self.ws_read()
+            if op is None:
+                return
+            if op == 8:
+                self.ws_send(8, payload[:2])
+                return
+            if op == 9:
+                self.ws_send(10, payload)
+                continue
+            if op != 1:
+                continue
+            req = json.loads(payload)
+            self.log_request_of(req, websocket=True)
+            if req.get("generate") is False:  # the prewarm: nothing generated, the response completed
+                events = [(None, {"type": "response.completed", "response": {"id": "resp_warm", "output": []}})]
+            else:
+                events = self.responses_events(req)
+            for _, event in events:
+                self.ws_send(1, json.dumps(event).encode())
+
+    def responses_events(self, req):
         items = req.get("input", [])
         if isinstance(items, str):
             items = [{"role": "user", "content": items}]
@@ -194,7 +266,7 @@ class Handler(BaseHTTPRequestHandler):
                        ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": msg})]
             resp["output"] = [msg]
         events.append(("response.completed", {"type": "response.completed", "response": resp}))
-        self.sse(events)
+        return events
 
     # --- OpenAI Chat Completions --------------------------------------------------------------
     def chat(self, req):

@@ -322,6 +322,30 @@ class AgentCodexCurrentAsRoot(NetnsAgentCase):
         for r in requests:
             self.assertEqual(r["headers"].get("authorization"), "Bearer " + KEY)
 
+    def test_the_model_websocket_carries_a_turn_with_the_key_added_on_the_upgrade(self):
+        """With supports_websockets (which Codex's built-in provider has), Codex opens the
+        Responses WebSocket first: sluice allows it on the model route, adds the key on the
+        upgrade, and a turn with a tool call completes over it, with no retry and no fallback."""
+        if self.version != CODEX_CURRENT:
+            self.skipTest("Codex %s predates the WebSocket transport's provider switch" % self.version)
+        config = os.path.join(self.codex_home, "config.toml")
+        with open(config) as f:
+            text = f.read()
+        with open(config, "w") as f:
+            f.write(text.replace('env_key = "FAKE_KEY"\n', 'env_key = "FAKE_KEY"\nsupports_websockets = true\n'))
+        out, p = self.agent("echo over-the-websocket")
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        self.assertIn("over-the-websocket", out)
+        with open(self.requests) as f:
+            requests = [json.loads(l) for l in f if l.strip()]
+        upgrades = [r for r in requests if r.get("websocket") and r["request"] is None]
+        messages = [r for r in requests if r.get("websocket") and r["request"] is not None]
+        self.assertEqual(len(upgrades), 1, [r["path"] for r in requests])  # opened once: no retry
+        self.assertEqual(upgrades[0]["headers"].get("authorization"), "Bearer " + KEY)
+        self.assertGreaterEqual(len(messages), 3)  # the prewarm, the turn, the tool's result
+        self.assertFalse([r for r in requests if r.get("method") == "POST"])  # no fallback to HTTP
+        self.assertNotIn(b"Reconnecting", p.stderr)
+
     def test_the_home_outside_the_workspace_and_the_key_stay_out(self):
         out, _ = self.agent("cat ~/.ssh/id_ed25519 %s; env; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done; "
                             "a=%s; b=%s; grep -rsl -- \"$a$b\" ~ /tmp /.sluice 2>/dev/null; echo scanned"

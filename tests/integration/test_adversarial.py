@@ -267,6 +267,35 @@ max_header_bytes = 16384
         self.still_serving()
         self.still_serving(self.pub)
 
+    def test_header_rules_from_the_attack_corpus(self):
+        """Connection naming a checked field, and '_' spellings of the framing fields: 400 before
+        anything leaves (the origin counts none), the gateway serving on."""
+        u = f"http://bad.test:{self.bad}"
+        h = f"Host: bad.test:{self.bad}\r\n"
+        before = self.bad_count()
+        cases = [
+            (f"GET {u}/ HTTP/1.1\r\n{h}Connection: host\r\n\r\n", b"connection_strips_field"),
+            (f"GET {u}/ HTTP/1.1\r\n{h}Connection: close, Content-Length\r\n\r\n", b"connection_strips_field"),
+            (f"GET {u}/ HTTP/1.1\r\n{h}Connection: authorization\r\nAuthorization: x\r\n\r\n",
+             b"connection_strips_field"),
+            (f"POST {u}/ HTTP/1.1\r\n{h}Content-Length: 5\r\nTransfer_Encoding: chunked\r\n\r\n0\r\n\r\n",
+             b"underscore_framing_field"),
+            (f"POST {u}/ HTTP/1.1\r\n{h}Transfer-Encoding: chunked\r\nContent_Length: 5\r\n\r\n0\r\n\r\n",
+             b"underscore_framing_field"),
+        ]
+        for raw, reason in cases:
+            for gw in (self.gw, self.pub):
+                out = self.get(gw, raw)
+                self.assertTrue(out.startswith(b"HTTP/1.1 400"), (raw[:60], out[:100]))
+                self.assertIn(reason, out)
+        self.assertEqual(self.bad_count(), before)
+        # The others are stripped as ever: Connection: close and TE pass.
+        out = self.get(self.pub, f"GET http://origin.test:{self.http}/ok HTTP/1.1\r\nHost: origin.test:{self.http}\r\n"
+                                 "Connection: close, TE\r\nTE: trailers\r\n\r\n")
+        self.assertTrue(out.startswith(b"HTTP/1.1 200"), out[:100])
+        self.still_serving()
+        self.still_serving(self.pub)
+
     def bad_count(self):
         with socket.create_connection(("127.0.0.1", self.bad), timeout=5) as s:
             s.sendall(b"GET /count HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -135,6 +135,20 @@ class CaptureAsRoot(base.ExecCase):
         refused = [x for x in log if x["reason"] == "non_http_protocol"]
         self.assertEqual([(x["host"], x["port"], x["entry"]) for x in refused], [("origin.test", 8443, "capture")])
 
+    def test_ssh_banner_on_a_plain_port_is_closed_at_once(self):
+        """An SSH client on a captured plain-HTTP port sends its banner and waits for the server's:
+        sluice answers 400 naming non_http_protocol and closes at once (not at the 30 s header
+        deadline), and logs it."""
+        script = (f"{PYTHON} -c \"import socket, time; t=time.monotonic(); "
+                  "s=socket.create_connection(('origin.test', 8080), timeout=20); "
+                  "s.sendall(b'SSH-2.0-OpenSSH_9.2p1 Debian-2\\r\\n'); data=b''\n"
+                  "while True:\n c=s.recv(4096)\n if not c: break\n data+=c\n"
+                  "print(data.split(b'\\r\\n')[0].decode(), b'non_http_protocol' in data, round(time.monotonic()-t) < 5)\"")
+        p, s, log = self.run_captured(script, "--allow-domain", "origin.test:8080")
+        self.assertEqual(p.stdout.decode().strip(), "HTTP/1.1 400 Bad Request True True", p.stderr.decode())
+        refused = [(x["host"], x["port"], x["entry"]) for x in log if x["reason"] == "non_http_protocol"]
+        self.assertEqual(refused, [("origin.test", 8080, "capture")])
+
     def test_dns_over_udp_and_tcp_answers_from_the_pool(self):
         script = (f"{PYTHON} -c \"import socket,struct\n"
                   "q=bytes.fromhex('abcd01000001000000000000')+b'\\x06origin\\x04test\\x00\\x00\\x01\\x00\\x01'\n"

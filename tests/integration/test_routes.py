@@ -35,6 +35,17 @@ deny = [{{ host = "{o}", paths = ["/bytes/666"] }}]
         self.assertTrue(self.gw.logged(lambda r: r["path"] == path), path)
         return [r for r in self.gw.access_log() if r["path"] == path][-1]
 
+    def test_double_escapes_and_overlong_utf8_match_no_route(self):
+        """A routed path an origin could decode again ("%252e" is "%2e", then ".") or leniently
+        ("%c0%ae" is an overlong "."): no allow route covers it, every deny route does."""
+        for path in ("/bytes/%252e%252e/secret", "/bytes/%c0%ae%c0%ae/secret", "/bytes/%e0%80%ae"):
+            p = curl(self.gw, self.url(path), "--path-as-is")
+            heads = p.stderr.decode()
+            self.assertEqual(status_of(heads), 403, (path, heads))
+            self.assertIn('details="route_denied"', header(heads, "Proxy-Status"), path)
+        p = curl(self.gw, self.url("/bytes/%25"), "--path-as-is")  # one escaped '%' is no double escape
+        self.assertNotEqual(status_of(p.stderr.decode()), 403, p.stderr)
+
     def test_a_post_route_widens_network_read_by_one_path(self):
         p = curl(self.gw, self.url("/echo"), "-X", "POST", "-d", "payload=1")
         self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr)
