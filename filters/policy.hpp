@@ -119,6 +119,7 @@ struct config {
   // certificates it trusts (empty: no certificates asked for; tokens only, inside TLS).
   std::string proxy_cert, proxy_key, client_ca;
   bool upstream_system_trust = true;
+  bool offer_h2 = true; // [tls] h2: HTTP/2 offered to terminated clients in ALPN (start-up only)
   std::chrono::hours leaf_validity{24};
   std::vector<std::string> allow_address_text;
   std::vector<address_range> allow_addresses; // special-range addresses the policy permits

@@ -397,7 +397,7 @@ struct loader {
     }
     if (auto *t = root["tls"].as_table()) {
       check_keys(*t, "[tls]", {"ca_cert", "ca_key", "upstream_ca_bundle", "system_trust",
-                               "leaf_validity_hours", "proxy_cert", "proxy_key", "client_ca"});
+                               "leaf_validity_hours", "proxy_cert", "proxy_key", "client_ca", "h2"});
       c.ca_cert = string_of(*t, "ca_cert", "tls", "");
       c.ca_key = string_of(*t, "ca_key", "tls", "");
       if (c.ca_cert.empty() != c.ca_key.empty()) {
@@ -409,6 +409,7 @@ struct loader {
       c.upstream_ca_bundle = string_of(*t, "upstream_ca_bundle", "tls", "");
       check_readable(*t, "upstream_ca_bundle", c.upstream_ca_bundle);
       c.upstream_system_trust = bool_of(*t, "system_trust", "tls", true);
+      c.offer_h2 = bool_of(*t, "h2", "tls", true);
       c.leaf_validity = std::chrono::hours(int_of(*t, "leaf_validity_hours", "tls", 24, 1, 24 * 30));
       c.proxy_cert = string_of(*t, "proxy_cert", "tls", "");
       c.proxy_key = string_of(*t, "proxy_key", "tls", "");

@@ -14,10 +14,10 @@ struct route_rule {
   std::string host;                 // a host pattern, as in the plain entries
   std::vector<std::string> methods; // empty: the methods the profile allows
   std::vector<std::string> paths;   // empty: every path; "/x" exact, "/x/*" (any "...*") a prefix
+  std::string text;                 // its name in logs, metrics and replies: "HOST METHODS PATHS"
   // websocket = true: a WebSocket upgrade of a GET this route covers may pass under network-read
   // (publish lets every allowed GET upgrade). Trusted policy only, like every route.
   bool websocket = false;
-  std::string text;                 // its name in logs, metrics and replies: "HOST METHODS PATHS"
 };
 
 // The path of a request target as routes compare it: the part before '?', with percent-escapes of

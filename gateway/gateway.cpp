@@ -24,13 +24,16 @@
 namespace sluice::gateway {
 namespace {
 
-// Offers only HTTP/1.1 to terminated clients; an h2-only client gets no ALPN and falls back.
+// ALPN for terminated clients: h2 where the client offers it (and [tls] h2 is on), else
+// HTTP/1.1; a client that offers neither gets no ALPN and speaks HTTP/1.1.
 int select_alpn(SSL *, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
-                unsigned int inlen, void *) {
-  static const unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+                unsigned int inlen, void *arg) {
+  static const unsigned char both[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  const bool h2 = *static_cast<const bool *>(arg);
+  const unsigned char *ours = h2 ? both : both + 3;
+  unsigned ours_len = h2 ? sizeof both : sizeof both - 3;
   unsigned char *selected = nullptr;
-  if (SSL_select_next_proto(&selected, outlen, http11, sizeof http11, in, inlen) ==
-      OPENSSL_NPN_NEGOTIATED) {
+  if (SSL_select_next_proto(&selected, outlen, ours, ours_len, in, inlen) == OPENSSL_NPN_NEGOTIATED) {
     *out = selected;
     return SSL_TLSEXT_ERR_OK;
   }
@@ -98,7 +101,8 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
     throw std::runtime_error("cannot install the leaf key: " + certs::openssl_error_string());
   }
   SSL_CTX_set_tlsext_servername_callback(sctx, &check_sni);
-  SSL_CTX_set_alpn_select_cb(sctx, &select_alpn, nullptr);
+  offer_h2_ = cfg.offer_h2;
+  SSL_CTX_set_alpn_select_cb(sctx, &select_alpn, &offer_h2_);
   SSL_CTX_set_session_id_context(sctx, reinterpret_cast<const unsigned char *>("sluice"), 6);
   // Resumption rides on stateless tickets; a server-side session cache would hold up to 20,480
   // sessions in memory for nothing.

@@ -100,6 +100,7 @@ private:
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::unique_ptr<certs::leaf_cache> leaves_;
   ssl::context server_tls_{ssl::context::tls_server};
+  bool offer_h2_ = true; // [tls] h2: offered in ALPN on the terminated leg (read by select_alpn)
   ssl::context upstream_tls_{ssl::context::tls_client};
   std::unique_ptr<ssl::context> proxy_tls_; // listen_tls()
   std::function<void()> load_system_trust_;

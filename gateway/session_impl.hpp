@@ -52,6 +52,29 @@ struct outcome {
   std::string_view protocol = "http/1.1"; // "websocket" for an upgrade the policy let through
   std::uint64_t ws_messages_in = 0, ws_messages_out = 0; // after the 101
   int ws_close_code = -1;
+  int grpc_status = -1; // a gRPC call answered with a grpc-status (sluice's own refusals, for now)
+};
+
+// A request as the judging step sees it, whatever carried it (an HTTP/1.1 head, an h2 stream).
+struct request_in {
+  std::string_view method;
+  std::string_view target;    // HTTP/1.1: the request-target as sent; h2: :path
+  std::string_view authority; // h2: :authority (its host field was checked against it)
+  std::string_view scheme;    // h2: :scheme
+  const std::vector<std::pair<std::string_view, std::string_view>> *fields = nullptr; // no pseudo-headers
+  unsigned version = 11;
+  bool h2 = false;
+};
+
+// What the judging step decided: a refusal (reason set), or leave with what goes with it.
+struct verdict {
+  std::string_view reason; // empty: allowed
+  std::string rule;
+  bool close = false;      // a refusal after which the connection (HTTP/1.1) closes
+  std::optional<net::ip::address> ip; // the host is this literal address
+  bool git_read = false;   // network-read: a fetch's POST to git-upload-pack; its body is checked next
+  bool websocket = false;  // an upgrade the policy let through (o.protocol is "websocket")
+  std::vector<std::pair<std::string, std::string>> set; // credential fields to set on the way out
 };
 
 // Relay buffers of chunk_size, kept per thread for reuse: allocating and freeing 64 KiB per request
@@ -87,8 +110,11 @@ private:
 // The layer that carries deadlines: the beast::tcp_stream of a plain stream, the tls_stream itself.
 template <class Stream> auto &lowest(Stream &s) { return beast::get_lowest_layer(s); }
 
+class h2_connection;
+
 // The session proper: one client connection, one worker.
 class session {
+  friend class h2_connection; // an h2 tunnel's streams are judged, forwarded and logged as requests
 public:
   session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent, bool identify,
           bool tls_listener = false)
@@ -176,6 +202,11 @@ private:
   net::awaitable<error_code> read_head(Stream &s, beast::flat_buffer &buf,
                                        http::request_parser<http::buffer_body> &parser,
                                        std::string_view &raw_reason);
+
+  // The judging step every protocol shares (session_judge.cpp): the origin worked out and
+  // cross-checked (Host, :authority, the tunnel), hygiene, Git negotiation, WebSocket upgrades,
+  // the policy's decision, credentials. Fills `o` as it goes; no I/O.
+  verdict judge(const request_in &r, const tunnel_target *tunnel, const filters::policy &pol, outcome &o);
 
   template <class Stream>
   net::awaitable<bool> handle(Stream &s, beast::flat_buffer &buf,

@@ -6,7 +6,6 @@
 #include "filters/request_hygiene.hpp"
 #include "gateway/session_impl.hpp"
 
-#include <boost/url/parse.hpp>
 #include <cstring>
 
 namespace sluice::gateway::detail {
@@ -252,139 +251,31 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
     co_return false;
   }
 
-  // Work out the origin the request is for, refusing every ambiguity.
-  std::string target(req.target());
-  std::string raw_host;
-  unsigned port = 0;
-  if (!target.empty() && target.front() != '/' && target != "*") {
-    auto url = boost::urls::parse_absolute_uri(target);
-    if (!url || url->has_fragment() || !url->has_authority()) {
-      o.target = target;
-      co_await deny(s, o, "ambiguous_target", {}, false, version);
+  // The one judging step (session_judge.cpp), on the head as Beast parsed it.
+  std::vector<std::pair<std::string_view, std::string_view>> fields;
+  for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
+  request_in in;
+  in.method = req.method_string();
+  in.target = req.target();
+  in.fields = &fields;
+  in.version = version;
+  verdict v = judge(in, tunnel, pol, o);
+  if (!v.reason.empty()) {
+    if (v.reason == "not_a_proxy_request") {
+      o.reason = v.reason;
+      std::string body = "sluice is a forward proxy: send absolute-form requests "
+                         "(http://host/path) or CONNECT host:port\n";
+      co_await reply(s, o, 400, "http_request_error", std::move(body), false, version);
+      o.decision = "deny";
+      finish(o);
       co_return false;
     }
-    if (url->has_userinfo()) {
-      o.target = target;
-      co_await deny(s, o, "userinfo_in_target", {}, keep_alive, version);
-      co_return keep_alive;
-    }
-    std::string scheme(url->scheme());
-    if (scheme != "http" && scheme != "https") {
-      o.target = target;
-      co_await deny(s, o, "unsupported_scheme", {}, keep_alive, version);
-      co_return keep_alive;
-    }
-    o.scheme = scheme;
-    raw_host = std::string(url->encoded_host());
-    if (url->host_type() == boost::urls::host_type::ipv6 && raw_host.front() != '[') {
-      raw_host = "[" + raw_host + "]"; // parse_host takes IPv6 literals in brackets
-    }
-    port = url->has_port() ? url->port_number() : (scheme == "https" ? 443 : 80);
-    if (url->has_port() && port == 0) {
-      co_await deny(s, o, "invalid_host", {}, false, version);
-      co_return false;
-    }
-    std::string path(url->encoded_path());
-    target = (path.empty() ? "/" : path) +
-             (url->has_query() ? "?" + std::string(url->encoded_query()) : "");
-    if (tunnel) {
-      auto h = filters::parse_host(raw_host);
-      if (!h.host || h.host->name != tunnel->host || port != tunnel->port || scheme != tunnel->scheme) {
-        o.host = raw_host;
-        o.target = target;
-        co_await deny(s, o, "host_mismatch", {}, false, version);
-        co_return false;
-      }
-    }
-  } else if (tunnel) {
-    raw_host = tunnel->host;
-    if (raw_host.find(':') != std::string::npos) raw_host = "[" + raw_host + "]"; // IPv6, normalized
-    port = tunnel->port;
-  } else {
-    o.target = target;
-    o.reason = "not_a_proxy_request";
-    std::string body = "sluice is a forward proxy: send absolute-form requests "
-                       "(http://host/path) or CONNECT host:port\n";
-    co_await reply(s, o, 400, "http_request_error", std::move(body), false, version);
-    o.decision = "deny";
-    finish(o);
-    co_return false;
+    bool keep = keep_alive && !v.close;
+    co_await deny(s, o, v.reason, v.rule, keep, version);
+    co_return keep;
   }
-  o.target = target;
-  o.port = port;
-  auto parsed = filters::parse_host(raw_host);
-  o.host = parsed.host ? parsed.host->name : raw_host;
-  if (!parsed.host) {
-    co_await deny(s, o, parsed.reason, {}, false, version);
-    co_return false;
-  }
-
-  // Host must name the same origin as the target (or the CONNECT authority).
-  auto host_field = req[http::field::host];
-  if (host_field.empty() && version >= 11) {
-    co_await deny(s, o, "bad_host_header", {}, false, version);
-    co_return false;
-  }
-  if (!host_field.empty()) {
-    std::string_view hh;
-    unsigned hp = 0;
-    bool ok = filters::split_authority(host_field, hh, hp);
-    auto hparsed = ok ? filters::parse_host(hh) : filters::host_parse_result{};
-    if (hp == 0) hp = o.scheme == "https" ? 443 : 80;
-    if (!hparsed.host || hparsed.host->name != o.host || hp != port) {
-      co_await deny(s, o, "host_mismatch", {}, false, version);
-      co_return false;
-    }
-  }
-
-  filters::request_view view{req.method_string(), target, {}, {}};
-  for (auto &f : req) view.fields.emplace_back(f.name_string(), f.value());
-  pol.credentials().header_names(view.guarded);
-  if (auto why = filters::check_request(view, pol.mode()); !why.empty()) {
-    co_await deny(s, o, why, {}, false, version);
-    co_return false;
-  }
-  const bool websocket = filters::is_websocket_upgrade(view);
-  if (websocket && version != 11) { // RFC 6455: an HTTP/1.1 GET
-    co_await deny(s, o, "upgrade_refused", {}, false, version);
-    co_return false;
-  }
-  // Read-only Git over smart HTTP: in network-read a fetch's POST to git-upload-pack is a read
-  // once its whole body (bounded) shows nothing but negotiation; a push is refused by name.
+  const bool git_read = v.git_read;
   std::string git_body;
-  bool git_read = false;
-  if (pol.mode() == filters::profile::network_read && req.method() == http::verb::post) {
-    std::string_view path = std::string_view(target).substr(0, target.find('?'));
-    if (filters::is_git_receive_pack(target)) {
-      if (!pol.cfg().report) {
-        co_await deny(s, o, "git_push_refused", {}, false, version);
-        co_return false;
-      }
-      o.would_deny = "git_push_refused"; // a role in report mode: let through, logged
-    } else {
-      git_read = filters::is_git_upload_pack("POST", path, req[http::field::content_type]);
-    }
-  }
-  auto d = pol.decide(git_read ? std::string_view("GET") : std::string_view(o.method), o.scheme, *parsed.host,
-                      port, target);
-  if (!d.allowed) {
-    co_await deny(s, o, d.reason, d.rule, keep_alive && !git_read, version);
-    co_return keep_alive && !git_read;
-  }
-  o.rule = d.rule;
-  if (d.would_deny && o.would_deny.empty()) o.would_deny = d.reason;
-  if (websocket) {
-    // The GET passed; the upgrade needs the profile's or a route's leave (publish, or a trusted
-    // route with websocket = true under network-read).
-    auto w = pol.decide_websocket(o.scheme, *parsed.host, port, target, d.rule);
-    if (!w.allowed) {
-      co_await deny(s, o, w.reason, w.rule, keep_alive, version);
-      co_return keep_alive;
-    }
-    o.rule = w.rule;
-    if (w.would_deny && o.would_deny.empty()) o.would_deny = w.reason;
-    o.protocol = "websocket";
-  }
   if (git_read) {
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       http::response<http::empty_body> go_on{http::status::continue_, 11};
@@ -408,23 +299,9 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
       co_return false;
     }
   }
-  if (!pol.credentials().empty()) {
-    // Credentials: a placeholder bound for another host is refused; for the credential's own
-    // hosts the gateway puts the secret in (the command never held it).
-    filters::credential_result cr;
-    {
-      std::vector<std::pair<std::string_view, std::string_view>> fields;
-      for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
-      cr = pol.credentials().apply(fields, req.target(), o.host, o.scheme, port);
-    }
-    if (!cr.reason.empty()) {
-      co_await deny(s, o, cr.reason, "credential:" + cr.credential, keep_alive, version);
-      co_return keep_alive;
-    }
-    for (auto &[name, value] : cr.set) req.set(name, value);
-  }
-  co_return co_await forward(s, buf, parser, o, parsed.host->ip, version,
-                             git_read ? &git_body : nullptr);
+  fields.clear(); // views into the head, which the credentials below change
+  for (auto &[name, value] : v.set) req.set(name, value);
+  co_return co_await forward(s, buf, parser, o, v.ip, version, git_read ? &git_body : nullptr);
 }
 
 // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond), within the

@@ -2,10 +2,12 @@
 // the "200"): the authority is judged first, then passed through (allowlist) or terminated with a
 // leaf for it (network-read, publish), whose requests go back to serve_requests().
 #include "filters/client_identity.hpp"
+#include "gateway/h2_connection.hpp"
 #include "gateway/session.hpp"
 #include "gateway/session_impl.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <cstring>
 #include <openssl/ssl.h>
 
 // GCC 12 false positive: Asio's awaitable frames come from, and go back to, its own
@@ -306,6 +308,19 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
   buf.consume(used);
   buf.shrink_to_fit(); // the ClientHello's buffer is not needed for the tunnel's lifetime
   tunnel_target_ = tunnel_target{o.host, port};
+  const unsigned char *proto = nullptr;
+  unsigned proto_len = 0;
+  SSL_get0_alpn_selected(ssl, &proto, &proto_len);
+  if (proto_len == 2 && std::memcmp(proto, "h2", 2) == 0) {
+    // HTTP/2 (the client offered h2, and sluice does): its streams, each judged as a request is.
+    {
+      h2_connection h2(*this, tls, tunnel_target_);
+      co_await h2.run();
+    }
+    lowest(tls).expires_after(std::chrono::seconds(2));
+    co_await tls.async_shutdown(use_tuple);
+    co_return;
+  }
   tunnel_buf_ = beast::flat_buffer(cfg().limits.max_header_bytes + chunk_size);
   co_await serve_requests(tls, tunnel_buf_, &tunnel_target_);
   if (park_) co_return; // every caller returns too, and run_counted parks the session

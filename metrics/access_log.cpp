@@ -157,6 +157,9 @@ void access_log::write(const access_record &r) {
     field(line, ",\"ws_messages_out\":", r.ws_messages_out);
     if (r.ws_close_code >= 0) field(line, ",\"ws_close_code\":", static_cast<std::uint64_t>(r.ws_close_code));
   }
+  if (r.protocol == "grpc" && r.grpc_status >= 0) {
+    field(line, ",\"grpc_status\":", static_cast<std::uint64_t>(r.grpc_status));
+  }
   line.append("}\n");
   std::lock_guard lock(mutex_);
   std::fwrite(line.data(), 1, line.size(), file_);

@@ -26,6 +26,7 @@ struct access_record {
   // (-1: none; the connection ended without a close frame).
   std::uint64_t ws_messages_in = 0, ws_messages_out = 0;
   int ws_close_code = -1;
+  int grpc_status = -1; // a gRPC call: the grpc-status it ended with, where one was seen (-1: none)
 };
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never

@@ -30,7 +30,8 @@ NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 LOG_FIELDS = {"time", "command_id", "skill", "profile", "method", "scheme", "host", "port", "path", "rule",
-              "decision", "reason", "status", "bytes_in", "bytes_out", "duration_seconds", "entry", "agent", "client", "role"}
+              "decision", "reason", "status", "bytes_in", "bytes_out", "duration_seconds", "entry", "agent", "client", "role",
+              "protocol"}
 
 
 def need(path, package):

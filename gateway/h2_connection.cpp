@@ -1,0 +1,759 @@
+#include "gateway/h2_connection.hpp"
+
+#include "filters/git_upload_pack.hpp"
+#include "filters/h2_translation.hpp"
+#include "filters/request_hygiene.hpp"
+#include "gateway/end_to_end_fields.hpp"
+#include "gateway/error.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <charconv>
+#include <cstring>
+
+// GCC 12 false positive, as in session_tunnel.cpp: Asio's frames come from its own allocator.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace sluice::gateway::detail {
+namespace {
+
+using namespace boost::asio::experimental::awaitable_operators;
+
+// What one client connection may hold (docs/policy.md, "HTTP/2"): streams at once, the window each
+// stream's request body may run ahead of the origin, the connection's window, and what a stream's
+// response may hold before its origin is read from again.
+constexpr std::uint32_t max_streams = 100;
+constexpr std::int32_t stream_window = 256 * 1024;
+constexpr std::int32_t connection_window = 1024 * 1024;
+constexpr std::size_t response_buffer = 256 * 1024;
+// Frames a well-behaved client has no reason to send many of: empty DATA frames without
+// END_STREAM on a connection (CVE-2019-9518 has no bound in nghttp2 1.52), and PING, SETTINGS,
+// PRIORITY and WINDOW_UPDATE frames in one second.
+constexpr std::size_t max_empty_frames = 100;
+constexpr std::size_t max_control_frames_per_second = 500;
+
+h2_connection &self_of(void *user_data) { return *static_cast<h2_connection *>(user_data); }
+
+} // namespace
+
+struct h2_connection::stream {
+  stream(net::any_io_executor ex, std::int32_t id) : id(id), wake(ex) {}
+  std::int32_t id;
+  // The request's fields as they arrive, copied (nghttp2's views last one read) and bounded.
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::size_t field_bytes = 0;
+  bool too_large = false;
+  filters::h2_request request;
+  bool grpc = false;         // content-type application/grpc: refusals are gRPC-shaped
+  std::string body_in;       // request body bytes not yet written to the origin
+  std::size_t unconsumed = 0; // of those received, not yet counted back into the windows
+  bool request_ended = false;
+  // The response as the origin sends it, read out by read_body.
+  std::string body_out;
+  std::size_t out_at = 0;
+  bool response_ended = false;
+  bool submitted = false;    // a response head went to nghttp2
+  bool closed = false;       // nghttp2 closed the stream (the client reset it, or it is done)
+  bool forwarding = false;   // forward() runs for it
+  upstream_connection *up = nullptr; // while forward() talks to the origin: cancelled on close
+  outcome o;
+  verdict v;
+  net::steady_timer wake;    // forward() waits on it for body bytes, room, or the stream's end
+  bool woken = false;
+  void signal() {
+    woken = true;
+    wake.cancel();
+  }
+  // Waits for signal() or `deadline`; false when the deadline passed first.
+  net::awaitable<bool> wait(clock::time_point deadline) {
+    if (!woken) {
+      wake.expires_at(deadline);
+      co_await wake.async_wait(use_tuple);
+    }
+    bool ok = woken || clock::now() < deadline;
+    woken = false;
+    co_return ok;
+  }
+};
+
+h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_target &target)
+    : owner_(owner), tls_(tls), target_(target), wake_(tls.get_executor()), finished_(tls.get_executor()),
+      dog_(tls.get_executor()) {
+  nghttp2_session_callbacks *cb = nullptr;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cb, &on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, &on_stream_close);
+  // No on_invalid_header callback: without one a field that breaks RFC 9113 resets its stream
+  // (with one that returns 0, nghttp2 would drop the field and let the request through).
+  nghttp2_option *opt = nullptr;
+  nghttp2_option_new(&opt);
+  nghttp2_option_set_no_auto_window_update(opt, 1); // a window opens as the origin takes the bytes
+  nghttp2_option_set_no_closed_streams(opt, 1);
+  nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+  nghttp2_option_set_max_outbound_ack(opt, 1000);   // SETTINGS/PING ACKs a client does not read
+  nghttp2_option_set_max_settings(opt, 32);
+  nghttp2_option_set_max_continuations(opt, 8);     // CONTINUATION floods (CVE-2024-28182)
+  nghttp2_option_set_stream_reset_rate_limit(opt, 200, 20); // rapid reset (CVE-2023-44487)
+  nghttp2_session_server_new2(&ng_, cb, this, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cb);
+  const auto &l = owner_.cfg().limits;
+  nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<std::uint32_t>(stream_window)},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<std::uint32_t>(l.max_header_bytes)},
+      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+  };
+  nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof settings[0]);
+  nghttp2_session_set_local_window_size(ng_, NGHTTP2_FLAG_NONE, 0, connection_window);
+}
+
+h2_connection::~h2_connection() { nghttp2_session_del(ng_); }
+
+void h2_connection::kick() {
+  woken_ = true;
+  wake_.cancel();
+}
+
+void h2_connection::terminate(std::uint32_t code) {
+  nghttp2_session_terminate_session(ng_, code);
+  kick();
+}
+
+void h2_connection::stop() {
+  stopping_ = true;
+  error_code ignored;
+  tls_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  kick();
+  dog_.cancel();
+}
+
+net::awaitable<void> h2_connection::watchdog() {
+  const auto &t = owner_.cfg().timeouts;
+  while (!stopping_) {
+    // Between streams: the keep-alive idle deadline. With streams open: tunnel_idle without a byte
+    // from the client (one reading its responses sends WINDOW_UPDATEs; one that keeps its window
+    // shut holds nothing longer than that).
+    auto quiet = streams_.empty() ? (reads_ == 0 ? t.header_read : t.idle) : t.tunnel_idle;
+    auto next = last_read_ + quiet;
+    if (writing_) next = std::min(next, write_since_ + t.io);
+    dog_.expires_at(next);
+    co_await dog_.async_wait(use_tuple);
+    if (stopping_) break;
+    auto now = clock::now();
+    quiet = streams_.empty() ? (reads_ == 0 ? t.header_read : t.idle) : t.tunnel_idle;
+    if ((writing_ && now >= write_since_ + t.io) || now >= last_read_ + quiet) stop();
+  }
+}
+
+net::awaitable<void> h2_connection::run() {
+  co_await (reader() && writer() && watchdog());
+  // The client is gone or the connection broke: every stream still forwarding gives up.
+  stopping_ = true;
+  for (auto &[id, st] : streams_) {
+    st->closed = true;
+    if (st->up) {
+      error_code ignored;
+      st->up->socket().cancel(ignored);
+    }
+    st->signal();
+  }
+  while (forwarding_ > 0) {
+    finished_.expires_at(clock::time_point::max());
+    co_await finished_.async_wait(use_tuple);
+  }
+}
+
+// Reads frames until the client closes, idles out, or nghttp2 wants no more (GOAWAY, an error).
+net::awaitable<void> h2_connection::reader() {
+  chunk data;
+  while (!stopping_ && nghttp2_session_want_read(ng_)) {
+    // No deadline here: between streams the watchdog ends an idle connection as a keep-alive one
+    // would end; while streams run, their own deadlines bound them.
+    tls_.expires_never();
+    auto [ec, n] = co_await tls_.async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
+    if (ec) break; // end of stream, reset, or stop()
+    last_read_ = clock::now();
+    ++reads_;
+    auto rv = nghttp2_session_mem_recv(ng_, reinterpret_cast<const std::uint8_t *>(data.get()), n);
+    if (rv < 0) {
+      // A protocol error nghttp2 found (it queues GOAWAY where it can), or a flood it bounds
+      // (NGHTTP2_ERR_FLOODED, too many CONTINUATIONs): the connection ends.
+      terminate(NGHTTP2_PROTOCOL_ERROR);
+      break;
+    }
+    kick();
+  }
+  stopping_ = true;
+  kick();
+  dog_.cancel();
+}
+
+// Sends what nghttp2 has queued, whenever there is some, until the connection ends.
+net::awaitable<void> h2_connection::writer() {
+  std::string out;
+  for (;;) {
+    out.clear();
+    while (out.size() < 64 * 1024) {
+      const std::uint8_t *bytes = nullptr;
+      auto n = nghttp2_session_mem_send(ng_, &bytes);
+      if (n < 0) {
+        stopping_ = true;
+        break;
+      }
+      if (n == 0) break;
+      out.append(reinterpret_cast<const char *>(bytes), static_cast<std::size_t>(n));
+    }
+    if (!out.empty()) {
+      writing_ = true;
+      write_since_ = clock::now();
+      dog_.cancel(); // the watchdog now has a write to time
+      tls_.expires_never();
+      auto [ec, n] = co_await net::async_write(tls_, net::buffer(out), use_tuple);
+      writing_ = false;
+      if (ec) {
+        stop(); // the reader ends too
+        break;
+      }
+      continue;
+    }
+    if (stopping_ || (!nghttp2_session_want_read(ng_) && !nghttp2_session_want_write(ng_))) break;
+    if (!woken_) {
+      wake_.expires_at(clock::time_point::max());
+      co_await wake_.async_wait(use_tuple);
+    }
+    woken_ = false;
+  }
+  // GOAWAY or the end: the reader stops waiting too.
+  stop();
+}
+
+int h2_connection::on_begin_headers(nghttp2_session *, const nghttp2_frame *frame, void *user_data) {
+  auto &self = self_of(user_data);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  auto st = std::make_shared<stream>(self.tls_.get_executor(), frame->hd.stream_id);
+  self.streams_[frame->hd.stream_id] = st;
+  return 0;
+}
+
+int h2_connection::on_header(nghttp2_session *, const nghttp2_frame *frame, const std::uint8_t *name,
+                             std::size_t namelen, const std::uint8_t *value, std::size_t valuelen, std::uint8_t,
+                             void *user_data) {
+  auto &self = self_of(user_data);
+  auto it = self.streams_.find(frame->hd.stream_id);
+  if (it == self.streams_.end() || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; // trailers
+  auto &st = *it->second;
+  // SETTINGS_MAX_HEADER_LIST_SIZE is only advertised by nghttp2 1.52: counted here (RFC 9113's
+  // measure, 32 bytes a field besides its name and value). Past it the fields are not kept, and
+  // the request is answered 431 once its block ends.
+  st.field_bytes += namelen + valuelen + 32;
+  if (st.field_bytes > self.owner_.cfg().limits.max_header_bytes || st.fields.size() >= 1000) {
+    st.too_large = true;
+    return 0;
+  }
+  st.fields.emplace_back(std::string(reinterpret_cast<const char *>(name), namelen),
+                         std::string(reinterpret_cast<const char *>(value), valuelen));
+  return 0;
+}
+
+int h2_connection::on_frame_recv(nghttp2_session *, const nghttp2_frame *frame, void *user_data) {
+  auto &self = self_of(user_data);
+  switch (frame->hd.type) {
+  case NGHTTP2_PING:
+  case NGHTTP2_SETTINGS:
+  case NGHTTP2_PRIORITY:
+  case NGHTTP2_WINDOW_UPDATE:
+    // nghttp2 answers each; a client that sends thousands a second only costs (CVE-2019-9512/5).
+    if (clock::now() - self.control_window_ > std::chrono::seconds(1)) {
+      self.control_window_ = clock::now();
+      self.control_frames_ = 0;
+    }
+    if (++self.control_frames_ > max_control_frames_per_second) self.terminate(NGHTTP2_ENHANCE_YOUR_CALM);
+    return 0;
+  default:
+    break;
+  }
+  auto it = self.streams_.find(frame->hd.stream_id);
+  if (it == self.streams_.end()) return 0;
+  auto st = it->second;
+  if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+      ++self.empty_frames_ > max_empty_frames) {
+    self.terminate(NGHTTP2_ENHANCE_YOUR_CALM); // empty frames cost the server, carry nothing
+    return 0;
+  }
+  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+    st->request_ended = true;
+    st->signal();
+  }
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) self.begin(st);
+  return 0;
+}
+
+int h2_connection::on_data_chunk(nghttp2_session *ng, std::uint8_t, std::int32_t id, const std::uint8_t *data,
+                                 std::size_t len, void *user_data) {
+  auto &self = self_of(user_data);
+  auto it = self.streams_.find(id);
+  if (it == self.streams_.end() || !it->second->forwarding) {
+    nghttp2_session_consume(ng, id, len); // a refused or finished stream's bytes go nowhere
+    return 0;
+  }
+  auto &st = *it->second;
+  st.body_in.append(reinterpret_cast<const char *>(data), len);
+  // Git negotiation is read whole before it is judged (bounded by its own cap), so its window
+  // opens at once; any other body's opens as the origin takes it (forward()).
+  if (st.v.git_read) {
+    nghttp2_session_consume(ng, id, len);
+  } else {
+    st.unconsumed += len;
+  }
+  st.signal();
+  return 0;
+}
+
+int h2_connection::on_stream_close(nghttp2_session *, std::int32_t id, std::uint32_t, void *user_data) {
+  auto &self = self_of(user_data);
+  auto it = self.streams_.find(id);
+  if (it == self.streams_.end()) return 0;
+  auto st = it->second;
+  st->closed = true;
+  // What the stream received and the origin never took still counts against the connection's
+  // window: given back, or resets mid-upload would shut it for every other stream.
+  if (st->unconsumed) nghttp2_session_consume_connection(self.ng_, st->unconsumed);
+  st->unconsumed = 0;
+  if (st->up && !st->response_ended) {
+    error_code ignored; // the client reset it: the origin's answer is not wanted any more
+    st->up->socket().cancel(ignored);
+  }
+  st->signal();
+  self.streams_.erase(it);
+  if (self.streams_.empty()) self.dog_.cancel(); // the idle deadline applies again
+  return 0;
+}
+
+ssize_t h2_connection::read_body(nghttp2_session *, std::int32_t, std::uint8_t *buf, std::size_t length,
+                                 std::uint32_t *flags, nghttp2_data_source *source, void *) {
+  auto &st = *static_cast<stream *>(source->ptr);
+  std::size_t n = std::min(length, st.body_out.size() - st.out_at);
+  std::memcpy(buf, st.body_out.data() + st.out_at, n);
+  st.out_at += n;
+  if (st.out_at == st.body_out.size()) {
+    st.body_out.clear();
+    st.out_at = 0;
+  }
+  if (n) st.signal(); // room for more of the origin's bytes
+  if (st.body_out.empty() && st.response_ended) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  } else if (n == 0) {
+    return NGHTTP2_ERR_DEFERRED; // resumed when more arrives
+  }
+  return static_cast<ssize_t>(n);
+}
+
+void h2_connection::submit(stream &st, unsigned status, std::vector<std::pair<std::string, std::string>> fields,
+                           bool body) {
+  if (st.closed || st.submitted) return;
+  st.submitted = true;
+  std::string code = std::to_string(status);
+  std::vector<nghttp2_nv> nv;
+  nv.reserve(fields.size() + 1);
+  auto add = [&](const std::string &n, const std::string &v) {
+    nv.push_back({reinterpret_cast<std::uint8_t *>(const_cast<char *>(n.data())),
+                  reinterpret_cast<std::uint8_t *>(const_cast<char *>(v.data())), n.size(), v.size(),
+                  NGHTTP2_NV_FLAG_NONE});
+  };
+  static const std::string status_name = ":status";
+  bool has_status = !fields.empty() && fields.front().first == ":status";
+  if (!has_status) add(status_name, code);
+  for (auto &[n, v] : fields) add(n, v);
+  nghttp2_data_provider provider{};
+  provider.source.ptr = &st;
+  provider.read_callback = &read_body;
+  nghttp2_submit_response(ng_, st.id, nv.data(), nv.size(), body ? &provider : nullptr); // nv is copied
+  kick();
+}
+
+void h2_connection::respond(stream &st, unsigned status, std::string_view ps_error, std::string body) {
+  st.o.status = status;
+  std::string ps = "sluice; error=" + std::string(ps_error) + "; details=\"" + std::string(st.o.reason) + "\"";
+  if (!st.o.rule.empty() && status == 403) {
+    ps += "; rule=\"";
+    for (char c : st.o.rule) {
+      if (c == '"' || c == '\\') ps += '\\';
+      if (c >= 0x20 && c < 0x7f) ps += c;
+    }
+    ps += '"';
+  }
+  if (st.grpc) {
+    // A gRPC client reads grpc-status, not the HTTP status: a refusal is PERMISSION_DENIED (7), a
+    // failure upstream UNAVAILABLE (14), with sluice's text in grpc-message (percent-encoded).
+    while (!body.empty() && body.back() == '\n') body.pop_back();
+    std::string message;
+    for (char c : body) {
+      auto u = static_cast<unsigned char>(c);
+      if (u >= 0x20 && u < 0x7f && c != '%') {
+        message += c;
+      } else {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", u);
+        message += hex;
+      }
+    }
+    st.o.status = 200;
+    st.o.grpc_status = status == 403 || status == 400 || status == 431 || status == 429 ? 7 : 14;
+    submit(st, 200,
+           {{"content-type", "application/grpc"},
+            {"grpc-status", std::to_string(st.o.grpc_status)},
+            {"grpc-message", message},
+            {"proxy-status", ps}},
+           false);
+    return;
+  }
+  st.body_out = std::move(body);
+  st.out_at = 0;
+  st.response_ended = true;
+  submit(st, status,
+         {{"content-type", "text/plain; charset=utf-8"},
+          {"content-length", std::to_string(st.body_out.size())},
+          {"server", "sluice"},
+          {"proxy-status", ps}},
+         true);
+}
+
+void h2_connection::refuse(stream &st, std::string_view reason, std::string rule) {
+  auto &o = st.o;
+  o.decision = "deny";
+  o.reason = reason;
+  o.rule = std::move(rule);
+  bool framing = filters::is_framing_error(reason) || reason.starts_with("h2_") || reason == "header_too_large";
+  unsigned status = reason == "header_too_large" ? 431 : reason == "rate_limited" ? 429 : framing ? 400 : 403;
+  respond(st, status, framing ? "http_request_error" : "http_request_denied", owner_.denial_text(o, o.rule));
+  owner_.finish(o);
+}
+
+void h2_connection::fail(stream &st, error_code ec) {
+  gateway_error ge = ec.category() == gateway_category() ? static_cast<gateway_error>(ec.value())
+                                                         : gateway_error::response_incomplete;
+  auto &o = st.o;
+  o.decision = ge == gateway_error::destination_address_denied ? "deny" : "error";
+  o.reason = reason_of(ge);
+  std::string body = ge == gateway_error::destination_address_denied
+                         ? owner_.denial_text(o, {})
+                         : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" + o.host + ":" +
+                               std::to_string(o.port) + "\n";
+  respond(st, http_status_of(ge), proxy_status_of(ge), std::move(body));
+  owner_.finish(o);
+}
+
+void h2_connection::begin(const std::shared_ptr<stream> &st) {
+  auto &o = st->o;
+  o.scheme = target_.scheme;
+  o.host = target_.host;
+  o.port = target_.port;
+  o.protocol = "h2";
+  o.method = "-";
+  if (stopping_) return;
+  if (st->too_large) {
+    refuse(*st, "header_too_large", {});
+    return;
+  }
+  std::vector<filters::h2_field> in;
+  in.reserve(st->fields.size());
+  for (auto &[n, v] : st->fields) in.push_back({n, v});
+  auto &req = st->request;
+  if (auto why = filters::translate_h2_request(in, req); !why.empty()) {
+    for (auto &[n, v] : st->fields) {
+      if (n == ":method") o.method = v;
+      if (n == ":path") o.target = v;
+    }
+    refuse(*st, why, {});
+    return;
+  }
+  st->fields.clear();
+  st->fields.shrink_to_fit();
+  for (auto &[n, v] : req.fields) {
+    if (n == "content-type" && v.rfind("application/grpc", 0) == 0) st->grpc = true;
+  }
+  // The one judging step, as for an HTTP/1.1 request inside the tunnel.
+  std::vector<std::pair<std::string_view, std::string_view>> fields;
+  fields.reserve(req.fields.size());
+  for (auto &[n, v] : req.fields) fields.emplace_back(n, v);
+  request_in r;
+  r.method = req.method;
+  r.target = req.path;
+  r.authority = req.authority;
+  r.scheme = req.scheme;
+  r.fields = &fields;
+  r.h2 = true;
+  // Each stream is judged by the policy current at its start, for the client that opened the
+  // tunnel while the policy still names it, within its role's rate.
+  if (auto revoked = owner_.refresh_policy(); !revoked.empty()) {
+    refuse(*st, revoked, {});
+    return;
+  }
+  if (!owner_.within_rate()) {
+    refuse(*st, "rate_limited", {});
+    return;
+  }
+  const filters::policy_ptr held = owner_.policy_;
+  st->v = owner_.judge(r, &target_, *held, o);
+  if (st->grpc) o.protocol = "grpc";
+  if (!st->v.reason.empty()) {
+    refuse(*st, st->v.reason, st->v.rule);
+    return;
+  }
+  st->forwarding = true;
+  ++forwarding_;
+  net::co_spawn(tls_.get_executor(), forward(st), net::detached);
+}
+
+net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
+  auto &o = st->o;
+  auto &req = st->request;
+  const auto &t = owner_.cfg().timeouts;
+  const auto deadline = o.start + t.request;
+  ++owner_.state_.in_flight;
+  struct done_guard {
+    h2_connection &c;
+    stream &st;
+    ~done_guard() {
+      st.forwarding = false;
+      st.up = nullptr;
+      --c.owner_.state_.in_flight;
+      if (--c.forwarding_ == 0) c.finished_.cancel();
+    }
+  } guard{*this, *st};
+  auto gone = [&] { return st->closed || stopping_; };
+  auto aborted = [&] {
+    o.decision = "error";
+    o.reason = "client_aborted";
+    owner_.finish(o);
+  };
+
+  // Git negotiation under network-read: the whole body, bounded, checked before anything leaves.
+  std::string preread;
+  if (st->v.git_read) {
+    while (!st->request_ended && !gone() && st->body_in.size() <= filters::max_git_request_bytes) {
+      if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
+    }
+    if (gone()) co_return aborted();
+    std::string_view encoding;
+    for (auto &[n, v] : req.fields) {
+      if (n == "content-encoding") encoding = v;
+    }
+    bool gzip = beast::iequals(encoding, "gzip");
+    std::string_view why = st->body_in.size() > filters::max_git_request_bytes ? "body_too_large"
+                           : !st->request_ended                              ? "bad_request_body"
+                           : !encoding.empty() && !gzip                       ? "git_request_refused"
+                                                        : filters::check_git_upload_pack(st->body_in, gzip);
+    if (!why.empty()) {
+      refuse(*st, why, o.rule);
+      co_return;
+    }
+    preread = std::move(st->body_in);
+    st->body_in.clear();
+  }
+
+  // The head for the origin: HTTP/1.1, Host from :authority, the end-to-end fields, the
+  // credentials the verdict sets, and framing of sluice's own.
+  const bool tls = o.scheme == "https";
+  std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
+  std::string head;
+  head.reserve(512);
+  head.append(req.method).append(" ").append(o.target).append(" HTTP/1.1\r\nHost: ").append(authority).append("\r\n");
+  for (auto &[n, v] : req.fields) {
+    if (hop_by_hop(http::string_to_field(n), n) || n == "host") continue;
+    bool replaced = false;
+    for (auto &[sn, sv] : st->v.set) replaced = replaced || beast::iequals(sn, n);
+    if (!replaced) head.append(n).append(": ").append(v).append("\r\n");
+  }
+  for (auto &[n, v] : st->v.set) head.append(n).append(": ").append(v).append("\r\n");
+  const bool no_body = st->request_ended && st->body_in.empty() && !st->v.git_read;
+  bool chunked = false;
+  if (st->v.git_read) {
+    head.append("Content-Length: ").append(std::to_string(preread.size())).append("\r\n");
+  } else if (req.content_length) {
+    head.append("Content-Length: ").append(std::to_string(*req.content_length)).append("\r\n");
+  } else if (!no_body) {
+    head.append("Transfer-Encoding: chunked\r\n");
+    chunked = true;
+  } else if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
+    head.append("Content-Length: 0\r\n");
+  }
+  head.append("\r\n");
+  head += preread;
+
+  std::string key;
+  key.append(o.scheme).append("://").append(o.host).append(1, ':').append(std::to_string(o.port));
+  std::unique_ptr<upstream_connection> conn = owner_.worker_.pool.take(key);
+  bool reused = conn != nullptr;
+  for (int attempt = 0;; ++attempt) {
+    if (!conn) {
+      error_code ec;
+      conn = co_await owner_.connect_upstream(o.host, st->v.ip, o.port, tls, ec);
+      if (gone()) co_return aborted();
+      if (ec) co_return fail(*st, ec);
+    } else {
+      owner_.state_.metrics.upstream_reused.Increment();
+    }
+    conn->key = key;
+    st->up = conn.get();
+    conn->expires_after(t.io);
+    auto [wec, wn] = co_await conn->visit([&](auto &up) { return net::async_write(up, net::buffer(head), use_tuple); });
+    if (gone()) co_return aborted();
+    if (!wec) break;
+    if (reused && attempt == 0) { // a pooled connection the origin had closed: once more, fresh
+      conn.reset();
+      reused = false;
+      continue;
+    }
+    co_return fail(*st, gateway_error::response_incomplete);
+  }
+  o.bytes_in += preread.size();
+
+  // The request body, as it arrives, each piece's window opened once the origin has it.
+  while (!st->v.git_read && !no_body) {
+    if (!st->body_in.empty()) {
+      std::string piece = std::move(st->body_in);
+      st->body_in.clear();
+      std::string framed;
+      if (chunked) {
+        char size[20];
+        auto end = std::to_chars(size, size + sizeof size, piece.size(), 16).ptr;
+        framed.append(size, end).append("\r\n").append(piece).append("\r\n");
+      }
+      conn->expires_after(t.io);
+      auto [ec, n] = co_await conn->visit([&](auto &up) {
+        return net::async_write(up, net::buffer(chunked ? framed : piece), use_tuple);
+      });
+      if (gone()) co_return aborted();
+      if (ec) co_return fail(*st, gateway_error::response_incomplete);
+      o.bytes_in += piece.size();
+      if (owner_.cfg().limits.max_body_bytes && o.bytes_in > owner_.cfg().limits.max_body_bytes) {
+        refuse(*st, "body_too_large", o.rule);
+          co_return;
+      }
+      nghttp2_session_consume(ng_, st->id, piece.size());
+      st->unconsumed -= std::min(st->unconsumed, piece.size());
+      kick();
+      if (owner_.throttled()) co_await owner_.throttle(piece.size()); // the client's bytes_per_second
+      continue;
+    }
+    if (st->request_ended) {
+      if (chunked) {
+        conn->expires_after(t.io);
+        auto [ec, n] = co_await conn->visit([&](auto &up) {
+          return net::async_write(up, net::buffer(std::string_view("0\r\n\r\n")), use_tuple);
+        });
+        if (gone()) co_return aborted();
+        if (ec) co_return fail(*st, gateway_error::response_incomplete);
+      }
+      break;
+    }
+    if (!co_await st->wait(std::min(deadline, clock::now() + t.io)) || gone()) {
+      if (gone()) co_return aborted();
+      refuse(*st, "bad_request_body", o.rule); // the client stopped sending its body
+      co_return;
+    }
+  }
+
+  // The response head; interim 1xx responses are dropped (HTTP/2 needs none of them here).
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  error_code ec;
+  for (;;) {
+    parser.emplace();
+    parser->header_limit(static_cast<std::uint32_t>(owner_.cfg().limits.max_header_bytes));
+    parser->body_limit(boost::none);
+    if (req.method == "HEAD") parser->skip(true);
+    conn->expires_after(t.io);
+    auto [e, n] = co_await conn->visit(
+        [&](auto &up) { return http::async_read_header(up, conn->buffer, *parser, use_tuple); });
+    ec = e;
+    if (ec || parser->get().result_int() / 100 != 1) break;
+    if (parser->get().result_int() == 101) {
+      ec = http::error::bad_status;
+      break;
+    }
+  }
+  auto &rp = *parser;
+  if (gone()) co_return aborted();
+  if (ec) {
+    co_return fail(*st, ec == beast::error::timeout       ? gateway_error::response_timeout
+                        : ec == http::error::header_limit ? gateway_error::upstream_response_too_large
+                        : (ec == http::error::end_of_stream || ec == net::error::connection_reset)
+                            ? gateway_error::response_incomplete
+                            : gateway_error::upstream_protocol_error);
+  }
+  auto &res = rp.get();
+  unsigned code = res.result_int();
+  o.status = code;
+  o.decision = "allow";
+  o.reason = "allowed";
+  std::vector<std::pair<std::string_view, std::string_view>> h1;
+  for (auto &f : res) h1.emplace_back(f.name_string(), f.value());
+  const bool body = !(req.method == "HEAD" || code == 204 || code == 304);
+  auto media = res[http::field::content_type];
+  media = media.substr(0, media.find(';'));
+  const auto response_deadline = beast::iequals(media, "text/event-stream") ? clock::time_point::max() : deadline;
+  submit(*st, code, filters::h2_response_fields(code, h1), body);
+
+  // The body, into the stream's buffer as it arrives, read by nghttp2 as the client's window allows.
+  chunk buffer;
+  bool complete = !body || rp.is_done();
+  while (body && !rp.is_done()) {
+    bool stalled = false;
+    while (st->body_out.size() >= response_buffer && !gone() && !stalled) { // the client reads slower
+      stalled = !co_await st->wait(clock::now() + t.io);
+    }
+    if (gone()) co_return aborted();
+    if (stalled) { // its window stayed shut for a whole I/O deadline: the stream is given up
+      nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+      kick();
+      co_return aborted();
+    }
+    rp.get().body().data = buffer.get();
+    rp.get().body().size = chunk_size;
+    conn->expires_after(t.io);
+    auto [rec, rn] = co_await conn->visit([&](auto &up) { return http::async_read_some(up, conn->buffer, rp, use_tuple); });
+    if (rec == http::error::need_buffer) rec = {};
+    if (gone()) co_return aborted();
+    std::size_t got = chunk_size - rp.get().body().size;
+    o.bytes_out += got;
+    const auto limit = owner_.cfg().limits.max_response_body_bytes;
+    if (!rec && clock::now() > response_deadline) rec = beast::error::timeout;
+    if (!rec && limit && o.bytes_out > limit) rec = http::error::body_limit;
+    if (rec) {
+      o.decision = "error";
+      o.reason = rec == http::error::body_limit ? "response_too_large"
+                 : rec == beast::error::timeout ? "response_timeout"
+                                                : "response_incomplete";
+      owner_.finish(o);
+      // The client must not take a cut body for a whole one: the stream is reset.
+      nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+      kick();
+      co_return;
+    }
+    if (got) {
+      st->body_out.append(buffer.get(), got);
+      nghttp2_session_resume_data(ng_, st->id);
+      kick();
+      if (owner_.throttled()) co_await owner_.throttle(got); // the client's bytes_per_second
+    }
+    complete = rp.is_done();
+  }
+  st->response_ended = true;
+  if (body) nghttp2_session_resume_data(ng_, st->id);
+  kick();
+  owner_.finish(o);
+  if (complete && res.keep_alive() && (!body || rp.chunked() || rp.content_length())) {
+    st->up = nullptr;
+    owner_.worker_.pool.put(std::move(conn));
+  }
+}
+
+} // namespace sluice::gateway::detail

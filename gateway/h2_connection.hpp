@@ -1,0 +1,84 @@
+#pragma once
+// HTTP/2 on the terminated leg (ALPN "h2"): one client connection's streams, each translated
+// (filters/h2_translation), judged by the step every protocol shares (session::judge) and
+// forwarded to the origin over HTTP/1.1 (the upstream pool), one access-log line per stream.
+// Framing is libnghttp2's; the bounds against the known HTTP/2 attacks are set here.
+// Private to gateway/.
+#include "gateway/session_impl.hpp"
+
+#include <map>
+#include <memory>
+#include <nghttp2/nghttp2.h>
+
+namespace sluice::gateway::detail {
+
+class h2_connection {
+public:
+  h2_connection(session &owner, tls_stream &tls, const tunnel_target &target);
+  ~h2_connection();
+  h2_connection(const h2_connection &) = delete;
+  h2_connection &operator=(const h2_connection &) = delete;
+
+  // Serves the connection until the client closes it, it idles out or breaks the protocol, and
+  // every stream's forwarding has ended.
+  net::awaitable<void> run();
+
+  struct stream; // one request and its response
+
+private:
+  // nghttp2's callbacks (user_data is the connection).
+  static int on_begin_headers(nghttp2_session *, const nghttp2_frame *, void *);
+  static int on_header(nghttp2_session *, const nghttp2_frame *, const std::uint8_t *, std::size_t,
+                       const std::uint8_t *, std::size_t, std::uint8_t, void *);
+  static int on_frame_recv(nghttp2_session *, const nghttp2_frame *, void *);
+  static int on_data_chunk(nghttp2_session *, std::uint8_t, std::int32_t, const std::uint8_t *, std::size_t,
+                           void *);
+  static int on_stream_close(nghttp2_session *, std::int32_t, std::uint32_t, void *);
+  static ssize_t read_body(nghttp2_session *, std::int32_t, std::uint8_t *, std::size_t, std::uint32_t *,
+                           nghttp2_data_source *, void *);
+
+  net::awaitable<void> reader();
+  net::awaitable<void> writer();
+  // The connection's deadlines, kept apart from the TLS stream's one (which reads and writes
+  // running side by side would share): a write that takes longer than timeouts.io, and no
+  // stream open for the idle deadline (header_read before the first frames), end it.
+  net::awaitable<void> watchdog();
+  void stop(); // ends the reader, the writer and the watchdog
+  // A request's header block is complete: translated, judged, answered or forwarded.
+  void begin(const std::shared_ptr<stream> &st);
+  // Forwards an allowed stream to the origin and its response back.
+  net::awaitable<void> forward(std::shared_ptr<stream> st);
+  // A response sluice writes itself: a refusal (the policy's, or the framing's) or a failure
+  // upstream; gRPC-shaped (200, grpc-status) for a gRPC call.
+  void respond(stream &st, unsigned status, std::string_view ps_error, std::string body);
+  void refuse(stream &st, std::string_view reason, std::string rule);
+  void fail(stream &st, error_code ec);
+  // Submits the response head (and the body through read_body, if one follows).
+  void submit(stream &st, unsigned status, std::vector<std::pair<std::string, std::string>> fields, bool body);
+  // Wakes the writer: frames to send.
+  void kick();
+  // Ends the connection with GOAWAY (`code`) after what is queued.
+  void terminate(std::uint32_t code);
+
+  session &owner_;
+  tls_stream &tls_;
+  tunnel_target target_;
+  nghttp2_session *ng_ = nullptr;
+  std::map<std::int32_t, std::shared_ptr<stream>> streams_;
+  net::steady_timer wake_;      // the writer waits on it
+  bool woken_ = false;
+  net::steady_timer finished_;  // run() waits on it for the last forwarding stream
+  net::steady_timer dog_;       // the watchdog's
+  bool writing_ = false;
+  clock::time_point write_since_;
+  clock::time_point last_read_ = clock::now();
+  std::size_t reads_ = 0;
+  std::size_t forwarding_ = 0;  // streams whose forward() has not returned
+  bool stopping_ = false;       // the connection is ending: no new streams, streams give up
+  // Flood counters (nghttp2 1.52 bounds some floods itself: rapid reset, CONTINUATION, ACKs).
+  std::size_t empty_frames_ = 0;
+  std::size_t control_frames_ = 0;
+  clock::time_point control_window_ = clock::now();
+};
+
+} // namespace sluice::gateway::detail

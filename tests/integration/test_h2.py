@@ -1,0 +1,368 @@
+"""HTTP/2 on the terminated leg: sluice offers h2 in ALPN, and every stream is judged as an HTTP/1.1
+request is (method, path, routes, credentials, :authority = CONNECT target = SNI, limits), one
+access-log line each with protocol h2 (grpc for gRPC calls), forwarded to the origin over HTTP/1.1.
+Real clients (curl --http2, nghttp, python3-h2, python3-grpcio) against an HTTPS origin on a test
+host at 198.18.0.2 (a network namespace of its own), through `sluice serve` and inside `sluice
+exec` as root and as 65534; the translation rules of RFC 9113 section 8 and the known HTTP/2
+attacks, each a row."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import h2_client as h2c
+from harness import PYTHON, SLUICE, Gateway, Processes, curl, make_ca, make_leaf, payload, status_of
+from netns import TestHost
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+M = {}
+SECRET = "h2-secret-%s" % os.urandom(6).hex()
+ORIGIN = "origin.test:8443"
+
+
+def setUpModule():
+    if os.geteuid() != 0:
+        raise unittest.SkipTest("the HTTP/2 suite sets up a network namespace and needs root")
+    M["tmp"] = d = tempfile.mkdtemp(prefix="sluice-h2-test-")
+    os.chmod(d, 0o755)
+    ca = M["ca"] = make_ca(d, "origin-ca")
+    leaf = make_leaf(d, ca, "origin.test", "DNS:origin.test")
+    for f in os.listdir(d):
+        os.chmod(os.path.join(d, f), 0o644)
+    host = M["host"] = TestHost()
+    env = dict(os.environ, ORIGIN_HOST="198.18.0.2", ORIGIN_AUTH="Bearer " + SECRET)
+    p = host.start(PYTHON, os.path.join(HERE, "origin.py"), "8443", *leaf, env=env)
+    assert p.stdout.readline().strip() == b"ready"
+    M["upstream"] = f"""[tls]
+upstream_ca_bundle = "{ca[0]}"
+system_trust = false
+[upstream]
+allow_addresses = ["198.18.0.0/15"]
+[upstream.resolve]
+"origin.test" = "198.18.0.2"
+"""
+    M["procs"] = Processes()
+    os.environ["H2_TOKEN"] = SECRET
+
+
+def tearDownModule():
+    if "procs" in M:
+        M["procs"].stop_all()
+    if "host" in M:
+        M["host"].close()
+    if "tmp" in M:
+        shutil.rmtree(M["tmp"], ignore_errors=True)
+
+
+class H2ThroughServe(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        d = M["tmp"]
+        limits = """[timeouts]
+io = "2s"
+[limits]
+max_header_bytes = 16384
+"""
+        cls.read = Gateway(M["procs"], d, f"""profile = "network-read"
+[policy]
+allow = ["{ORIGIN}", {{ host = "{ORIGIN}", methods = ["POST"], paths = ["/pkg.Allowed/*"] }}]
+[credentials.h2]
+source = "env:H2_TOKEN"
+hosts = ["{ORIGIN}"]
+""" + limits + M["upstream"], "h2read")
+        cls.pub = Gateway(M["procs"], d, f'profile = "publish"\n[policy]\nallow = ["{ORIGIN}"]\n' + limits +
+                          M["upstream"], "h2pub")
+
+    def client(self, gw):
+        return h2c.Client(h2c.tunnel(gw.port, "origin.test", 8443, gw.ca), ORIGIN)
+
+    def lines(self, gw, path):
+        return [r for r in gw.access_log() if r["path"] == path]
+
+    def still_serving(self, gw):
+        p = curl(gw, "https://origin.test:8443/alive", "--http2")
+        self.assertEqual(p.stdout, b"hello from origin /alive\n", p.stderr)
+
+    def test_curl_speaks_h2_and_each_request_is_logged(self):
+        p = curl(self.read, "https://origin.test:8443/bytes/70000", "--http2", "-w", "%{http_version}")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout[:-1], payload(70000))
+        self.assertEqual(p.stdout[-1:], b"2")  # HTTP/2 negotiated
+        self.assertTrue(self.read.logged(lambda r: r["path"] == "/bytes/70000"))
+        r = self.lines(self.read, "/bytes/70000")[-1]
+        self.assertEqual((r["protocol"], r["status"], r["decision"], r["bytes_out"]), ("h2", 200, "allow", 70000))
+        # Without h2 in its offer, the same client speaks HTTP/1.1 as before.
+        p = curl(self.read, "https://origin.test:8443/bytes/10", "--http1.1", "-w", "%{http_version}")
+        self.assertEqual(p.stdout[-3:], b"1.1")
+
+    def test_multiplexed_streams_each_judged(self):
+        c = self.client(self.read)
+        ok = [c.headers("/bytes/%d" % (1000 + i)) for i in range(20)]
+        post = c.headers("/echo", method="POST", end=False)
+        c.data(post, b"x=1")
+        self.assertTrue(c.wait(ok + [post]))
+        for i, sid in enumerate(ok):
+            s = c.streams[sid]
+            self.assertEqual(s["headers"][":status"], "200")
+            self.assertEqual(s["data"], payload(1000 + i))
+        s = c.streams[post]
+        self.assertEqual(s["headers"][":status"], "403")
+        self.assertIn('details="method_not_allowed"', s["headers"]["proxy-status"])
+        self.assertIn(b"read-only", s["data"])
+        c.close()
+        self.assertTrue(self.read.logged(lambda r: r["path"] == "/bytes/1019"))
+        self.assertEqual(len([r for r in self.read.access_log() if r["protocol"] == "h2" and
+                              r["path"].startswith("/bytes/10")]), 20)
+
+    def test_publish_streams_a_large_body_both_ways(self):
+        c = self.client(self.pub)
+        body = os.urandom(3 * 1024 * 1024 + 7)
+        sid = c.headers("/echo", method="POST", end=False, extra=[("content-type", "application/octet-stream")])
+        c.data(sid, body)
+        self.assertTrue(c.wait([sid], 30))
+        s = c.streams[sid]
+        self.assertEqual(s["headers"][":status"], "200")
+        self.assertEqual(hashlib.sha256(s["data"]).hexdigest(), hashlib.sha256(body).hexdigest())
+        c.close()
+
+    def test_credentials_added_and_authority_must_be_the_tunnels(self):
+        c = self.client(self.read)
+        good = c.headers("/private/x", extra=[("authorization", "Bearer sluice-credential-h2")])
+        other = c.headers("/", pseudo=[(":method", "GET"), (":scheme", "https"), (":authority", "other.test:8443"),
+                                      (":path", "/other")])
+        port = c.headers("/", pseudo=[(":method", "GET"), (":scheme", "https"), (":authority", "origin.test:9999"),
+                                     (":path", "/port")])
+        host = c.headers("/hostfield", extra=[("host", "other.test")])
+        self.assertTrue(c.wait([good, other, port, host]))
+        self.assertEqual(c.streams[good]["headers"][":status"], "200")  # the origin got the secret (else 401)
+        self.assertIn("host_mismatch", c.streams[other]["headers"]["proxy-status"])
+        self.assertIn("host_mismatch", c.streams[port]["headers"]["proxy-status"])
+        self.assertEqual(c.streams[host]["headers"][":status"], "400")
+        self.assertIn("bad_host_header", c.streams[host]["headers"]["proxy-status"])
+        c.close()
+
+    def test_translation_rules_of_rfc_9113(self):
+        """What HTTP/1.1 would read differently: each refused, nothing reaches the origin."""
+        c = self.client(self.pub)
+        rows = {
+            "connection": [("connection", "keep-alive")],
+            "transfer-encoding": [("transfer-encoding", "chunked")],
+            "upgrade": [("upgrade", "websocket")],
+            "te": [("te", "gzip")],
+            "uppercase": [("X-Upper", "1")],
+            "crlf": [("x-a", "a\r\nx-b: b")],
+            "nul": [("x-a", "a\x00b")],
+        }
+        sids = {name: c.headers("/t-" + name, extra=extra) for name, extra in rows.items()}
+        dup = c.headers("/", pseudo=[(":method", "GET"), (":scheme", "https"), (":authority", ORIGIN),
+                                     (":path", "/dup"), (":path", "/dup2")])
+        late = c.headers("/", pseudo=[(":method", "GET"), (":scheme", "https"), ("x-a", "1"),
+                                      (":authority", ORIGIN), (":path", "/late")])
+        connect = c.headers("/", pseudo=[(":method", "CONNECT"), (":authority", "other.test:22")])
+        cl = c.headers("/cl", method="POST", end=False, extra=[("content-length", "10")])
+        c.data(cl, b"12345")
+        self.assertTrue(c.wait(list(sids.values()) + [dup, late, connect, cl]))
+        for name, sid in list(sids.items()) + [("dup", dup), ("late", late), ("connect", connect), ("cl", cl)]:
+            s = c.streams[sid]
+            refused = s["reset"] is not None or (s["headers"] and s["headers"][":status"] in ("400", "403"))
+            self.assertTrue(refused, (name, s))
+        c.close()
+        time.sleep(0.3)
+        allowed = [r["path"] for r in self.pub.access_log() if r["decision"] == "allow"]
+        self.assertFalse([p for p in allowed if p.startswith(("/t-", "/dup", "/late", "/cl"))], allowed)
+        self.still_serving(self.pub)
+
+    def test_grpc_call_refused_with_a_grpc_status_and_the_reason(self):
+        script = f"""
+import grpc, sys
+creds = grpc.ssl_channel_credentials(open({self.read.ca!r}, 'rb').read())
+ch = grpc.secure_channel('origin.test:8443', creds)
+call = ch.unary_unary('/pkg.Service/Delete')
+try:
+    call(b'\\x00', timeout=10)
+    print('OK')
+except grpc.RpcError as e:
+    print(e.code().name, e.details())
+"""
+        env = dict(os.environ, https_proxy=self.read.proxy, grpc_proxy=self.read.proxy, no_grpc_proxy="")
+        p = subprocess.run([PYTHON, "-c", script], capture_output=True, env=env, timeout=30)
+        out = p.stdout.decode()
+        self.assertTrue(out.startswith("PERMISSION_DENIED"), out + p.stderr.decode()[-1500:])
+        self.assertIn("method_not_allowed", out)
+        self.assertTrue(self.read.logged(lambda r: r["path"] == "/pkg.Service/Delete"))
+        r = self.lines(self.read, "/pkg.Service/Delete")[-1]
+        self.assertEqual((r["protocol"], r["decision"], r["reason"], r["grpc_status"]),
+                         ("grpc", "deny", "method_not_allowed", 7))
+
+    # --- the known HTTP/2 attacks ------------------------------------------------------------------
+    def test_header_lists_past_the_limit_are_431(self):
+        c = self.client(self.pub)
+        many = c.headers("/many", extra=[("x-h%d" % i, "v" * 200) for i in range(100)])  # 20 KiB > 16 KiB
+        self.assertTrue(c.wait([many]))
+        self.assertEqual(c.streams[many]["headers"][":status"], "431")
+        c.close()
+        # HPACK bomb: one 4000-byte field indexed once, then referenced 2000 times (8 MB decoded
+        # from a few KiB on the wire).
+        s = h2c.raw_connection(self.pub.port, "origin.test", 8443, self.pub.ca)
+        enc = h2c.hpack.Encoder()
+        base = [(":method", "GET"), (":scheme", "https"), (":authority", ORIGIN), (":path", "/bomb")]
+        block = enc.encode(base + [("x-bomb", "b" * 4000)] + [("x-bomb", "b" * 4000)] * 2000)
+        frames = [block[i:i + 16000] for i in range(0, len(block), 16000)]
+        data = h2c.headers_frame(1, frames[0], end_headers=len(frames) == 1)
+        for i, f in enumerate(frames[1:]):
+            data += h2c.continuation_frame(1, f, end=i == len(frames) - 2)
+        s.sendall(data)
+        got = h2c.read_frames(s, 10, until=lambda f: f[0] in (1, 3, 7) and f[2] in (0, 1))
+        heads = [dict(h2c.hpack.Decoder().decode(f[3])) for f in got if f[0] == 1 and f[2] == 1]
+        self.assertEqual([h.get(":status") for h in heads], ["431"], got[:5])
+        s.close()
+        self.assertFalse([r for r in self.pub.access_log() if r["path"] == "/bomb" and r["decision"] == "allow"])
+        self.still_serving(self.pub)
+
+    def test_rapid_reset_is_bounded(self):
+        s = h2c.raw_connection(self.pub.port, "origin.test", 8443, self.pub.ca)
+        enc = h2c.hpack.Encoder()
+        burst = b""
+        for i in range(2000):
+            sid = 1 + 2 * i
+            burst += h2c.headers_frame(sid, enc.encode([(":method", "GET"), (":scheme", "https"),
+                                                         (":authority", ORIGIN), (":path", "/reset/%d" % i)]))
+            burst += (4).to_bytes(3, "big") + bytes([3, 0]) + sid.to_bytes(4, "big") + (8).to_bytes(4, "big")
+        try:
+            s.sendall(burst)
+        except OSError:
+            pass
+        got = h2c.read_frames(s, 10, until=lambda f: f[0] == 7)
+        self.assertIsNotNone(h2c.goaway_code(got), "no GOAWAY after 2000 HEADERS+RST_STREAM pairs")
+        s.close()
+        time.sleep(0.5)
+        reached = [r for r in self.pub.access_log() if r["path"].startswith("/reset/") and r["status"] == 200]
+        self.assertLess(len(reached), 1000)
+        self.still_serving(self.pub)
+
+    def test_continuation_flood_ends_the_connection(self):
+        s = h2c.raw_connection(self.pub.port, "origin.test", 8443, self.pub.ca)
+        enc = h2c.hpack.Encoder()
+        data = h2c.headers_frame(1, enc.encode([(":method", "GET"), (":scheme", "https"), (":authority", ORIGIN),
+                                                 (":path", "/cont")]), end_headers=False)
+        for i in range(200):
+            data += h2c.continuation_frame(1, enc.encode([("x-c%d" % i, "c")]))
+        try:
+            s.sendall(data)
+        except OSError:
+            pass
+        got = h2c.read_frames(s, 10)
+        self.assertFalse([f for f in got if f[0] == 1], "a response to a CONTINUATION flood")
+        s.close()
+        self.still_serving(self.pub)
+
+    def test_ping_settings_and_empty_frame_floods_end_the_connection(self):
+        for name, flood in (("ping", b"".join(h2c.ping_frame(i) for i in range(3000))),
+                            ("settings", b"".join(h2c.settings_frame() for _ in range(3000)))):
+            s = h2c.raw_connection(self.pub.port, "origin.test", 8443, self.pub.ca)
+            try:
+                s.sendall(flood)
+            except OSError:
+                pass
+            got = h2c.read_frames(s, 10, until=lambda f: f[0] == 7)
+            self.assertEqual(h2c.goaway_code(got), 11, (name, got[-3:]))  # ENHANCE_YOUR_CALM
+            s.close()
+        s = h2c.raw_connection(self.pub.port, "origin.test", 8443, self.pub.ca)
+        enc = h2c.hpack.Encoder()
+        data = h2c.headers_frame(1, enc.encode([(":method", "POST"), (":scheme", "https"), (":authority", ORIGIN),
+                                                 (":path", "/echo")]), end_stream=False)
+        data += b"".join(h2c.data_frame(1) for _ in range(500))
+        s.sendall(data)
+        got = h2c.read_frames(s, 10, until=lambda f: f[0] == 7)
+        self.assertEqual(h2c.goaway_code(got), 11)
+        s.close()
+        self.still_serving(self.pub)
+
+    def test_too_many_streams_and_a_window_that_never_opens(self):
+        c = self.client(self.pub)
+        pending = [c.headers("/echo", method="POST", end=False) for _ in range(150)]
+        c.pump(1)
+        for _ in range(10):
+            c.pump(0.2)
+        refused = [sid for sid in pending if c.streams[sid]["reset"] is not None]
+        self.assertTrue(refused or c.goaway is not None or c.closed, "150 open streams all accepted")
+        c.close()
+        # A client whose window stays shut: the stream is given up after the I/O deadline (2 s),
+        # the connection after tunnel_idle; the gateway serves others meanwhile.
+        c = h2c.Client(h2c.tunnel(self.pub.port, "origin.test", 8443, self.pub.ca), ORIGIN,
+                       settings={h2c.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        sid = c.headers("/bytes/2000000")
+        c.pump(1)
+        self.still_serving(self.pub)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and c.streams[sid]["reset"] is None and not c.closed:
+            c.pump(0.5)
+        self.assertTrue(c.streams[sid]["reset"] is not None or c.closed)
+        c.close()
+
+
+class H2InsideExecAsRoot(unittest.TestCase):
+    """`sluice exec`: curl --http2 through the proxy, nghttp by the capture (it knows no proxy)."""
+    user = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.policy = os.path.join(M["tmp"], "exec-policy.toml")
+        with open(cls.policy, "w") as f:
+            f.write(f"""[skills.default]
+default_profile = "network-read"
+escalations = ["publish"]
+allow_domains = ["{ORIGIN}"]
+""" + M["upstream"])
+        os.chmod(cls.policy, 0o644)
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="sluice-h2-case-")
+        os.chmod(self.work, 0o777)
+        self.home = os.path.join(self.work, "home")
+        os.makedirs(self.home)
+        os.chmod(self.home, 0o777)
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def sx(self, profile, *cmd):
+        prefix = [] if self.user is None else ["setpriv", "--reuid=%d" % self.user, "--regid=%d" % self.user,
+                                               "--clear-groups"]
+        log = os.path.join(self.work, "access.log")
+        if os.path.exists(log):
+            os.unlink(log)
+        args = [SLUICE, "exec", "--policy", self.policy, "--sandbox-profile", profile, "--access-log", log]
+        if profile == "publish":
+            args.append("--confirm-external-side-effects")
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8"}
+        p = subprocess.run(prefix + args + ["--"] + list(cmd), capture_output=True, env=env, cwd=self.work,
+                           timeout=120)
+        lines = [json.loads(l) for l in open(log)] if os.path.exists(log) else []
+        return p, lines
+
+    def test_curl_and_nghttp_speak_h2_and_are_judged(self):
+        p, log = self.sx("network-read", "sh", "-c",
+                         "curl -sS --http2 -o /dev/null -w '%{http_version} %{http_code}\\n' https://origin.test:8443/bytes/5000; "
+                         "curl -sS --http2 -o /dev/null -w '%{http_version} %{http_code}\\n' -X POST -d x https://origin.test:8443/echo")
+        self.assertEqual(p.stdout.decode().split("\n")[:2], ["2 200", "2 403"], p.stderr.decode())
+        self.assertEqual(sorted((l["protocol"], l["path"], l["decision"]) for l in log),
+                         [("h2", "/bytes/5000", "allow"), ("h2", "/echo", "deny")])
+        if shutil.which("nghttp"):
+            p, log = self.sx("network-read", "nghttp", "-n", "-s", "https://origin.test:8443/bytes/4096",
+                             "https://origin.test:8443/bytes/8192")
+            self.assertEqual(p.returncode, 0, p.stdout.decode()[-1000:] + p.stderr.decode()[-1000:])
+            self.assertEqual(sorted((l["protocol"], l["path"], l["status"], l["entry"]) for l in log),
+                             [("h2", "/bytes/4096", 200, "capture"), ("h2", "/bytes/8192", 200, "capture")])
+
+
+class H2InsideExecAsNobody(H2InsideExecAsRoot):
+    user = 65534
+
+
+if __name__ == "__main__":
+    unittest.main()
