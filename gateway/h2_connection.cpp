@@ -752,7 +752,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   owner_.finish(o);
   if (complete && res.keep_alive() && (!body || rp.chunked() || rp.content_length())) {
     st->up = nullptr;
-    owner_.worker_.pool.put(std::move(conn));
+    owner_.worker_.pool.put(std::move(conn), max_streams);
   }
 }
 

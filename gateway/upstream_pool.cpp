@@ -1,5 +1,7 @@
 #include "gateway/upstream_pool.hpp"
 
+#include <algorithm>
+
 #include <sys/socket.h>
 
 namespace sluice::gateway {
@@ -40,7 +42,7 @@ std::unique_ptr<upstream_connection> upstream_pool::take(const std::string &key)
   return nullptr;
 }
 
-void upstream_pool::put(std::unique_ptr<upstream_connection> conn) {
+void upstream_pool::put(std::unique_ptr<upstream_connection> conn, std::size_t per_key) {
   if (per_key_ == 0 || total_ == 0) {
     return;
   }
@@ -56,7 +58,7 @@ void upstream_pool::put(std::unique_ptr<upstream_connection> conn) {
     it = idle_.emplace(conn->key, std::vector<idle_entry>{}).first;
   }
   auto &q = it->second;
-  if (q.size() >= per_key_) {
+  if (q.size() >= std::max(per_key_, per_key)) {
     q.erase(q.begin());
     --size_;
   }

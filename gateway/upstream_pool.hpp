@@ -75,7 +75,9 @@ public:
       : per_key_(per_key), total_(total), idle_timeout_(idle_timeout) {}
 
   std::unique_ptr<upstream_connection> take(const std::string &key);
-  void put(std::unique_ptr<upstream_connection> conn);
+  // `per_key`: a higher bound for this key than the configured one (an h2 client's streams run
+  // side by side, each on a connection of its own to the origin).
+  void put(std::unique_ptr<upstream_connection> conn, std::size_t per_key = 0);
   std::size_t size() const { return size_; }
 
 private:

@@ -94,6 +94,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--messages", type=int, default=20000)
+    ap.add_argument("--extra-config", default="", help="TOML put before the [tls] section of both policies")
     ap.add_argument("--binary", default=os.path.join(HERE, "../../build/default/sluice"))
     args = ap.parse_args()
     sluice = os.path.abspath(args.binary)
@@ -105,7 +106,7 @@ def main():
     procs = Processes()
     host = None
     try:
-        ca = make_ca(d, "bench-ca")
+        ca = make_ca(d, "origin-ca")  # not "bench-ca": the gateway named "bench" writes its own CA there
         pem, key = make_leaf(d, ca, NAME, "DNS:" + NAME)
         www = os.path.join(d, "www")
         os.makedirs(www)
@@ -138,7 +139,8 @@ http {{
         p = host.start(PYTHON, "-c", WS_ORIGIN, pem, key)
         assert p.stdout.readline().strip() == b"ready"
         time.sleep(0.5)
-        upstream = f"""[tls]
+        upstream = f"""{args.extra_config}
+[tls]
 upstream_ca_bundle = "{ca[0]}"
 system_trust = false
 [upstream]
@@ -161,7 +163,11 @@ allow_addresses = ["198.18.0.0/15"]
             m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", out)
             ok = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
             if not m or not ok or int(ok.group(1)) != args.requests:
-                raise RuntimeError("h2load failed:\n" + out[-2000:])
+                errors = open(os.path.join(d, "nginx-error.log")).read()[-1500:]
+                if prefix and os.path.exists(exec_log):
+                    errors += "\nsluice: " + open(exec_log).read()[-600:]
+                raise RuntimeError("h2load %s failed:\n%s\nnginx: %s" % (" ".join(prefix[:2]) or "direct",
+                                                                          out[-1500:], errors))
             return float(m.group(3))
 
         def ws(env):
@@ -171,8 +177,9 @@ allow_addresses = ["198.18.0.0/15"]
                 raise RuntimeError("websocket client failed:\n" + out.stderr[-2000:])
             return args.messages / float(out.stdout.strip())
 
+        exec_log = os.path.join(d, "exec-access.log")
         exec_prefix = [sluice, "exec", "--policy", policy, "--sandbox-profile", "publish",
-                       "--confirm-external-side-effects", "--"]
+                       "--confirm-external-side-effects", "--access-log", exec_log, "--"]
         rows = {"h2load direct": [], "h2load through sluice exec": [],
                 "websocket direct": [], "websocket through sluice serve": []}
         env_direct = dict(os.environ, WS_CA=ca[0])
