@@ -59,6 +59,7 @@ struct h2_connection::stream {
   upstream_connection *up = nullptr; // while forward() talks to the origin: cancelled on close
   outcome o;
   verdict v;
+  filters::policy_ptr policy; // the policy it was judged by, held while it is forwarded
   net::steady_timer wake;    // forward() waits on it for body bytes, room, or the stream's end
   bool woken = false;
   void signal() {
@@ -134,20 +135,20 @@ void h2_connection::stop() {
 }
 
 net::awaitable<void> h2_connection::watchdog() {
-  const auto &t = owner_.cfg().timeouts;
   while (!stopping_) {
-    // Between streams: the keep-alive idle deadline. With streams open: tunnel_idle without a byte
-    // from the client (one reading its responses sends WINDOW_UPDATEs; one that keeps its window
-    // shut holds nothing longer than that).
-    auto quiet = streams_.empty() ? (reads_ == 0 ? t.header_read : t.idle) : t.tunnel_idle;
-    auto next = last_read_ + quiet;
+    const auto t = owner_.cfg().timeouts; // a copy: a reload may free the policy while this waits
+    // Between streams: the keep-alive idle deadline from the client's last bytes. With streams
+    // open: tunnel_idle without a byte either way (an event stream that sends every 20 s lives as
+    // long as its origin keeps it; a client that keeps its window shut holds nothing longer).
+    auto since = [&] { return streams_.empty() ? last_read_ : std::max(last_read_, last_write_); };
+    auto quiet = [&] { return streams_.empty() ? (reads_ == 0 ? t.header_read : t.idle) : t.tunnel_idle; };
+    auto next = since() + quiet();
     if (writing_) next = std::min(next, write_since_ + t.io);
     dog_.expires_at(next);
     co_await dog_.async_wait(use_tuple);
     if (stopping_) break;
     auto now = clock::now();
-    quiet = streams_.empty() ? (reads_ == 0 ? t.header_read : t.idle) : t.tunnel_idle;
-    if ((writing_ && now >= write_since_ + t.io) || now >= last_read_ + quiet) stop();
+    if ((writing_ && now >= write_since_ + t.io) || now >= since() + quiet()) stop();
   }
 }
 
@@ -216,6 +217,7 @@ net::awaitable<void> h2_connection::writer() {
       tls_.expires_never();
       auto [ec, n] = co_await net::async_write(tls_, net::buffer(out), use_tuple);
       writing_ = false;
+      last_write_ = clock::now();
       if (ec) {
         stop(); // the reader ends too
         break;
@@ -499,8 +501,8 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
     refuse(*st, "rate_limited", {});
     return;
   }
-  const filters::policy_ptr held = owner_.policy_;
-  st->v = owner_.judge(r, &target_, *held, o);
+  st->policy = owner_.policy_;
+  st->v = owner_.judge(r, &target_, *st->policy, o);
   if (st->grpc) o.protocol = "grpc";
   if (!st->v.reason.empty()) {
     refuse(*st, st->v.reason, st->v.rule);
@@ -514,7 +516,7 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
 net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   auto &o = st->o;
   auto &req = st->request;
-  const auto &t = owner_.cfg().timeouts;
+  const auto &t = st->policy->cfg().timeouts; // owner_.cfg() follows later streams' policies
   const auto deadline = o.start + t.request;
   ++owner_.state_.in_flight;
   struct done_guard {

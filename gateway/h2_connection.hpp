@@ -72,6 +72,7 @@ private:
   bool writing_ = false;
   clock::time_point write_since_;
   clock::time_point last_read_ = clock::now();
+  clock::time_point last_write_ = clock::now();
   std::size_t reads_ = 0;
   std::size_t forwarding_ = 0;  // streams whose forward() has not returned
   bool stopping_ = false;       // the connection is ending: no new streams, streams give up

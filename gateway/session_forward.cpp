@@ -12,7 +12,9 @@ namespace sluice::gateway::detail {
 net::awaitable<std::unique_ptr<upstream_connection>>
 session::connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
                  unsigned port, bool tls, error_code &ec) {
-  const auto &pol = *policy_;
+  // Held across the waits below: an h2 connection's other streams may move policy_ on meanwhile.
+  const filters::policy_ptr held = policy_;
+  const auto &pol = *held;
   std::vector<net::ip::address> addresses;
   if (ip) {
     addresses.push_back(*ip);
