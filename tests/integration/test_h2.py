@@ -305,6 +305,40 @@ except grpc.RpcError as e:
         c.close()
 
 
+class H2InsideTheHttpsProxyListener(unittest.TestCase):
+    """serve's HTTPS proxy listener: the tunnel's TLS (and its h2) carried inside the client's TLS
+    to sluice, reads and writes side by side on both layers."""
+
+    @classmethod
+    def setUpClass(cls):
+        from harness import free_port
+        d = M["tmp"]
+        listener = make_leaf(d, M["ca"], "proxy.test", "IP:127.0.0.1")
+        cls.tls_port = free_port()
+        cls.gw = Gateway(M["procs"], d, f'profile = "publish"\n[policy]\nallow = ["{ORIGIN}"]\n' +
+                         M["upstream"].replace("[tls]\n", f'[tls]\nproxy_cert = "{listener[0]}"\n'
+                                                          f'proxy_key = "{listener[1]}"\n'),
+                         "h2tls", listen_extra='proxy_tls = "127.0.0.1:%d"\n' % cls.tls_port)
+
+    def test_curl_h2_through_the_https_proxy(self):
+        for path in ("/bytes/300000", "/chunked/70000"):
+            p = subprocess.run(["curl", "-sS", "--max-time", "20", "--http2", "-o", "-", "-w", "%{http_version}",
+                                "--proxy", "https://127.0.0.1:%d" % self.tls_port, "--proxy-cacert", M["ca"][0],
+                                "--cacert", self.gw.ca, "https://origin.test:8443" + path], capture_output=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            n = int(path.rsplit("/", 1)[1])
+            self.assertEqual(p.stdout[:-1], payload(n))
+            self.assertEqual(p.stdout[-1:], b"2")
+        body = os.urandom(1 << 20)
+        path = os.path.join(M["tmp"], "upload.bin")
+        with open(path, "wb") as f:
+            f.write(body)
+        p = subprocess.run(["curl", "-sS", "--max-time", "20", "--http2", "-o", "-", "--data-binary", "@" + path,
+                            "--proxy", "https://127.0.0.1:%d" % self.tls_port, "--proxy-cacert", M["ca"][0],
+                            "--cacert", self.gw.ca, "https://origin.test:8443/echo"], capture_output=True)
+        self.assertEqual(hashlib.sha256(p.stdout).hexdigest(), hashlib.sha256(body).hexdigest(), p.stderr)
+
+
 class H2InsideExecAsRoot(unittest.TestCase):
     """`sluice exec`: curl --http2 through the proxy, nghttp by the capture (it knows no proxy)."""
     user = None
