@@ -71,13 +71,6 @@ std::optional<std::string> route_path(std::string_view target) {
       if (h < 0 || l < 0) return std::nullopt;
       auto d = static_cast<unsigned char>(h * 16 + l);
       if (d == '/' || d == '\\' || d == ';' || d == 0) return std::nullopt;
-      // A double escape ("%252e" is "%2e" once decoded) names one path here and another at an
-      // origin that decodes twice; an overlong UTF-8 form ("%c0%ae" for '.') one that decodes
-      // leniently. Neither is a spelling a client needs: refused inside routed paths.
-      if (d == '%' && i + 4 < path.size() && hex(path[i + 3]) >= 0 && hex(path[i + 4]) >= 0) {
-        return std::nullopt;
-      }
-      if (overlong_utf8(path, i, d)) return std::nullopt;
       if (unreserved(d)) {
         out.push_back(static_cast<char>(d));
       } else {
@@ -90,6 +83,18 @@ std::optional<std::string> route_path(std::string_view target) {
       return std::nullopt;
     } else {
       out.push_back(c);
+    }
+  }
+  // A double escape ("%252e" is "%2e" once decoded) names one path here and another at an origin
+  // that decodes twice; an overlong UTF-8 form ("%c0%ae" for '.') one that decodes leniently.
+  // Neither is a spelling a client needs: refused. Looked for in what was read, where every
+  // escape is in one form, so that one read out of pieces ("%25%34%31" is "%2541") is caught too.
+  for (std::size_t at = out.find('%'); at != std::string::npos; at = out.find('%', at + 1)) {
+    if (out.compare(at, 3, "%25") == 0 && at + 4 < out.size() && hex(out[at + 3]) >= 0 && hex(out[at + 4]) >= 0) {
+      return std::nullopt;
+    }
+    if (overlong_utf8(out, at, static_cast<unsigned char>(hex(out[at + 1]) * 16 + hex(out[at + 2])))) {
+      return std::nullopt;
     }
   }
   // Segments: no empty one but the last ("/a/" is fine, "/a//b" is not), no dot segments.

@@ -13,9 +13,12 @@ for pair in request_head:request_head_fuzz host_pattern:host_pattern_fuzz addres
   corpus="${pair%%:*}"; target="${pair##*:}"
   mkdir -p "$work/$corpus"
   echo "fuzz: $target for ${seconds}s"
-  (cd "$work" && "$OLDPWD/build/fuzz/tests/fuzz/$target" -max_total_time="$seconds" -max_len=4096 \
-      -print_final_stats=0 "$work/$corpus" "$OLDPWD/tests/fuzz/corpus/$corpus" 2>&1 | grep -E "^Done|ERROR|SUMMARY" || true)
-  if ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* >/dev/null 2>&1; then
+  status=0
+  out="$(cd "$work" && "$OLDPWD/build/fuzz/tests/fuzz/$target" -max_total_time="$seconds" -max_len=4096 \
+      -print_final_stats=0 "$work/$corpus" "$OLDPWD/tests/fuzz/corpus/$corpus" 2>&1)" || status=$?
+  printf '%s\n' "$out" | grep -E "^Done|ERROR|SUMMARY|Test unit written" || true
+  # libFuzzer's exit status says it too: a crash whose input was written elsewhere still fails.
+  if [ "$status" != 0 ] || ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* >/dev/null 2>&1; then
     echo "fuzz: $target found a failing input; see above" >&2
     exit 1
   fi

@@ -45,6 +45,8 @@ TEST_CASE("route paths: one reading or none", "[filters][routes]") {
       {"/a%2", nullptr},
       {"/public/%252e%252e/secret", nullptr}, // a double escape: "%2e" after one more decoding
       {"/public/%252F", nullptr},
+      {"/public/%25%32%65", nullptr},         // the same double escape, read out of pieces
+      {"/public/%25%34%31", nullptr},
       {"/public/%25", "/public/%25"},         // a lone escaped '%' is no double escape
       {"/public/%25zz", "/public/%25zz"},
       {"/public/%c0%ae%c0%ae/secret", nullptr}, // overlong UTF-8 for '.'
