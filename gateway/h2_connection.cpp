@@ -1,15 +1,14 @@
+// An h2 connection's frames (libnghttp2's callbacks), its reader, writer and watchdog, and each
+// stream's translation, judging and sluice's own answers; forwarding is h2_forward.cpp's.
 #include "gateway/h2_connection.hpp"
 
-#include "filters/git_upload_pack.hpp"
-#include "filters/h2_translation.hpp"
 #include "filters/request_hygiene.hpp"
-#include "gateway/end_to_end_fields.hpp"
 #include "gateway/error.hpp"
+#include "gateway/h2_stream.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <charconv>
 #include <cstring>
 
 // GCC 12 false positive, as in session_tunnel.cpp: Asio's frames come from its own allocator.
@@ -20,63 +19,10 @@ namespace {
 
 using namespace boost::asio::experimental::awaitable_operators;
 
-// What one client connection may hold (docs/policy.md, "HTTP/2"): streams at once, the window each
-// stream's request body may run ahead of the origin, the connection's window, and what a stream's
-// response may hold before its origin is read from again.
-constexpr std::uint32_t max_streams = 100;
-constexpr std::int32_t stream_window = 256 * 1024;
-constexpr std::int32_t connection_window = 1024 * 1024;
-constexpr std::size_t response_buffer = 256 * 1024;
-// Frames a well-behaved client has no reason to send many of: empty DATA frames without
-// END_STREAM on a connection (CVE-2019-9518 has no bound in nghttp2 1.52), and PING, SETTINGS,
-// PRIORITY and WINDOW_UPDATE frames in one second.
-constexpr std::size_t max_empty_frames = 100;
-constexpr std::size_t max_control_frames_per_second = 500;
-
 h2_connection &self_of(void *user_data) { return *static_cast<h2_connection *>(user_data); }
 
 } // namespace
 
-struct h2_connection::stream {
-  stream(net::any_io_executor ex, std::int32_t id) : id(id), wake(ex) {}
-  std::int32_t id;
-  // The request's fields as they arrive, copied (nghttp2's views last one read) and bounded.
-  std::vector<std::pair<std::string, std::string>> fields;
-  std::size_t field_bytes = 0;
-  bool too_large = false;
-  filters::h2_request request;
-  bool grpc = false;         // content-type application/grpc: refusals are gRPC-shaped
-  std::string body_in;       // request body bytes not yet written to the origin
-  std::size_t unconsumed = 0; // of those received, not yet counted back into the windows
-  bool request_ended = false;
-  // The response as the origin sends it, read out by read_body.
-  std::string body_out;
-  std::size_t out_at = 0;
-  bool response_ended = false;
-  bool submitted = false;    // a response head went to nghttp2
-  bool closed = false;       // nghttp2 closed the stream (the client reset it, or it is done)
-  bool forwarding = false;   // forward() runs for it
-  upstream_connection *up = nullptr; // while forward() talks to the origin: cancelled on close
-  outcome o;
-  verdict v;
-  filters::policy_ptr policy; // the policy it was judged by, held while it is forwarded
-  net::steady_timer wake;    // forward() waits on it for body bytes, room, or the stream's end
-  bool woken = false;
-  void signal() {
-    woken = true;
-    wake.cancel();
-  }
-  // Waits for signal() or `deadline`; false when the deadline passed first.
-  net::awaitable<bool> wait(clock::time_point deadline) {
-    if (!woken) {
-      wake.expires_at(deadline);
-      co_await wake.async_wait(use_tuple);
-    }
-    bool ok = woken || clock::now() < deadline;
-    woken = false;
-    co_return ok;
-  }
-};
 
 h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_target &target)
     : owner_(owner), tls_(tls), target_(target), wake_(tls.get_executor()), finished_(tls.get_executor()),
@@ -381,15 +327,7 @@ void h2_connection::submit(stream &st, unsigned status, std::vector<std::pair<st
 
 void h2_connection::respond(stream &st, unsigned status, std::string_view ps_error, std::string body) {
   st.o.status = status;
-  std::string ps = "sluice; error=" + std::string(ps_error) + "; details=\"" + std::string(st.o.reason) + "\"";
-  if (!st.o.rule.empty() && status == 403) {
-    ps += "; rule=\"";
-    for (char c : st.o.rule) {
-      if (c == '"' || c == '\\') ps += '\\';
-      if (c >= 0x20 && c < 0x7f) ps += c;
-    }
-    ps += '"';
-  }
+  std::string ps = proxy_status(ps_error, st.o.reason, status == 403 ? std::string_view(st.o.rule) : "");
   if (st.grpc) {
     // A gRPC client reads grpc-status, not the HTTP status: a refusal is PERMISSION_DENIED (7), a
     // failure upstream UNAVAILABLE (14), with sluice's text in grpc-message (percent-encoded).
@@ -511,251 +449,6 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
   st->forwarding = true;
   ++forwarding_;
   net::co_spawn(tls_.get_executor(), forward(st), net::detached);
-}
-
-net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
-  auto &o = st->o;
-  auto &req = st->request;
-  const auto &t = st->policy->cfg().timeouts; // owner_.cfg() follows later streams' policies
-  const auto deadline = o.start + t.request;
-  ++owner_.state_.in_flight;
-  struct done_guard {
-    h2_connection &c;
-    stream &st;
-    ~done_guard() {
-      st.forwarding = false;
-      st.up = nullptr;
-      --c.owner_.state_.in_flight;
-      if (--c.forwarding_ == 0) c.finished_.cancel();
-    }
-  } guard{*this, *st};
-  auto gone = [&] { return st->closed || stopping_; };
-  auto aborted = [&] {
-    o.decision = "error";
-    o.reason = "client_aborted";
-    owner_.finish(o);
-  };
-
-  // Git negotiation under network-read: the whole body, bounded, checked before anything leaves.
-  std::string preread;
-  if (st->v.git_read) {
-    while (!st->request_ended && !gone() && st->body_in.size() <= filters::max_git_request_bytes) {
-      if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
-    }
-    if (gone()) co_return aborted();
-    std::string_view encoding;
-    for (auto &[n, v] : req.fields) {
-      if (n == "content-encoding") encoding = v;
-    }
-    bool gzip = beast::iequals(encoding, "gzip");
-    std::string_view why = st->body_in.size() > filters::max_git_request_bytes ? "body_too_large"
-                           : !st->request_ended                              ? "bad_request_body"
-                           : !encoding.empty() && !gzip                       ? "git_request_refused"
-                                                        : filters::check_git_upload_pack(st->body_in, gzip);
-    if (!why.empty()) {
-      refuse(*st, why, o.rule);
-      co_return;
-    }
-    preread = std::move(st->body_in);
-    st->body_in.clear();
-  }
-
-  // The head for the origin: HTTP/1.1, Host from :authority, the end-to-end fields, the
-  // credentials the verdict sets, and framing of sluice's own.
-  const bool tls = o.scheme == "https";
-  std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
-  if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
-  std::string head;
-  head.reserve(512);
-  head.append(req.method).append(" ").append(o.target).append(" HTTP/1.1\r\nHost: ").append(authority).append("\r\n");
-  for (auto &[n, v] : req.fields) {
-    if (hop_by_hop(http::string_to_field(n), n) || n == "host") continue;
-    bool replaced = false;
-    for (auto &[sn, sv] : st->v.set) replaced = replaced || beast::iequals(sn, n);
-    if (!replaced) head.append(n).append(": ").append(v).append("\r\n");
-  }
-  for (auto &[n, v] : st->v.set) head.append(n).append(": ").append(v).append("\r\n");
-  const bool no_body = st->request_ended && st->body_in.empty() && !st->v.git_read;
-  bool chunked = false;
-  if (st->v.git_read) {
-    head.append("Content-Length: ").append(std::to_string(preread.size())).append("\r\n");
-  } else if (req.content_length) {
-    head.append("Content-Length: ").append(std::to_string(*req.content_length)).append("\r\n");
-  } else if (!no_body) {
-    head.append("Transfer-Encoding: chunked\r\n");
-    chunked = true;
-  } else if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
-    head.append("Content-Length: 0\r\n");
-  }
-  head.append("\r\n");
-  head += preread;
-
-  std::string key;
-  key.append(o.scheme).append("://").append(o.host).append(1, ':').append(std::to_string(o.port));
-  std::unique_ptr<upstream_connection> conn = owner_.worker_.pool.take(key);
-  bool reused = conn != nullptr;
-  for (int attempt = 0;; ++attempt) {
-    if (!conn) {
-      error_code ec;
-      conn = co_await owner_.connect_upstream(o.host, st->v.ip, o.port, tls, ec);
-      if (gone()) co_return aborted();
-      if (ec) co_return fail(*st, ec);
-    } else {
-      owner_.state_.metrics.upstream_reused.Increment();
-    }
-    conn->key = key;
-    st->up = conn.get();
-    conn->expires_after(t.io);
-    auto [wec, wn] = co_await conn->visit([&](auto &up) { return net::async_write(up, net::buffer(head), use_tuple); });
-    if (gone()) co_return aborted();
-    if (!wec) break;
-    if (reused && attempt == 0) { // a pooled connection the origin had closed: once more, fresh
-      conn.reset();
-      reused = false;
-      continue;
-    }
-    co_return fail(*st, gateway_error::response_incomplete);
-  }
-  o.bytes_in += preread.size();
-
-  // The request body, as it arrives, each piece's window opened once the origin has it.
-  while (!st->v.git_read && !no_body) {
-    if (!st->body_in.empty()) {
-      std::string piece = std::move(st->body_in);
-      st->body_in.clear();
-      std::string framed;
-      if (chunked) {
-        char size[20];
-        auto end = std::to_chars(size, size + sizeof size, piece.size(), 16).ptr;
-        framed.append(size, end).append("\r\n").append(piece).append("\r\n");
-      }
-      conn->expires_after(t.io);
-      auto [ec, n] = co_await conn->visit([&](auto &up) {
-        return net::async_write(up, net::buffer(chunked ? framed : piece), use_tuple);
-      });
-      if (gone()) co_return aborted();
-      if (ec) co_return fail(*st, gateway_error::response_incomplete);
-      o.bytes_in += piece.size();
-      if (owner_.cfg().limits.max_body_bytes && o.bytes_in > owner_.cfg().limits.max_body_bytes) {
-        refuse(*st, "body_too_large", o.rule);
-          co_return;
-      }
-      nghttp2_session_consume(ng_, st->id, piece.size());
-      st->unconsumed -= std::min(st->unconsumed, piece.size());
-      kick();
-      if (owner_.throttled()) co_await owner_.throttle(piece.size()); // the client's bytes_per_second
-      continue;
-    }
-    if (st->request_ended) {
-      if (chunked) {
-        conn->expires_after(t.io);
-        auto [ec, n] = co_await conn->visit([&](auto &up) {
-          return net::async_write(up, net::buffer(std::string_view("0\r\n\r\n")), use_tuple);
-        });
-        if (gone()) co_return aborted();
-        if (ec) co_return fail(*st, gateway_error::response_incomplete);
-      }
-      break;
-    }
-    if (!co_await st->wait(std::min(deadline, clock::now() + t.io)) || gone()) {
-      if (gone()) co_return aborted();
-      refuse(*st, "bad_request_body", o.rule); // the client stopped sending its body
-      co_return;
-    }
-  }
-
-  // The response head; interim 1xx responses are dropped (HTTP/2 needs none of them here).
-  std::optional<http::response_parser<http::buffer_body>> parser;
-  error_code ec;
-  for (;;) {
-    parser.emplace();
-    parser->header_limit(static_cast<std::uint32_t>(owner_.cfg().limits.max_header_bytes));
-    parser->body_limit(boost::none);
-    if (req.method == "HEAD") parser->skip(true);
-    conn->expires_after(t.io);
-    auto [e, n] = co_await conn->visit(
-        [&](auto &up) { return http::async_read_header(up, conn->buffer, *parser, use_tuple); });
-    ec = e;
-    if (ec || parser->get().result_int() / 100 != 1) break;
-    if (parser->get().result_int() == 101) {
-      ec = http::error::bad_status;
-      break;
-    }
-  }
-  auto &rp = *parser;
-  if (gone()) co_return aborted();
-  if (ec) {
-    co_return fail(*st, ec == beast::error::timeout       ? gateway_error::response_timeout
-                        : ec == http::error::header_limit ? gateway_error::upstream_response_too_large
-                        : (ec == http::error::end_of_stream || ec == net::error::connection_reset)
-                            ? gateway_error::response_incomplete
-                            : gateway_error::upstream_protocol_error);
-  }
-  auto &res = rp.get();
-  unsigned code = res.result_int();
-  o.status = code;
-  o.decision = "allow";
-  o.reason = "allowed";
-  std::vector<std::pair<std::string_view, std::string_view>> h1;
-  for (auto &f : res) h1.emplace_back(f.name_string(), f.value());
-  const bool body = !(req.method == "HEAD" || code == 204 || code == 304);
-  auto media = res[http::field::content_type];
-  media = media.substr(0, media.find(';'));
-  const auto response_deadline = beast::iequals(media, "text/event-stream") ? clock::time_point::max() : deadline;
-  submit(*st, code, filters::h2_response_fields(code, h1), body);
-
-  // The body, into the stream's buffer as it arrives, read by nghttp2 as the client's window allows.
-  chunk buffer;
-  bool complete = !body || rp.is_done();
-  while (body && !rp.is_done()) {
-    bool stalled = false;
-    while (st->body_out.size() >= response_buffer && !gone() && !stalled) { // the client reads slower
-      stalled = !co_await st->wait(clock::now() + t.io);
-    }
-    if (gone()) co_return aborted();
-    if (stalled) { // its window stayed shut for a whole I/O deadline: the stream is given up
-      nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-      kick();
-      co_return aborted();
-    }
-    rp.get().body().data = buffer.get();
-    rp.get().body().size = chunk_size;
-    conn->expires_after(t.io);
-    auto [rec, rn] = co_await conn->visit([&](auto &up) { return http::async_read_some(up, conn->buffer, rp, use_tuple); });
-    if (rec == http::error::need_buffer) rec = {};
-    if (gone()) co_return aborted();
-    std::size_t got = chunk_size - rp.get().body().size;
-    o.bytes_out += got;
-    const auto limit = owner_.cfg().limits.max_response_body_bytes;
-    if (!rec && clock::now() > response_deadline) rec = beast::error::timeout;
-    if (!rec && limit && o.bytes_out > limit) rec = http::error::body_limit;
-    if (rec) {
-      o.decision = "error";
-      o.reason = rec == http::error::body_limit ? "response_too_large"
-                 : rec == beast::error::timeout ? "response_timeout"
-                                                : "response_incomplete";
-      owner_.finish(o);
-      // The client must not take a cut body for a whole one: the stream is reset.
-      nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-      kick();
-      co_return;
-    }
-    if (got) {
-      st->body_out.append(buffer.get(), got);
-      nghttp2_session_resume_data(ng_, st->id);
-      kick();
-      if (owner_.throttled()) co_await owner_.throttle(got); // the client's bytes_per_second
-    }
-    complete = rp.is_done();
-  }
-  st->response_ended = true;
-  if (body) nghttp2_session_resume_data(ng_, st->id);
-  kick();
-  owner_.finish(o);
-  if (complete && res.keep_alive() && (!body || rp.chunked() || rp.content_length())) {
-    st->up = nullptr;
-    owner_.worker_.pool.put(std::move(conn), max_streams);
-  }
 }
 
 } // namespace sluice::gateway::detail

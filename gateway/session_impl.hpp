@@ -361,6 +361,10 @@ private:
   clock::time_point resume_deadline_ = clock::time_point::max();
 };
 
+// A Proxy-Status value (RFC 9209): sluice's error type, the reason as details, and the matched
+// rule when one is given (a refusal's).
+std::string proxy_status(std::string_view ps_error, std::string_view reason, std::string_view rule);
+
 // Half-closes `s` after the other side's end of file: a TLS stream sends close_notify first.
 net::awaitable<void> close_send(beast::tcp_stream &s);
 net::awaitable<void> close_send(tls_stream &s);

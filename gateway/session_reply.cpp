@@ -9,6 +9,21 @@
 
 namespace sluice::gateway::detail {
 
+std::string proxy_status(std::string_view ps_error, std::string_view reason, std::string_view rule) {
+  // RFC 9209, with the matched rule as one more parameter (an sf-string: quotes and backslashes
+  // escaped, anything outside printable ASCII left out).
+  std::string ps = "sluice; error=" + std::string(ps_error) + "; details=\"" + std::string(reason) + "\"";
+  if (!rule.empty()) {
+    ps += "; rule=\"";
+    for (char c : rule) {
+      if (c == '"' || c == '\\') ps += '\\';
+      if (c >= 0x20 && c < 0x7f) ps += c;
+    }
+    ps += '"';
+  }
+  return ps;
+}
+
 // Writes a complete short reply: denials (403 + Proxy-Status), framing errors (400), upstream
 // failures (502/504).
 template <class Stream>
@@ -35,18 +50,7 @@ net::awaitable<void> session::reply(Stream &s, outcome &o, unsigned status, std:
   http::response<http::string_body> res{static_cast<http::status>(status), version};
   res.set(http::field::server, "sluice");
   res.set(http::field::content_type, "text/plain; charset=utf-8");
-  // RFC 9209, with the matched rule as one more parameter (an sf-string: quotes and backslashes
-  // escaped, anything outside printable ASCII left out).
-  std::string ps = "sluice; error=" + std::string(ps_error) + "; details=\"" + std::string(o.reason) + "\"";
-  if (!o.rule.empty() && status == 403) {
-    ps += "; rule=\"";
-    for (char c : o.rule) {
-      if (c == '"' || c == '\\') ps += '\\';
-      if (c >= 0x20 && c < 0x7f) ps += c;
-    }
-    ps += '"';
-  }
-  res.set("Proxy-Status", ps);
+  res.set("Proxy-Status", proxy_status(ps_error, o.reason, status == 403 ? std::string_view(o.rule) : ""));
   if (status == 407) {
     res.insert(http::field::proxy_authenticate, "Basic realm=\"sluice\"");
     res.insert(http::field::proxy_authenticate, "Bearer realm=\"sluice\"");

@@ -1,0 +1,63 @@
+#pragma once
+// One stream of an h2 connection, shared by the connection (h2_connection.cpp: frames, judging,
+// answers) and the stream's forwarding to the origin (h2_forward.cpp). Private to gateway/.
+#include "filters/h2_translation.hpp"
+#include "gateway/h2_connection.hpp"
+
+namespace sluice::gateway::detail {
+
+// What one client connection may hold (docs/policy.md, "HTTP/2"): streams at once, the window each
+// stream's request body may run ahead of the origin, the connection's window, and what a stream's
+// response may hold before its origin is read from again.
+inline constexpr std::uint32_t max_streams = 100;
+inline constexpr std::int32_t stream_window = 256 * 1024;
+inline constexpr std::int32_t connection_window = 1024 * 1024;
+inline constexpr std::size_t response_buffer = 256 * 1024;
+// Frames a well-behaved client has no reason to send many of: empty DATA frames without
+// END_STREAM on a connection (CVE-2019-9518 has no bound in nghttp2 1.52), and PING, SETTINGS,
+// PRIORITY and WINDOW_UPDATE frames in one second.
+inline constexpr std::size_t max_empty_frames = 100;
+inline constexpr std::size_t max_control_frames_per_second = 500;
+
+struct h2_connection::stream {
+  stream(net::any_io_executor ex, std::int32_t id) : id(id), wake(ex) {}
+  std::int32_t id;
+  // The request's fields as they arrive, copied (nghttp2's views last one read) and bounded.
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::size_t field_bytes = 0;
+  bool too_large = false;
+  filters::h2_request request;
+  bool grpc = false;         // content-type application/grpc: refusals are gRPC-shaped
+  std::string body_in;       // request body bytes not yet written to the origin
+  std::size_t unconsumed = 0; // of those received, not yet counted back into the windows
+  bool request_ended = false;
+  // The response as the origin sends it, read out by read_body.
+  std::string body_out;
+  std::size_t out_at = 0;
+  bool response_ended = false;
+  bool submitted = false;    // a response head went to nghttp2
+  bool closed = false;       // nghttp2 closed the stream (the client reset it, or it is done)
+  bool forwarding = false;   // forward() runs for it
+  upstream_connection *up = nullptr; // while forward() talks to the origin: cancelled on close
+  outcome o;
+  verdict v;
+  filters::policy_ptr policy; // the policy it was judged by, held while it is forwarded
+  net::steady_timer wake;    // forward() waits on it for body bytes, room, or the stream's end
+  bool woken = false;
+  void signal() {
+    woken = true;
+    wake.cancel();
+  }
+  // Waits for signal() or `deadline`; false when the deadline passed first.
+  net::awaitable<bool> wait(clock::time_point deadline) {
+    if (!woken) {
+      wake.expires_at(deadline);
+      co_await wake.async_wait(use_tuple);
+    }
+    bool ok = woken || clock::now() < deadline;
+    woken = false;
+    co_return ok;
+  }
+};
+
+} // namespace sluice::gateway::detail
