@@ -63,6 +63,19 @@ dns_servers = ["127.0.0.1:{dns_port}"]
 {pins}"""
 
 
+def netns_upstream(ca_pem, names):
+    """Config sections for origins on the test host in its network namespace (netns.TestHost,
+    198.18.0.2): trust only the test CA, permit the test range, pin each of `names` to the host."""
+    pins = "".join('"%s" = "198.18.0.2"\n' % name for name in names)
+    return f"""[tls]
+upstream_ca_bundle = "{ca_pem}"
+system_trust = false
+[upstream]
+allow_addresses = ["198.18.0.0/15"]
+[upstream.resolve]
+{pins}"""
+
+
 def make_ca(directory, name):
     key, pem = os.path.join(directory, name + ".key"), os.path.join(directory, name + ".pem")
     run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",

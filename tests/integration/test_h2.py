@@ -15,7 +15,8 @@ import time
 import unittest
 
 import h2_client as h2c
-from harness import PYTHON, SLUICE, Gateway, Processes, curl, make_ca, make_leaf, payload, status_of
+from harness import (PYTHON, SLUICE, Gateway, Processes, curl, make_ca, make_leaf, netns_upstream, payload,
+                     status_of)
 from netns import TestHost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,14 +38,7 @@ def setUpModule():
     env = dict(os.environ, ORIGIN_HOST="198.18.0.2", ORIGIN_AUTH="Bearer " + SECRET)
     p = host.start(PYTHON, os.path.join(HERE, "origin.py"), "8443", *leaf, env=env)
     assert p.stdout.readline().strip() == b"ready"
-    M["upstream"] = f"""[tls]
-upstream_ca_bundle = "{ca[0]}"
-system_trust = false
-[upstream]
-allow_addresses = ["198.18.0.0/15"]
-[upstream.resolve]
-"origin.test" = "198.18.0.2"
-"""
+    M["upstream"] = netns_upstream(ca[0], ["origin.test"])
     M["procs"] = Processes()
     os.environ["H2_TOKEN"] = SECRET
 

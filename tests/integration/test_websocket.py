@@ -19,7 +19,8 @@ import threading
 import time
 import unittest
 
-from harness import PYTHON, SLUICE, Gateway, Processes, curl, make_ca, make_leaf, raw_exchange, status_of
+from harness import (PYTHON, SLUICE, Gateway, Processes, curl, make_ca, make_leaf, netns_upstream, raw_exchange,
+                     status_of)
 from netns import TestHost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,14 +45,7 @@ def setUpModule():
         assert p.stdout.readline().strip() == b"ready"
     p = host.start(PYTHON, os.path.join(HERE, "origin.py"), "8444", *leaf, env=env)
     assert p.stdout.readline().strip() == b"ready"
-    M["upstream"] = f"""[tls]
-upstream_ca_bundle = "{ca[0]}"
-system_trust = false
-[upstream]
-allow_addresses = ["198.18.0.0/15"]
-[upstream.resolve]
-"ws.test" = "198.18.0.2"
-"""
+    M["upstream"] = netns_upstream(ca[0], ["ws.test"])
     M["procs"] = Processes()
     os.environ["WS_TOKEN"] = SECRET  # the read gateway's [credentials.ws] source
 
