@@ -376,17 +376,10 @@ void h2_connection::refuse(stream &st, std::string_view reason, std::string rule
 }
 
 void h2_connection::fail(stream &st, error_code ec) {
-  gateway_error ge = ec.category() == gateway_category() ? static_cast<gateway_error>(ec.value())
-                                                         : gateway_error::response_incomplete;
-  auto &o = st.o;
-  o.decision = ge == gateway_error::destination_address_denied ? "deny" : "error";
-  o.reason = reason_of(ge);
-  std::string body = ge == gateway_error::destination_address_denied
-                         ? owner_.denial_text(o, {})
-                         : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" + o.host + ":" +
-                               std::to_string(o.port) + "\n";
+  std::string body;
+  gateway_error ge = owner_.failed(st.o, ec, body);
   respond(st, http_status_of(ge), proxy_status_of(ge), std::move(body));
-  owner_.finish(o);
+  owner_.finish(st.o);
 }
 
 void h2_connection::begin(const std::shared_ptr<stream> &st) {

@@ -200,9 +200,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   std::vector<std::pair<std::string_view, std::string_view>> h1;
   for (auto &f : res) h1.emplace_back(f.name_string(), f.value());
   const bool body = !(req.method == "HEAD" || code == 204 || code == 304);
-  auto media = res[http::field::content_type];
-  media = media.substr(0, media.find(';'));
-  const auto response_deadline = beast::iequals(media, "text/event-stream") ? clock::time_point::max() : deadline;
+  const auto response_deadline = is_event_stream(res[http::field::content_type]) ? clock::time_point::max() : deadline;
   submit(*st, code, filters::h2_response_fields(code, h1), body);
 
   // The body, into the stream's buffer as it arrives, read by nghttp2 as the client's window allows.

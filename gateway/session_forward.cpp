@@ -394,11 +394,9 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
   // A stream of server-sent events (LLM streams, MCP's streamable HTTP) lasts as long as the
   // origin keeps it: the idle deadline between its bytes (timeouts.io) holds it, not the deadline
   // of a whole response, which still cuts every other response that trickles.
-  auto media = up_res[http::field::content_type];
-  media = media.substr(0, media.find(';'));
-  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
-  const auto response_deadline = beast::iequals(media, "text/event-stream") ? clock::time_point::max()
-                                                                             : o.start + cfg().timeouts.request;
+  const auto response_deadline = is_event_stream(up_res[http::field::content_type])
+                                     ? clock::time_point::max()
+                                     : o.start + cfg().timeouts.request;
   o.status = code;
   o.decision = "allow";
   o.reason = "allowed";

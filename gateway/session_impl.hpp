@@ -8,6 +8,7 @@
 // Member templates are instantiated, in the file that defines them, for the two client streams.
 // Private to gateway/: nothing outside includes it.
 #include "filters/client_identity.hpp"
+#include "gateway/error.hpp"
 #include "gateway/gateway_state.hpp"
 #include "gateway/tls_stream.hpp"
 
@@ -185,6 +186,10 @@ private:
   net::awaitable<void> deny(Stream &s, outcome &o, std::string_view reason, std::string rule,
                             bool keep_alive, unsigned version = 11);
 
+  // A failure upstream: sets the outcome's decision and reason, writes the answer's text (with the
+  // /etc/hosts note for a name DNS does not know) into `body`, and returns the error.
+  gateway_error failed(outcome &o, error_code ec, std::string &body);
+
   template <class Stream>
   net::awaitable<void> fail(Stream &s, outcome &o, error_code ec, bool keep_alive,
                             unsigned version = 11);
@@ -360,6 +365,14 @@ private:
   std::size_t resume_served_ = 0;
   clock::time_point resume_deadline_ = clock::time_point::max();
 };
+
+// Whether a response's Content-Type is a stream of server-sent events (parameters and spaces
+// aside): such a response is not held to timeouts.request.
+inline bool is_event_stream(beast::string_view content_type) {
+  auto media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  return beast::iequals(media, "text/event-stream");
+}
 
 // A Proxy-Status value (RFC 9209): sluice's error type, the reason as details, and the matched
 // rule when one is given (a refusal's).

@@ -196,19 +196,25 @@ net::awaitable<void> session::refuse_client(Stream &s, outcome &o, std::string_v
   finish(o);
 }
 
-template <class Stream>
-net::awaitable<void> session::fail(Stream &s, outcome &o, error_code ec, bool keep_alive,
-                          unsigned version) {
+gateway_error session::failed(outcome &o, error_code ec, std::string &body) {
   gateway_error ge = ec.category() == gateway_category() ? static_cast<gateway_error>(ec.value())
                                                          : gateway_error::response_incomplete;
   o.decision = ge == gateway_error::destination_address_denied ? "deny" : "error";
   o.reason = reason_of(ge);
-  // Built before co_await: GCC 12 double-destroys temporaries of a conditional inside co_await.
-  std::string body = ge == gateway_error::destination_address_denied
-                         ? denial_text(o, {})
-                         : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" +
-                               o.host + ":" + std::to_string(o.port) + "\n";
+  body = ge == gateway_error::destination_address_denied
+             ? denial_text(o, {})
+             : "sluice: " + std::string(reason_of(ge)) + " for " + o.scheme + "://" + o.host + ":" +
+                   std::to_string(o.port) + "\n";
   if (ge == gateway_error::dns_error) body += hosts_file_note(o.host);
+  return ge;
+}
+
+template <class Stream>
+net::awaitable<void> session::fail(Stream &s, outcome &o, error_code ec, bool keep_alive,
+                          unsigned version) {
+  // Built before co_await: GCC 12 double-destroys temporaries of a conditional inside co_await.
+  std::string body;
+  gateway_error ge = failed(o, ec, body);
   co_await reply(s, o, http_status_of(ge), proxy_status_of(ge), std::move(body), keep_alive,
                  version);
   finish(o);
