@@ -258,4 +258,20 @@ h2_response_fields(unsigned status,
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>>
+h2_trailer_fields(const std::vector<std::pair<std::string_view, std::string_view>> &fields) {
+  auto out = h2_response_fields(200, fields);
+  out.erase(out.begin()); // ":status"
+  std::erase_if(out, [](const auto &f) {
+    const auto &n = f.first;
+    return n == "content-length" || n == "content-encoding" || n == "content-range" ||
+           n == "content-type" || n == "host" || n == "authorization" || n == "set-cookie" ||
+           n == "cache-control" || n == "expect" || n == "max-forwards" || n == "pragma" ||
+           n == "range" || n == "trailer" || n == "www-authenticate" || n == "proxy-authenticate" ||
+           n == "age" || n == "expires" || n == "date" || n == "location" || n == "retry-after" ||
+           n == "vary" || n == "warning";
+  });
+  return out;
+}
+
 } // namespace sluice::filters

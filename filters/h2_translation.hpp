@@ -49,4 +49,12 @@ std::vector<std::pair<std::string, std::string>>
 h2_response_fields(unsigned status,
                    const std::vector<std::pair<std::string_view, std::string_view>> &h1_fields);
 
+// A response's trailer fields (HTTP/2 from an h2 origin, or an HTTP/1.1 chunked trailer section)
+// -> the trailer list sent to an h2 client: the same fields left out as for a head, and also
+// pseudo-headers and the fields a trailer section must not carry (RFC 9110 section 6.5.1: framing,
+// routing and authentication: content-length, content-type's framing kin, host, authorization,
+// set-cookie...). gRPC's grpc-status, grpc-message and grpc-status-details-bin pass.
+std::vector<std::pair<std::string, std::string>>
+h2_trailer_fields(const std::vector<std::pair<std::string_view, std::string_view>> &fields);
+
 } // namespace sluice::filters

@@ -19,6 +19,9 @@
 namespace sluice::gateway {
 
 class synthetic_names;
+namespace detail {
+class h2_upstream;
+}
 
 // What every session of every worker shares: the current policy (swapped atomically on reload), the
 // instruments, the certificate machinery and the drain state.
@@ -66,6 +69,9 @@ struct worker {
   resolver dns;
   upstream_pool pool;
   parking_lot parking{ioc}; // this worker's idle terminated tunnels (session::park)
+  // Origins that speak h2, one multiplexed connection each, keyed as the pool is; h2 clients'
+  // streams share them (h2_upstream.hpp). An entry leaves when its connection ends.
+  std::unordered_map<std::string, std::shared_ptr<detail::h2_upstream>> h2_origins;
 };
 
 } // namespace sluice::gateway

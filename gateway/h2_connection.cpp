@@ -5,6 +5,7 @@
 #include "filters/request_hygiene.hpp"
 #include "gateway/error.hpp"
 #include "gateway/h2_stream.hpp"
+#include "gateway/h2_upstream.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -283,7 +284,7 @@ int h2_connection::on_stream_close(nghttp2_session *, std::int32_t id, std::uint
   return 0;
 }
 
-ssize_t h2_connection::read_body(nghttp2_session *, std::int32_t, std::uint8_t *buf, std::size_t length,
+ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint8_t *buf, std::size_t length,
                                  std::uint32_t *flags, nghttp2_data_source *source, void *) {
   auto &st = *static_cast<stream *>(source->ptr);
   std::size_t n = std::min(length, st.body_out.size() - st.out_at);
@@ -293,9 +294,21 @@ ssize_t h2_connection::read_body(nghttp2_session *, std::int32_t, std::uint8_t *
     st.body_out.clear();
     st.out_at = 0;
   }
-  if (n) st.signal(); // room for more of the origin's bytes
+  if (n) {
+    st.signal(); // room for more of the origin's bytes
+    if (st.origin) st.origin->consumed(st.origin_id, n); // an h2 origin may send as many more
+  }
   if (st.body_out.empty() && st.response_ended) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (!st.trailers.empty()) { // the origin's trailers (gRPC's status) end the stream instead
+      std::vector<nghttp2_nv> nv;
+      nv.reserve(st.trailers.size());
+      for (auto &[tn, tv] : st.trailers) {
+        nv.push_back({reinterpret_cast<std::uint8_t *>(tn.data()), reinterpret_cast<std::uint8_t *>(tv.data()),
+                      tn.size(), tv.size(), NGHTTP2_NV_FLAG_NONE});
+      }
+      if (nghttp2_submit_trailer(ng, id, nv.data(), nv.size()) == 0) *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    }
   } else if (n == 0) {
     return NGHTTP2_ERR_DEFERRED; // resumed when more arrives
   }

@@ -12,6 +12,8 @@
 
 namespace sluice::gateway::detail {
 
+class h2_upstream;
+
 class h2_connection {
 public:
   h2_connection(session &owner, tls_stream &tls, const tunnel_target &target);
@@ -46,8 +48,13 @@ private:
   void stop(); // ends the reader, the writer and the watchdog
   // A request's header block is complete: translated, judged, answered or forwarded.
   void begin(const std::shared_ptr<stream> &st);
-  // Forwards an allowed stream to the origin and its response back.
+  // Forwards an allowed stream to the origin and its response back: over the worker's h2
+  // connection to the origin where it speaks h2, else over HTTP/1.1 (the upstream pool).
   net::awaitable<void> forward(std::shared_ptr<stream> st);
+  net::awaitable<void> forward_h1(std::shared_ptr<stream> st, std::unique_ptr<upstream_connection> conn,
+                                  bool reused, std::string preread, std::string authority);
+  net::awaitable<void> forward_h2(std::shared_ptr<stream> st, std::shared_ptr<h2_upstream> origin,
+                                  std::string preread, std::string authority);
   // A response sluice writes itself: a refusal (the policy's, or the framing's) or a failure
   // upstream; gRPC-shaped (200, grpc-status) for a gRPC call.
   void respond(stream &st, unsigned status, std::string_view ps_error, std::string body);
@@ -76,6 +83,7 @@ private:
   std::size_t reads_ = 0;
   std::size_t forwarding_ = 0;  // streams whose forward() has not returned
   bool stopping_ = false;       // the connection is ending: no new streams, streams give up
+  bool dialing_ = false;        // a stream is dialing the origin (others wait to share an h2 origin)
   // Flood counters (nghttp2 1.52 bounds some floods itself: rapid reset, CONTINUATION, ACKs).
   std::size_t empty_frames_ = 0;
   std::size_t control_frames_ = 0;

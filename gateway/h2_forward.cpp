@@ -6,6 +6,7 @@
 #include "gateway/end_to_end_fields.hpp"
 #include "gateway/error.hpp"
 #include "gateway/h2_stream.hpp"
+#include "gateway/h2_upstream.hpp"
 
 #include <charconv>
 
@@ -61,11 +62,62 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     st->body_in.clear();
   }
 
-  // The head for the origin: HTTP/1.1, Host from :authority, the end-to-end fields, the
-  // credentials the verdict sets, and framing of sluice's own.
   const bool tls = o.scheme == "https";
   std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
+  std::string key;
+  key.append(o.scheme).append("://").append(o.host).append(1, ':').append(std::to_string(o.port));
+
+  // An origin that speaks h2 takes the stream on its one connection. While one stream of this
+  // client dials it, the others wait for that dial instead of each opening a connection.
+  auto &origins = owner_.worker_.h2_origins;
+  while (dialing_ && tls && !gone()) co_await st->wait(clock::now() + t.connect + t.tls_handshake);
+  if (gone()) co_return aborted();
+  if (auto it = origins.find(key); tls && it != origins.end() && it->second->usable()) {
+    co_return co_await forward_h2(st, it->second, std::move(preread), authority);
+  }
+  // A pooled HTTP/1.1 connection, or a new one on which the origin chooses. gRPC needs h2 (its
+  // status travels in trailers): its calls always dial.
+  std::unique_ptr<upstream_connection> conn = st->grpc ? nullptr : owner_.worker_.pool.take(key);
+  if (!conn) {
+    error_code ec;
+    dialing_ = tls;
+    conn = co_await owner_.connect_upstream(o.host, st->v.ip, o.port, tls, ec, tls);
+    dialing_ = false;
+    for (auto &[id, other] : streams_) other->signal(); // those waiting for this dial look again
+    if (gone()) co_return aborted();
+    if (ec) co_return fail(*st, ec);
+    conn->key = key;
+    if (conn->h2) {
+      auto origin = std::make_shared<h2_upstream>(owner_.worker_, std::move(conn), owner_.cfg().limits.max_header_bytes,
+                                                  owner_.cfg().limits.pool_idle_timeout, t.io);
+      origin->start();
+      co_return co_await forward_h2(st, std::move(origin), std::move(preread), authority);
+    }
+    if (st->grpc) {
+      owner_.worker_.pool.put(std::move(conn), max_streams);
+      co_return fail(*st, gateway_error::upstream_protocol_error); // the origin offered HTTP/1.1 only
+    }
+    co_return co_await forward_h1(st, std::move(conn), false, std::move(preread), authority);
+  }
+  co_return co_await forward_h1(st, std::move(conn), true, std::move(preread), authority);
+}
+
+net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::unique_ptr<upstream_connection> conn,
+                                               bool reused, std::string preread, std::string authority) {
+  auto &o = st->o;
+  auto &req = st->request;
+  const auto &t = st->policy->cfg().timeouts;
+  const auto deadline = o.start + t.request;
+  const bool tls = o.scheme == "https";
+  auto gone = [&] { return st->closed || stopping_; };
+  auto aborted = [&] {
+    o.decision = "error";
+    o.reason = "client_aborted";
+    owner_.finish(o);
+  };
+  // The head for the origin: HTTP/1.1, Host from :authority, the end-to-end fields, the
+  // credentials the verdict sets, and framing of sluice's own.
   std::string head;
   head.reserve(512);
   head.append(req.method).append(" ").append(o.target).append(" HTTP/1.1\r\nHost: ").append(authority).append("\r\n");
@@ -91,10 +143,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   head.append("\r\n");
   head += preread;
 
-  std::string key;
-  key.append(o.scheme).append("://").append(o.host).append(1, ':').append(std::to_string(o.port));
-  std::unique_ptr<upstream_connection> conn = owner_.worker_.pool.take(key);
-  bool reused = conn != nullptr;
+  const std::string key = conn->key;
   for (int attempt = 0;; ++attempt) {
     if (!conn) {
       error_code ec;
@@ -254,6 +303,159 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   if (complete && res.keep_alive() && (!body || rp.chunked() || rp.content_length())) {
     st->up = nullptr;
     owner_.worker_.pool.put(std::move(conn), max_streams);
+  }
+}
+
+// The stream on an h2 origin's connection: the request head as h2 (the end-to-end fields, the
+// credentials the verdict sets), its body as the client sends it (the client's window opened as
+// the origin's session takes the bytes), the response head, body and trailers handed back as they
+// arrive (the origin's window opened as the client takes the bytes: read_body).
+net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::shared_ptr<h2_upstream> origin,
+                                               std::string preread, std::string authority) {
+  auto &o = st->o;
+  auto &req = st->request;
+  const auto &t = st->policy->cfg().timeouts;
+  const auto &limits = st->policy->cfg().limits;
+  auto gone = [&] { return st->closed || stopping_; };
+  auto aborted = [&] {
+    o.decision = "error";
+    o.reason = "client_aborted";
+    owner_.finish(o);
+  };
+  std::vector<std::pair<std::string, std::string>> fields;
+  fields.reserve(req.fields.size() + st->v.set.size() + 5);
+  fields.emplace_back(":method", req.method);
+  fields.emplace_back(":scheme", o.scheme);
+  fields.emplace_back(":authority", std::move(authority));
+  fields.emplace_back(":path", o.target);
+  for (auto &[n, v] : req.fields) {
+    if (n == "host" || n == "content-length") continue;
+    bool replaced = false;
+    for (auto &[sn, sv] : st->v.set) replaced = replaced || beast::iequals(sn, n);
+    if (!replaced) fields.emplace_back(n, v);
+  }
+  for (auto &[n, v] : st->v.set) {
+    std::string name = n;
+    for (auto &c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    fields.emplace_back(std::move(name), v);
+  }
+  if (st->v.git_read) {
+    fields.emplace_back("content-length", std::to_string(preread.size()));
+    st->body_in = std::move(preread);
+    st->in_at = 0;
+  } else if (req.content_length) {
+    fields.emplace_back("content-length", std::to_string(*req.content_length));
+  }
+  st->origin = origin;
+  st->origin_id = origin->open(st, fields, !(st->request_ended && st->body_in.empty()));
+  struct release_guard { // the origin's stream is let go however this ends
+    stream &st;
+    ~release_guard() {
+      if (st.origin) st.origin->cancel(st.origin_id, st.body_out.size() - st.out_at);
+      st.origin = nullptr;
+    }
+  } release{*st};
+  if (st->origin_id < 0) co_return fail(*st, gateway_error::upstream_protocol_error);
+  owner_.state_.metrics.upstream_reused.Increment(); // a stream on a connection that exists
+
+  bool long_stream = st->grpc; // a gRPC call or an event stream lasts as long as its peers keep it
+  const auto deadline = o.start + t.request;
+  auto views = [](const std::vector<std::pair<std::string, std::string>> &list) {
+    std::vector<std::pair<std::string_view, std::string_view>> out;
+    out.reserve(list.size());
+    for (auto &[n, v] : list) out.emplace_back(n, v);
+    return out;
+  };
+  auto grpc_status = [&](const std::vector<std::pair<std::string, std::string>> &list) {
+    for (auto &[n, v] : list) {
+      int code = -1;
+      if (n == "grpc-status" && std::from_chars(v.data(), v.data() + v.size(), code).ec == std::errc{}) {
+        o.grpc_status = code;
+      }
+    }
+  };
+  // The client stream is reset: a response cut short must not pass for a whole one.
+  auto cut = [&](std::string_view reason) {
+    o.decision = "error";
+    o.reason = reason;
+    owner_.finish(o);
+    nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    kick();
+  };
+  for (;;) {
+    if (gone()) co_return aborted();
+    if (st->sent_up) { // the origin's session took request body bytes: the client may send more
+      o.bytes_in += st->sent_up;
+      if (!st->v.git_read) {
+        nghttp2_session_consume(ng_, st->id, st->sent_up);
+        st->unconsumed -= std::min(st->unconsumed, st->sent_up);
+        kick();
+      }
+      st->sent_up = 0;
+      if (limits.max_body_bytes && o.bytes_in > limits.max_body_bytes) {
+        if (!st->submitted) co_return refuse(*st, "body_too_large", o.rule);
+        co_return cut("body_too_large");
+      }
+    }
+    if (!st->body_in.empty() || st->request_ended) origin->resume(st->origin_id);
+    if (st->head_ready && !st->submitted) {
+      unsigned code = 0;
+      if (!st->head.empty() && st->head.front().first == ":status") {
+        auto &status = st->head.front().second;
+        std::from_chars(status.data(), status.data() + status.size(), code);
+      }
+      if (code < 200 || code > 999) co_return fail(*st, gateway_error::upstream_protocol_error);
+      o.status = code;
+      o.decision = "allow";
+      o.reason = "allowed";
+      auto head = views(st->head);
+      for (auto &[n, v] : head) {
+        if (n == "content-type" && is_event_stream(v)) long_stream = true;
+      }
+      grpc_status(st->head); // a trailers-only answer carries it in the head
+      bool body = !(st->origin_ended && st->body_out.empty() && st->trailers.empty()) && req.method != "HEAD";
+      if (!body) st->response_ended = true;
+      submit(*st, code, filters::h2_response_fields(code, head), body);
+    }
+    if (st->submitted && !st->body_out.empty()) {
+      nghttp2_session_resume_data(ng_, st->id);
+      kick();
+    }
+    if (limits.max_response_body_bytes && o.bytes_out > limits.max_response_body_bytes) {
+      co_return cut("response_too_large");
+    }
+    if (st->origin_closed) {
+      if (st->origin_error != NGHTTP2_NO_ERROR || !st->origin_ended || !st->submitted) {
+        // Reset by the origin, its connection lost, or a head past the limit.
+        auto ge = st->origin_too_large ? gateway_error::upstream_response_too_large
+                  : st->origin_error == NGHTTP2_REFUSED_STREAM || st->origin_error == NGHTTP2_CONNECT_ERROR
+                      ? gateway_error::response_incomplete
+                      : gateway_error::upstream_protocol_error;
+        if (!st->submitted) co_return fail(*st, ge);
+        co_return cut(st->origin_too_large ? "response_too_large" : "response_incomplete");
+      }
+      auto trailers = views(st->trailers);
+      st->trailers = filters::h2_trailer_fields(trailers);
+      grpc_status(st->trailers);
+      st->response_ended = true;
+      nghttp2_session_resume_data(ng_, st->id); // the rest of the body, then the trailers (read_body)
+      kick();
+      owner_.finish(o);
+      co_return;
+    }
+    if (!long_stream && clock::now() > deadline) {
+      if (!st->submitted) co_return fail(*st, gateway_error::response_timeout);
+      co_return cut("response_timeout");
+    }
+    // Between any two events (bytes either way, the client's window opening) at most the I/O
+    // deadline; a gRPC call or event stream may idle as long as a tunnel.
+    auto until = clock::now() + (long_stream ? t.tunnel_idle : t.io);
+    if (!long_stream) until = std::min(until, deadline + std::chrono::milliseconds(1));
+    if (!co_await st->wait(until) && !gone() && !st->origin_closed &&
+        (long_stream || clock::now() <= deadline)) {
+      if (!st->submitted) co_return fail(*st, gateway_error::response_timeout);
+      co_return cut("response_timeout");
+    }
   }
 }
 

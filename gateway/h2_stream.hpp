@@ -6,6 +6,8 @@
 
 namespace sluice::gateway::detail {
 
+class h2_upstream;
+
 // What one client connection may hold (docs/policy.md, "HTTP/2"): streams at once, the window each
 // stream's request body may run ahead of the origin, the connection's window, and what a stream's
 // response may hold before its origin is read from again.
@@ -29,6 +31,8 @@ struct h2_connection::stream {
   filters::h2_request request;
   bool grpc = false;         // content-type application/grpc: refusals are gRPC-shaped
   std::string body_in;       // request body bytes not yet written to the origin
+  std::size_t in_at = 0;     // of body_in, handed to an h2 origin already
+  std::size_t sent_up = 0;   // request body bytes an h2 origin's session took, not yet counted back
   std::size_t unconsumed = 0; // of those received, not yet counted back into the windows
   bool request_ended = false;
   // The response as the origin sends it, read out by read_body.
@@ -39,6 +43,17 @@ struct h2_connection::stream {
   bool closed = false;       // nghttp2 closed the stream (the client reset it, or it is done)
   bool forwarding = false;   // forward() runs for it
   upstream_connection *up = nullptr; // while forward() talks to the origin: cancelled on close
+  // While an h2 origin serves it (h2_upstream): its stream there and the response as it arrives.
+  std::shared_ptr<h2_upstream> origin;
+  std::int32_t origin_id = -1;
+  std::vector<std::pair<std::string, std::string>> head;     // ":status" first
+  std::vector<std::pair<std::string, std::string>> trailers; // after the body (gRPC's grpc-status)
+  std::size_t origin_field_bytes = 0;
+  bool origin_too_large = false; // a head or trailer section past limits.max_header_bytes
+  bool head_ready = false;
+  bool origin_ended = false;     // END_STREAM from the origin
+  bool origin_closed = false;    // the origin's stream is closed (origin_error says how)
+  std::uint32_t origin_error = 0;
   outcome o;
   verdict v;
   filters::policy_ptr policy; // the policy it was judged by, held while it is forwarded

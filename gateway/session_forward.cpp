@@ -5,13 +5,14 @@
 #include "gateway/session_impl.hpp"
 
 #include <charconv>
+#include <cstring>
 
 namespace sluice::gateway::detail {
 // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
 // with SNI and certificate verification for https.
 net::awaitable<std::unique_ptr<upstream_connection>>
 session::connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
-                 unsigned port, bool tls, error_code &ec) {
+                 unsigned port, bool tls, error_code &ec, bool offer_h2) {
   // Held across the waits below: an h2 connection's other streams may move policy_ on meanwhile.
   const filters::policy_ptr held = policy_;
   const auto &pol = *held;
@@ -66,6 +67,10 @@ session::connect_upstream(const std::string &host, const std::optional<net::ip::
     // A session this origin issued before is offered (resumption: no chain to send and verify);
     // sessions are kept per name (or address) verified and port, only after verification passed.
     state_.origin_sessions.prepare(ssl, host + ":" + std::to_string(port));
+    if (offer_h2) {
+      static constexpr unsigned char protocols[] = "\x02h2\x08http/1.1";
+      SSL_set_alpn_protos(ssl, protocols, sizeof protocols - 1);
+    }
     // Hostname (or IP) check inside OpenSSL's chain verification.
     X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
     X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
@@ -84,6 +89,10 @@ session::connect_upstream(const std::string &host, const std::optional<net::ip::
                                                    : gateway_error::tls_protocol_error;
       co_return nullptr;
     }
+    const unsigned char *chosen = nullptr;
+    unsigned chosen_len = 0;
+    SSL_get0_alpn_selected(ssl, &chosen, &chosen_len);
+    conn->h2 = chosen_len == 2 && std::memcmp(chosen, "h2", 2) == 0;
   }
   state_.metrics.upstream_connect_duration.Observe(
       std::chrono::duration<double>(clock::now() - t0).count());

@@ -227,10 +227,11 @@ private:
                                              clock::time_point deadline);
 
   // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
-  // with SNI and certificate verification for https.
+  // with SNI and certificate verification for https. `offer_h2`: ALPN offers h2 and http/1.1 (an h2
+  // client's stream), and the connection's `h2` says which the origin chose.
   net::awaitable<std::unique_ptr<upstream_connection>>
   connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
-                   unsigned port, bool tls, error_code &ec);
+                   unsigned port, bool tls, error_code &ec, bool offer_h2 = false);
 
   // Streams one message body from `in` to `out` through a fixed buffer, re-framing as the outgoing
   // header says (Beast's relay pattern). `in_failed` tells which side broke.

@@ -22,6 +22,7 @@ struct upstream_connection {
   beast::tcp_stream tcp;
   std::unique_ptr<tls_stream> tls; // set for https; it then owns the socket
   beast::flat_buffer buffer{128 * 1024};
+  bool h2 = false; // the origin selected "h2" in ALPN: the connection is an h2_upstream's, never pooled here
 
   void expires_after(std::chrono::steady_clock::duration d) {
     if (tls) {

@@ -299,6 +299,129 @@ except grpc.RpcError as e:
         c.close()
 
 
+def start_h2_origins():
+    """The gRPC origin (198.18.0.2:9443) and an nginx speaking h2 (9444), once for the module."""
+    if "grpc" in M:
+        return
+    d = M["tmp"]
+    leaf = make_leaf(d, M["ca"], "origin.test.h2", "DNS:origin.test")
+    for f in leaf:
+        os.chmod(f, 0o644)
+    env = dict(os.environ, ORIGIN_AUTH="Bearer " + SECRET)
+    p = M["host"].start("/usr/bin/python3", os.path.join(HERE, "grpc_origin.py"), "198.18.0.2", "9443", *leaf,
+                        env=env)
+    line = p.stdout.readline().strip()
+    assert line == b"ready", p.stderr.read1(4096) if line == b"" else line
+    M["grpc"] = p
+    with open(os.path.join(d, "big.bin"), "wb") as f:
+        f.write(payload(1 << 20))
+    os.chmod(os.path.join(d, "big.bin"), 0o644)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/nginx-error.log;
+events {{ }}
+http {{
+  access_log {d}/nginx-access.log;
+  client_body_temp_path {d}/nginx-body;
+  server {{
+    listen 198.18.0.2:9444 ssl http2;
+    ssl_certificate {leaf[0]};
+    ssl_certificate_key {leaf[1]};
+    location = /big.bin {{ root {d}; }}
+    location / {{ default_type text/plain; return 200 "h2 origin $server_protocol $request_method $uri $http_authorization_seen\n"; }}
+  }}
+  map $http_authorization $http_authorization_seen {{ "Bearer {SECRET}" "auth=yes"; default "auth=no"; }}
+}}
+""")
+    M["nginx"] = M["host"].start("nginx", "-c", conf, "-g", "daemon off;")
+    import socket
+    for _ in range(100):
+        try:
+            socket.create_connection(("198.18.0.2", 9444), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("nginx did not listen on 198.18.0.2:9444: " + open(os.path.join(d, "nginx-error.log")).read())
+
+
+GRPC_ORIGIN = "origin.test:9443"
+NGINX_ORIGIN = "origin.test:9444"
+
+
+class H2ToTheOrigin(unittest.TestCase):
+    """Origins that select h2 get the streams on one multiplexed h2 connection: gRPC calls of every
+    kind (unary, server-streaming, client-streaming, bidirectional), each judged by method and
+    path, credentials added, grpc-status and trailers relayed; plain h2 to nginx."""
+
+    @classmethod
+    def setUpClass(cls):
+        start_h2_origins()
+        d = M["tmp"]
+        cls.gw = Gateway(M["procs"], d, f"""profile = "network-read"
+[policy]
+allow = ["{NGINX_ORIGIN}", {{ host = "{GRPC_ORIGIN}", methods = ["POST"], paths = ["/pkg.Allowed/*"] }}]
+[credentials.h2]
+source = "env:H2_TOKEN"
+hosts = ["{GRPC_ORIGIN}", "{NGINX_ORIGIN}"]
+""" + M["upstream"], "h2origin")
+
+    def test_grpc_calls_of_every_kind(self):
+        env = dict(os.environ, https_proxy=self.gw.proxy, grpc_proxy=self.gw.proxy, no_grpc_proxy="")
+        p = subprocess.run([PYTHON, os.path.join(HERE, "grpc_client.py"), GRPC_ORIGIN, self.gw.ca],
+                           capture_output=True, env=env, timeout=180)
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        out = json.loads(p.stdout)
+        check_grpc_results(self, out)
+        log = self.gw.access_log()
+        by_path = {}
+        for r in log:
+            by_path.setdefault(r["path"], []).append(r)
+        for path, code in (("/pkg.Allowed/Echo", 0), ("/pkg.Allowed/Stream", 0), ("/pkg.Allowed/Big", 0),
+                           ("/pkg.Allowed/Sum", 0), ("/pkg.Allowed/Chat", 0), ("/pkg.Allowed/Missing", 5)):
+            r = by_path[path][-1]
+            self.assertEqual((r["protocol"], r["decision"], r["status"], r["grpc_status"]),
+                             ("grpc", "allow", 200, code), r)
+        self.assertGreater(by_path["/pkg.Allowed/Big"][-1]["bytes_out"], 6 << 20)
+        self.assertGreater(by_path["/pkg.Allowed/Sum"][-1]["bytes_in"], 5 << 20)
+        r = by_path["/pkg.Service/Delete"][-1]
+        self.assertEqual((r["decision"], r["reason"], r["grpc_status"]), ("deny", "method_not_allowed", 7))
+        self.assertNotIn(SECRET.encode(), p.stdout + p.stderr)
+
+    def test_curl_and_nghttp_to_an_h2_origin(self):
+        p = curl(self.gw, "https://%s/hello" % NGINX_ORIGIN, "--http2", "-w", "%{http_version}")
+        self.assertEqual(p.stdout, b"h2 origin HTTP/2.0 GET /hello auth=yes\n2", p.stderr)
+        p = curl(self.gw, "https://%s/big.bin" % NGINX_ORIGIN, "--http2")
+        self.assertEqual(hashlib.sha256(p.stdout).hexdigest(), hashlib.sha256(payload(1 << 20)).hexdigest())
+        # Multiplexed: one client connection, ten streams, answered on the origin's one h2 connection.
+        c = h2c.Client(h2c.tunnel(self.gw.port, "origin.test", 9444, self.gw.ca), NGINX_ORIGIN)
+        ids = [c.headers("/m%d" % i) for i in range(10)]
+        self.assertTrue(c.wait(ids))
+        for i, sid in enumerate(ids):
+            self.assertEqual(c.streams[sid]["headers"][":status"], "200")
+            self.assertEqual(bytes(c.streams[sid]["data"]), b"h2 origin HTTP/2.0 GET /m%d auth=yes\n" % i)
+        # A POST is refused before the origin (network-read), as over HTTP/1.1.
+        post = c.headers("/form", method="POST", end=True)
+        self.assertTrue(c.wait([post]))
+        self.assertEqual(c.streams[post]["headers"][":status"], "403")
+        with open(os.path.join(M["tmp"], "nginx-access.log")) as f:
+            access = f.read()
+        self.assertIn('"GET /m9 HTTP/2.0"', access)
+        self.assertNotIn("/form", access)
+
+
+def check_grpc_results(test, out, auth="yes"):
+    test.assertEqual(out["unary"], ["hello", auth], out)
+    test.assertEqual(out["stream"], [["m0", "m1", "m2", "m3", "m4"], auth], out)
+    test.assertEqual(out["big"], [6, auth], out)
+    test.assertEqual(out["sum"], [str(5 << 20), auth], out)
+    test.assertEqual(out["chat"], [["cba", "olleh", "zyx"], auth], out)
+    test.assertEqual(out["missing"], ["NOT_FOUND", "no such thing here"], out)
+    test.assertEqual(out["delete"][0], "PERMISSION_DENIED", out)
+    test.assertIn("method_not_allowed", out["delete"][1], out)
+
+
 class H2InsideTheHttpsProxyListener(unittest.TestCase):
     """serve's HTTPS proxy listener: the tunnel's TLS (and its h2) carried inside the client's TLS
     to sluice, reads and writes side by side on both layers."""
@@ -344,7 +467,7 @@ class H2InsideExecAsRoot(unittest.TestCase):
             f.write(f"""[skills.default]
 default_profile = "network-read"
 escalations = ["publish"]
-allow_domains = ["{ORIGIN}"]
+allow_domains = ["{ORIGIN}", {{ host = "{GRPC_ORIGIN}", methods = ["POST"], paths = ["/pkg.Allowed/*"] }}]
 """ + M["upstream"])
         os.chmod(cls.policy, 0o644)
 
@@ -370,7 +493,10 @@ allow_domains = ["{ORIGIN}"]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8"}
         p = subprocess.run(prefix + args + ["--"] + list(cmd), capture_output=True, env=env, cwd=self.work,
                            timeout=120)
-        lines = [json.loads(l) for l in open(log)] if os.path.exists(log) else []
+        lines = []
+        if os.path.exists(log):
+            with open(log) as f:
+                lines = [json.loads(l) for l in f]
         return p, lines
 
     def test_curl_and_nghttp_speak_h2_and_are_judged(self):
@@ -386,6 +512,18 @@ allow_domains = ["{ORIGIN}"]
             self.assertEqual(p.returncode, 0, p.stdout.decode()[-1000:] + p.stderr.decode()[-1000:])
             self.assertEqual(sorted((l["protocol"], l["path"], l["status"], l["entry"]) for l in log),
                              [("h2", "/bytes/4096", 200, "capture"), ("h2", "/bytes/8192", 200, "capture")])
+
+
+    def test_grpc_calls_to_an_h2_origin(self):
+        start_h2_origins()
+        shutil.copy(os.path.join(HERE, "grpc_client.py"), self.work)  # the sandbox sees its work tree only
+        p, log = self.sx("network-read", "/usr/bin/python3", "grpc_client.py", GRPC_ORIGIN)
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        check_grpc_results(self, json.loads(p.stdout), auth="no")
+        calls = sorted((l["path"], l["protocol"], l["decision"], l["grpc_status"]) for l in log)
+        self.assertIn(("/pkg.Allowed/Chat", "grpc", "allow", 0), calls)
+        self.assertIn(("/pkg.Allowed/Missing", "grpc", "allow", 5), calls)
+        self.assertIn(("/pkg.Service/Delete", "grpc", "deny", 7), calls)
 
 
 class H2InsideExecAsNobody(H2InsideExecAsRoot):

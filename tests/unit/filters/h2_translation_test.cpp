@@ -301,3 +301,17 @@ TEST_CASE("h1 response head to h2 header list", "[filters][h2]") {
   }
   CHECK(h2_response_fields(304, {}) == h2_list{{":status", "304"}});
 }
+
+TEST_CASE("trailer fields to an h2 client", "[filters][h2]") {
+  h1_fields in{{":status", "200"},          {"grpc-status", "0"},
+               {"grpc-message", "ok%20done"}, {"Content-Length", "9"},
+               {"connection", "x-a"},         {"x-a", "1"},
+               {"Set-Cookie", "a=1"},         {"Authorization", "Bearer t"},
+               {"Host", "example.com"},       {"Transfer-Encoding", "chunked"},
+               {"X-Checksum", "abc"},         {"grpc-status-details-bin", "CAE"}};
+  CHECK(h2_trailer_fields(in) == h2_list{{"grpc-status", "0"},
+                                         {"grpc-message", "ok%20done"},
+                                         {"x-checksum", "abc"},
+                                         {"grpc-status-details-bin", "CAE"}});
+  CHECK(h2_trailer_fields({}).empty());
+}
