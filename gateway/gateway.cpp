@@ -440,7 +440,12 @@ void gateway::drain(std::chrono::milliseconds max_wait) {
   // Idle parked tunnels have no response to finish: they close now instead of holding the drain
   // until their idle deadline. A tunnel busy with a request finishes it (draining is checked
   // before the next).
-  for (auto &w : workers_) run_on(w->ioc, [&] { w->parking.expire_all(); });
+  for (auto &w : workers_) {
+    run_on(w->ioc, [&] {
+      w->parking.expire_all();
+      detail::goaway_all(*w); // h2 clients: no new streams, and close once theirs end
+    });
+  }
   if (dns_) run_on(workers_[0]->ioc, [&] { dns_->close(); }); // on its worker, as the acceptors
   auto wait = max_wait.count() > 0
                   ? max_wait

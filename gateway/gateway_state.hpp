@@ -14,14 +14,20 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <unordered_set>
 #include <memory>
 
 namespace sluice::gateway {
 
 class synthetic_names;
+struct worker;
 namespace detail {
 class h2_upstream;
-}
+class h2_connection;
+// The gateway drains: every h2 client connection of `w` gets GOAWAY (no new streams; it closes
+// once its open streams end). Runs on w's thread (h2_connection.cpp).
+void goaway_all(worker &w);
+} // namespace detail
 
 // What every session of every worker shares: the current policy (swapped atomically on reload), the
 // instruments, the certificate machinery and the drain state.
@@ -72,6 +78,8 @@ struct worker {
   // Origins that speak h2, one multiplexed connection each, keyed as the pool is; h2 clients'
   // streams share them (h2_upstream.hpp). An entry leaves when its connection ends.
   std::unordered_map<std::string, std::shared_ptr<detail::h2_upstream>> h2_origins;
+  // The h2 client connections it serves (each registers itself), told GOAWAY on drain.
+  std::unordered_set<detail::h2_connection *> h2_clients;
 };
 
 } // namespace sluice::gateway

@@ -59,9 +59,26 @@ h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_targe
   };
   nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof settings[0]);
   nghttp2_session_set_local_window_size(ng_, NGHTTP2_FLAG_NONE, 0, connection_window);
+  owner_.worker_.h2_clients.insert(this);
+  if (owner_.state_.draining.load()) goaway(); // it began while the gateway drains
 }
 
-h2_connection::~h2_connection() { nghttp2_session_del(ng_); }
+h2_connection::~h2_connection() {
+  owner_.worker_.h2_clients.erase(this);
+  nghttp2_session_del(ng_);
+}
+
+void h2_connection::goaway() {
+  // GOAWAY names the last stream taken: those still open finish; nghttp2 then wants no more
+  // reads and the writer ends the connection. A second GOAWAY (one came already) is harmless.
+  nghttp2_submit_goaway(ng_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(ng_), NGHTTP2_NO_ERROR,
+                        nullptr, 0);
+  kick();
+}
+
+void goaway_all(worker &w) {
+  for (auto *c : w.h2_clients) c->goaway();
+}
 
 void h2_connection::kick() {
   woken_ = true;

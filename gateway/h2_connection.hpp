@@ -24,6 +24,8 @@ public:
   // Serves the connection until the client closes it, it idles out or breaks the protocol, and
   // every stream's forwarding has ended.
   net::awaitable<void> run();
+  // The gateway drains: GOAWAY, and the connection ends once its open streams have.
+  void goaway();
 
   struct stream; // one request and its response
 

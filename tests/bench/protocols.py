@@ -14,6 +14,7 @@ usage (root): tests/bench/protocols.py [--repeat 3] [--requests 20000] [--messag
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -135,7 +136,7 @@ http {{
         with open("/etc/hosts", "a") as f:
             f.write("%s %s %s\n" % (ORIGIN, NAME, HOSTS_MARK))
         host = TestHost("sluice-bench-proto")
-        host.start("nginx", "-c", conf)
+        nginx = host.start("nginx", "-c", conf)  # `ip netns exec` execs: this is nginx's master
         p = host.start(PYTHON, "-c", WS_ORIGIN, pem, key)
         assert p.stdout.readline().strip() == b"ready"
         time.sleep(0.5)
@@ -157,9 +158,28 @@ allow_addresses = ["198.18.0.0/15"]
         harness.SLUICE = sluice
         gw = Gateway(procs, d, 'profile = "publish"\n[policy]\nallow = ["%s:9443"]\n' % NAME + upstream, "bench")
 
+        def cpu_seconds(pid):
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        def nginx_cpu():
+            with open("/proc/%d/task/%d/children" % (nginx.pid, nginx.pid)) as f:
+                workers = [int(w) for w in f.read().split()]
+            return cpu_seconds(nginx.pid) + sum(cpu_seconds(w) for w in workers)
+
+        def children_cpu():
+            r = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return r.ru_utime + r.ru_stime
+
         def h2load(prefix):
+            c0, n0 = children_cpu(), nginx_cpu()
             out = subprocess.run(prefix + ["h2load", "-c", "10", "-m", "10", "-n", str(args.requests),
                                            "https://%s/1k" % NAME], capture_output=True, text=True).stdout
+            # CPU per request: the client (with sluice exec, which waits for it, for the row through
+            # sluice) and nginx. On a machine of few cores the rows share, this is what bounds the ratio.
+            cpu[prefix != []].append(((children_cpu() - c0) * 1e6 / args.requests,
+                                      (nginx_cpu() - n0) * 1e6 / args.requests))
             m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", out)
             ok = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
             if not m or not ok or int(ok.group(1)) != args.requests:
@@ -180,6 +200,7 @@ allow_addresses = ["198.18.0.0/15"]
         exec_log = os.path.join(d, "exec-access.log")
         exec_prefix = [sluice, "exec", "--policy", policy, "--sandbox-profile", "publish",
                        "--confirm-external-side-effects", "--access-log", exec_log, "--"]
+        cpu = {False: [], True: []}
         rows = {"h2load direct": [], "h2load through sluice exec": [],
                 "websocket direct": [], "websocket through sluice serve": []}
         env_direct = dict(os.environ, WS_CA=ca[0])
@@ -196,6 +217,13 @@ allow_addresses = ["198.18.0.0/15"]
             med = statistics.median(values)
             base = statistics.median(rows[("h2load" if name.startswith("h2load") else "websocket") + " direct"])
             print("| %s | %.0f | %s | %.2f |" % (name, med, ", ".join("%.0f" % v for v in values), med / base))
+        client = statistics.median(c for c, _ in cpu[False])
+        through = statistics.median(c for c, _ in cpu[True])
+        print("\nCPU per h2load request, in microseconds (medians; this machine has %d cores):" % os.cpu_count())
+        print("| row | h2load (+ sluice exec) | nginx |\n|---|---|---|")
+        print("| direct | %.1f | %.1f |" % (client, statistics.median(n for _, n in cpu[False])))
+        print("| through sluice exec | %.1f | %.1f |" % (through, statistics.median(n for _, n in cpu[True])))
+        print("| sluice's share (difference) | %.1f | |" % (through - client))
     finally:
         procs.stop_all()
         if host:

@@ -299,6 +299,31 @@ except grpc.RpcError as e:
         c.close()
 
 
+class H2Drain(unittest.TestCase):
+    """SIGTERM: each h2 client connection gets GOAWAY at once (an idle one closes instead of
+    holding the drain), and a stream in flight finishes before the gateway exits."""
+
+    def test_goaway_on_sigterm_and_the_open_stream_finishes(self):
+        gw = Gateway(M["procs"], M["tmp"], f'profile = "publish"\n[policy]\nallow = ["{ORIGIN}"]\n'
+                     '[timeouts]\ndrain = "20s"\n' + M["upstream"], "h2drain")
+        idle = h2c.Client(h2c.tunnel(gw.port, "origin.test", 8443, gw.ca), ORIGIN)
+        first = idle.headers("/alive")
+        self.assertTrue(idle.wait([first]))
+        # Three events 3 s apart: still streaming when the signal comes.
+        busy = subprocess.Popen(["curl", "-sSN", "--max-time", "30", "--http2", "--proxy", gw.proxy, "--cacert",
+                                 gw.ca, "https://origin.test:8443/sse/3/3"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        self.assertEqual(busy.stdout.readline(), b"data: event 0\n")  # the stream is open
+        gw.proc.send_signal(15)
+        self.assertTrue(idle.wait_closed(timeout=10), "no GOAWAY on the idle connection after SIGTERM")
+        self.assertEqual(idle.goaway, 0, "the connection closed without GOAWAY (NO_ERROR)")
+        self.assertIsNone(busy.poll(), "GOAWAY came only once the stream in flight had ended")
+        out, err = busy.communicate(timeout=30)
+        self.assertEqual(busy.returncode, 0, err)
+        self.assertTrue(out.endswith(b"data: event 1\n\ndata: event 2\n\n"), out)
+        self.assertEqual(gw.proc.wait(timeout=20), 0)
+
+
 def start_h2_origins():
     """The gRPC origin (198.18.0.2:9443) and an nginx speaking h2 (9444), once for the module."""
     if "grpc" in M:
