@@ -192,7 +192,7 @@ def start_dns(procs, records):
 class Gateway:
     """One `sluice serve` process with a config written from a TOML string."""
 
-    def __init__(self, procs, directory, toml_body, name="gw", listen_extra=""):
+    def __init__(self, procs, directory, toml_body, name="gw", listen_extra="", args=()):
         self.dir = directory
         self.port = free_port()
         self.admin = free_port()
@@ -202,7 +202,7 @@ class Gateway:
         self.stderr_path = os.path.join(directory, name + ".stderr")
         self.write_config(toml_body, listen_extra)
         self.stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen([SLUICE, "serve", "--config", self.config, "--ca-out", self.ca],
+        self.proc = subprocess.Popen([SLUICE, "serve", "--config", self.config, "--ca-out", self.ca, *args],
                                      stdout=subprocess.DEVNULL, stderr=self.stderr)
         procs.procs.append(self.proc)
         self.stderr.close()  # the child holds its own descriptor

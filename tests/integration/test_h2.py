@@ -348,7 +348,8 @@ pid {d}/nginx.pid;
 error_log {d}/nginx-error.log;
 events {{ }}
 http {{
-  access_log {d}/nginx-access.log;
+  log_format withconn '$connection "$request" $status';
+  access_log {d}/nginx-access.log withconn;
   client_body_temp_path {d}/nginx-body;
   server {{
     listen 198.18.0.2:9444 ssl http2;
@@ -390,7 +391,7 @@ allow = ["{NGINX_ORIGIN}", {{ host = "{GRPC_ORIGIN}", methods = ["POST"], paths 
 [credentials.h2]
 source = "env:H2_TOKEN"
 hosts = ["{GRPC_ORIGIN}", "{NGINX_ORIGIN}"]
-""" + M["upstream"], "h2origin")
+""" + M["upstream"], "h2origin", args=("--threads", "1"))  # one worker: one origin connection
 
     def test_grpc_calls_of_every_kind(self):
         env = dict(os.environ, https_proxy=self.gw.proxy, grpc_proxy=self.gw.proxy, no_grpc_proxy="")
@@ -434,6 +435,27 @@ hosts = ["{GRPC_ORIGIN}", "{NGINX_ORIGIN}"]
             access = f.read()
         self.assertIn('"GET /m9 HTTP/2.0"', access)
         self.assertNotIn("/form", access)
+
+
+    def test_one_origin_connection_shared_and_a_shut_window_holds_only_its_streams(self):
+        # Client A asks for 4 MiB and never opens its window: its streams stall at 256 KiB each on
+        # the origin connection they share with client B, whose requests all finish meanwhile.
+        a = h2c.Client(h2c.tunnel(self.gw.port, "origin.test", 9444, self.gw.ca), NGINX_ORIGIN,
+                       settings={h2c.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        stalled = [a.headers("/big.bin") for _ in range(4)]
+        a.pump(0.5)
+        b = h2c.Client(h2c.tunnel(self.gw.port, "origin.test", 9444, self.gw.ca), NGINX_ORIGIN)
+        ids = [b.headers("/shared%d" % i) for i in range(5)] + [b.headers("/big.bin")]
+        self.assertTrue(b.wait(ids, timeout=20))
+        self.assertEqual([b.streams[i]["headers"][":status"] for i in ids], ["200"] * 6)
+        self.assertEqual(hashlib.sha256(b.streams[ids[-1]]["data"]).hexdigest(),
+                         hashlib.sha256(payload(1 << 20)).hexdigest())
+        self.assertFalse(any(a.streams[s]["ended"] for s in stalled))
+        with open(os.path.join(M["tmp"], "nginx-access.log")) as f:
+            conns = {line.split()[0] for line in f if "/shared" in line}
+        self.assertEqual(len(conns), 1, conns)  # B's streams multiplexed on one origin connection
+        a.close()
+        b.close()
 
 
 def check_grpc_results(test, out, auth="yes"):
