@@ -349,6 +349,8 @@ private:
   }
   bool tls_listener_ = false; // serve's HTTPS proxy listener
   filters::policy_ptr policy_;
+  // An HTTP/1.1 head's fields as views, for the judging step; reused request after request.
+  std::vector<std::pair<std::string_view, std::string_view>> field_views_;
   beast::flat_buffer buffer_;
   std::unique_ptr<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
   bool socks_pending_ = false;     // connect_ came by SOCKS5: its answer is a SOCKS reply

@@ -22,7 +22,8 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
   o.method = std::string(r.method);
 
   // Work out the origin the request is for, refusing every ambiguity.
-  std::string target(r.target);
+  std::string &target = o.target; // the target as judged is the one logged: no copy of it
+  target.assign(r.target);
   std::string raw_host;
   unsigned port = 0;
   if (r.h2) {
@@ -32,7 +33,6 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
     auto parsed = filters::split_authority(r.authority, host_part, p) ? filters::parse_host(host_part)
                                                                       : filters::host_parse_result{};
     if (p == 0) p = r.scheme == "https" ? 443 : 80;
-    o.target = target;
     if (!parsed.host || !tunnel || parsed.host->name != tunnel->host || p != tunnel->port ||
         r.scheme != tunnel->scheme) {
       o.host = tunnel ? tunnel->host : std::string(r.authority);
@@ -45,16 +45,13 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
   } else if (!target.empty() && target.front() != '/' && target != "*") {
     auto url = boost::urls::parse_absolute_uri(target);
     if (!url || url->has_fragment() || !url->has_authority()) {
-      o.target = target;
       return refuse("ambiguous_target");
     }
     if (url->has_userinfo()) {
-      o.target = target;
       return refuse("userinfo_in_target", false);
     }
     std::string scheme(url->scheme());
     if (scheme != "http" && scheme != "https") {
-      o.target = target;
       return refuse("unsupported_scheme", false);
     }
     o.scheme = scheme;
@@ -70,7 +67,6 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
       auto h = filters::parse_host(raw_host);
       if (!h.host || h.host->name != tunnel->host || port != tunnel->port || scheme != tunnel->scheme) {
         o.host = raw_host;
-        o.target = target;
         return refuse("host_mismatch");
       }
     }
@@ -79,10 +75,8 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
     if (raw_host.find(':') != std::string::npos) raw_host = "[" + raw_host + "]"; // IPv6, normalized
     port = tunnel->port;
   } else {
-    o.target = target;
     return refuse("not_a_proxy_request");
   }
-  o.target = target;
   o.port = port;
   auto parsed = filters::parse_host(raw_host);
   o.host = parsed.host ? parsed.host->name : raw_host;

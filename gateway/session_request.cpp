@@ -252,7 +252,8 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   }
 
   // The one judging step (session_judge.cpp), on the head as Beast parsed it.
-  std::vector<std::pair<std::string_view, std::string_view>> fields;
+  auto &fields = field_views_; // kept by the session: its capacity serves every request
+  fields.clear();
   for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
   request_in in;
   in.method = req.method_string();
