@@ -220,6 +220,7 @@ resolved_exec resolve_exec(const exec_request &req) {
   out.gateway.skills.clear();
   out.gateway.allow = skill.allow_domains;
   out.gateway.allow_routes = skill.allow_routes;
+  out.gateway.ssh = skill.ssh; // Git over SSH: the skill's hosts only (never --allow-domain's)
   for (const auto &d : req.allow_domains) {
     try {
       filters::host_matcher compiled({d}); // a bad regex is reported first, with RE2's words

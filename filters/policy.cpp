@@ -163,6 +163,27 @@ decision policy::decide_websocket(std::string_view scheme, const host_name &host
   return reported(decision::deny("websocket_refused", std::move(rule)));
 }
 
+const ssh_rule *policy::ssh_host(std::string_view host, unsigned port) const {
+  for (const auto &r : cfg_.ssh) {
+    if (r.host == host && r.port == port) return &r;
+  }
+  return nullptr;
+}
+
+decision policy::decide_ssh(std::string_view host, unsigned port, git_ssh_service service,
+                            std::string_view repository) const {
+  if (cfg_.mode == profile::offline) return decision::deny("offline");
+  const auto *r = ssh_host(host, port);
+  if (!r) return reported(decision::deny("ssh_host_not_allowed"));
+  if (service == git_ssh_service::receive_pack && cfg_.mode == profile::network_read) {
+    return reported(decision::deny("git_push_refused", r->text));
+  }
+  if (!ssh_repository_matches(r->paths, repository)) {
+    return reported(decision::deny("ssh_repository_not_allowed", r->text));
+  }
+  return decision::allow(r->text);
+}
+
 decision policy::connect_rules(std::string_view raw_host, unsigned port) const {
   if (cfg_.mode == profile::offline) {
     return decision::deny("offline");

@@ -6,6 +6,7 @@
 #include "filters/host_name.hpp"
 #include "filters/method_policy.hpp"
 #include "filters/route_matcher.hpp"
+#include "filters/ssh_command.hpp"
 
 #include <chrono>
 #include <map>
@@ -46,6 +47,19 @@ struct limits_config {
   std::chrono::milliseconds pool_idle_timeout{30'000};
 };
 
+// `ssh = [{ host = ..., paths = [...] }]` in [skills.NAME]: Git over SSH to one host,
+// terminated by sluice, which logs in upstream as the user (docs/policy.md, "Git over SSH").
+// Trusted policy only.
+struct ssh_rule {
+  std::string host;                // a host name, lower case, exact
+  unsigned port = 22;
+  std::vector<std::string> paths;  // repositories ("org/*", "org/repo.git"); empty: every one
+  std::string user = "git";        // the user sluice logs in as upstream
+  std::string identity = "ssh-agent"; // "ssh-agent" (the caller's SSH_AUTH_SOCK) or "file:PATH"
+  std::string host_key;            // "TYPE BASE64" pin; empty: the caller's known_hosts files
+  std::string text;                // its name in logs: "ssh://HOST[:PORT] PATHS"
+};
+
 // One skill of the exec policy: its default profile, the escalations it may ask for, and what it gets.
 struct skill_config {
   std::string name;
@@ -53,6 +67,7 @@ struct skill_config {
   std::vector<profile> escalations;
   std::vector<std::string> allow_domains;
   std::vector<route_rule> allow_routes; // allow_domains entries that are route tables
+  std::vector<ssh_rule> ssh;            // Git over SSH hosts
   std::vector<std::string> grants;   // credential variable names it may keep (--allow-env)
   std::vector<std::string> keep_env; // non-secret variable names its commands always keep
   bool read_only_workspace = false;  // filesystem = "read-only" (default "workspace-write")
@@ -113,6 +128,7 @@ struct config {
   std::vector<std::string> allow;   // host patterns
   std::vector<std::string> deny;
   std::vector<route_rule> allow_routes, deny_routes; // entries with methods and paths (trusted files only)
+  std::vector<ssh_rule> ssh;        // Git over SSH hosts (exec: the skill's)
   std::string ca_cert, ca_key;      // empty: ephemeral CA
   std::string upstream_ca_bundle;   // extra trust besides the system store
   // The HTTPS proxy listener's own certificate chain and key (PEM), and the CAs whose client
@@ -173,6 +189,14 @@ public:
   // ("websocket_refused" otherwise). `rule` is the GET's.
   decision decide_websocket(std::string_view scheme, const host_name &host, unsigned port,
                             std::string_view target, std::string rule) const;
+  // Git over SSH: whether this host and port is an SSH host of the policy (its rule, or null).
+  const ssh_rule *ssh_host(std::string_view host, unsigned port) const;
+  // One Git command over SSH to an SSH host: fetches (upload-pack, upload-archive) under
+  // network-read, publish and allowlist; pushes (receive-pack) under publish and allowlist
+  // ("git_push_refused" otherwise); the repository within the rule's paths
+  // ("ssh_repository_not_allowed"); "ssh_host_not_allowed" for a host no rule names.
+  decision decide_ssh(std::string_view host, unsigned port, git_ssh_service service,
+                      std::string_view repository) const;
   // A CONNECT authority (method and route rules are applied per request inside the tunnel). Under
   // allowlist, which does not look inside, a host only routes name is refused.
   decision decide_connect(std::string_view raw_host, unsigned port) const;

@@ -208,6 +208,60 @@ struct loader {
     }
   }
 
+  // `ssh = [{ host = "github.com", paths = ["org/*"], port = 22, user = "git",
+  // identity = "ssh-agent" | "file:PATH", host_key = "TYPE BASE64" }]`: Git over SSH hosts.
+  void ssh_entries_of(const toml::table &t, const std::string &where, std::vector<ssh_rule> &out) {
+    auto *node = t.get("ssh");
+    if (!node) return;
+    auto *arr = node->as_array();
+    std::string at = where + " ssh";
+    if (!arr) fail(*node, at + " must be a list of tables { host = \"HOST\", paths = [\"org/*\"] }");
+    for (auto &&e : *arr) {
+      auto *rt = e.as_table();
+      if (!rt) fail(e, at + " must hold tables such as { host = \"github.com\", paths = [\"org/*\"] }");
+      check_keys(*rt, at + " entry", {"host", "port", "paths", "user", "identity", "host_key"});
+      ssh_rule r;
+      auto host = (*rt)["host"].value<std::string>();
+      if (!host) fail(e, at + ": an entry needs host = \"HOST\" (a name, exact)");
+      auto parsed = parse_host(*host);
+      if (!parsed.host || parsed.host->ip || parsed.host->name != *host) {
+        fail(*rt->get("host"), at + ": host must be a host name in lower case, no port or pattern (got '" + *host + "')");
+      }
+      r.host = *host;
+      if (auto *p = rt->get("port")) {
+        auto n = p->value<std::int64_t>();
+        if (!n || *n < 1 || *n > 65535) fail(*p, at + ": port must be a number 1-65535");
+        r.port = static_cast<unsigned>(*n);
+      }
+      if (auto *ps = rt->get("paths")) {
+        auto *list = ps->as_array();
+        if (!list || list->empty()) fail(*ps, at + ": paths must be a non-empty list such as [\"org/*\", \"org/repo.git\"]");
+        for (auto &&x : *list) {
+          auto v = x.value<std::string>();
+          if (!v || v->empty()) fail(x, at + ": paths must be repository names such as \"org/repo.git\" or \"org/*\"");
+          r.paths.push_back(*v);
+        }
+      }
+      r.user = string_of(*rt, "user", at, r.user);
+      if (r.user.empty() || r.user.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                                std::string::npos) {
+        fail_at(*rt, "user", at + ": user must be a login name such as \"git\"");
+      }
+      r.identity = string_of(*rt, "identity", at, r.identity);
+      if (r.identity != "ssh-agent" && (r.identity.rfind("file:", 0) != 0 || r.identity.size() <= 5)) {
+        fail_at(*rt, "identity", at + ": identity must be \"ssh-agent\" (the caller's SSH_AUTH_SOCK) or "
+                                      "\"file:PATH\" (a private key without a passphrase)");
+      }
+      r.host_key = string_of(*rt, "host_key", at, "");
+      if (!r.host_key.empty() && r.host_key.find(' ') == std::string::npos) {
+        fail_at(*rt, "host_key", at + ": host_key is a known_hosts key: \"ssh-ed25519 AAAA...\"");
+      }
+      r.text = "ssh://" + r.host + (r.port == 22 ? "" : ":" + std::to_string(r.port));
+      for (std::size_t i = 0; i < r.paths.size(); ++i) r.text += (i ? "," : " ") + r.paths[i];
+      out.push_back(std::move(r));
+    }
+  }
+
   // A skill's or a role's `credentials`: each a [credentials.NAME] of this file, or "*".
   void check_credential_names(const toml::table &t, const std::string &where,
                               const std::vector<std::string> &names, const config &c) const {
@@ -583,7 +637,7 @@ struct loader {
         if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
         check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
                                "keep_env", "filesystem", "filesystem_escalations", "credentials",
-                               "writable", "ask_domains", "ask_profiles", "nested_userns"});
+                               "writable", "ask_domains", "ask_profiles", "nested_userns", "ssh"});
         skill_config sk;
         sk.name = std::string(k.str());
         if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -591,6 +645,7 @@ struct loader {
           for (auto &&e : *arr) sk.escalations.push_back(profile_of(e, where + " escalations"));
         }
         entries_of(*s, "allow_domains", "skills." + sk.name, sk.allow_domains, sk.allow_routes);
+        ssh_entries_of(*s, where, sk.ssh);
         sk.grants = strings_of(*s, "grants", "skills." + sk.name);
         sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
         sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);

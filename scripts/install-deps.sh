@@ -7,7 +7,7 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config ccache
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   libssl-dev libc-ares-dev libre2-dev prometheus-cpp-dev
-  catch2 libcli11-dev libtomlplusplus-dev libseccomp-dev libnghttp2-dev
+  catch2 libcli11-dev libtomlplusplus-dev libseccomp-dev libnghttp2-dev libssh-dev
 )
 test_pkgs=(
   curl openssl python3 iproute2 git util-linux procps wget
@@ -15,6 +15,7 @@ test_pkgs=(
   python3-pip python3-requests python3-setuptools python3-wheel golang-go busybox python3-yaml haproxy
   podman runc catatonit mmdebstrap apparmor nftables
   nghttp2-client python3-h2 python3-websockets python3-grpcio
+  openssh-server openssh-client
 )
 # kubectl for rendering deploy/kubernetes (kustomize): Debian's, unless one is installed already.
 command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)

@@ -1,7 +1,7 @@
 // Fuzzes the HTTP/2 translation: the input is header fields, one per line ('\n'), name and value
 // split at the line's first NUL (later NULs and CRs stay in the value). The same fields go through
-// translate_h2_request and, as an HTTP/1.1 response head, through h2_response_fields; what comes
-// out must hold the invariants the session relies on.
+// translate_h2_request and, as an HTTP/1.1 response head, through h2_response_fields (and, as a
+// trailer section, h2_trailer_fields); what comes out must hold the invariants the session relies on.
 #include "filters/h2_translation.hpp"
 
 #include <algorithm>
@@ -104,5 +104,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_request(req);
   }
   check_response(sluice::filters::h2_response_fields(100 + size % 500, h1), h1);
+  // As a trailer section: the same invariants, no pseudo-header at all, and none of the fields a
+  // trailer section must not carry.
+  auto trailers = sluice::filters::h2_trailer_fields(h1);
+  trailers.insert(trailers.begin(), {":status", "200"});
+  check_response(trailers, h1);
+  for (std::size_t i = 1; i < trailers.size(); ++i) {
+    const auto &name = trailers[i].first;
+    require(name != "content-length" && name != "host" && name != "authorization" && name != "set-cookie");
+  }
   return 0;
 }
