@@ -532,6 +532,16 @@ std::string seal_view(const std::vector<std::pair<std::string, std::string>> &fi
     if (auto e = point_resolver_at_stub(); !e.empty()) return e;
   }
   if (auto e = loopback_hosts(); !e.empty()) return e;
+  // Git over SSH: OpenSSH's system configuration becomes the one that trusts the command's host key.
+  const std::string ssh_config = std::string(sandbox_files_dir) + "/ssh_config";
+  struct stat st {};
+  if (::access(ssh_config.c_str(), R_OK) == 0 && ::stat("/etc/ssh/ssh_config", &st) == 0 && S_ISREG(st.st_mode)) {
+    if (::mount(ssh_config.c_str(), "/etc/ssh/ssh_config", nullptr, MS_BIND, nullptr) != 0 ||
+        !set_attr("/etc/ssh/ssh_config", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                  false)) {
+      return err("cannot replace", "/etc/ssh/ssh_config");
+    }
+  }
   if (!set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
     return err("cannot make read-only", "the view's root");
   }

@@ -7,6 +7,7 @@
 #include "exec/workspace.hpp"
 #include "exec/workspace_guard.hpp"
 #include "gateway/gateway.hpp"
+#include "gateway/ssh_relay.hpp"
 #include "metrics/live_stats.hpp"
 #include "metrics/textfile.hpp"
 
@@ -45,11 +46,28 @@ std::vector<unsigned> capture_ports(const filters::policy &p, unsigned proxy_por
   for (const auto &pat : p.allow_matcher().patterns()) {
     if (pat.port != 0) ports.push_back(pat.port);
   }
+  for (const auto &r : p.cfg().ssh) ports.push_back(r.port); // Git over SSH
   std::sort(ports.begin(), ports.end());
   ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
   std::erase_if(ports, [&](unsigned port) { return port == proxy_port || port == 53; });
   if (ports.size() > max_capture_ports) ports.resize(max_capture_ports);
   return ports;
+}
+
+// The view's /etc/ssh/ssh_config (seal_view binds it over the host's): the host's, after lines that
+// make OpenSSH trust exactly the command's host key for the policy's SSH hosts. OpenSSH takes the
+// first value it reads, and the view's empty home has no ~/.ssh/config to come before these.
+std::string view_ssh_config() {
+  std::string text = "# sluice: the SSH hosts of the policy are served by sluice with this command's host key\n"
+                     "GlobalKnownHostsFile " + std::string(sandbox_files_dir) + "/known_hosts\n"
+                     "UserKnownHostsFile /dev/null\n"
+                     "StrictHostKeyChecking yes\n"
+                     "ForwardAgent no\n"
+                     "ForwardX11 no\n\n";
+  std::ifstream in("/etc/ssh/ssh_config", std::ios::binary);
+  std::string host((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (host.size() > 1024 * 1024) host.clear();
+  return text + host;
 }
 
 std::string resolved_or(const std::string &p) {
@@ -368,6 +386,13 @@ public:
     go.command_id = plan.command_id;
     go.skill = plan.resolved.skill;
     go.keep_summary = true;
+    if (!plan.policy->cfg().ssh.empty()) {
+      // Git over SSH logs in upstream as the caller: with the caller's agent (never inside) and
+      // checking the server against the caller's known_hosts.
+      if (const char *sock = std::getenv("SSH_AUTH_SOCK"); sock && sock[0] == '/') go.ssh_agent_socket = sock;
+      if (!plan.caller_home.empty()) go.ssh_known_hosts.push_back(plan.caller_home + "/.ssh/known_hosts");
+      go.ssh_known_hosts.push_back("/etc/ssh/ssh_known_hosts");
+    }
     thread_ = std::thread([bs = state_, policy = plan.policy, go, truststore = plan.truststore, init,
                            fault = plan.so.fault]() mutable {
       try {
@@ -384,6 +409,14 @@ public:
         std::snprintf(hash, sizeof hash, "%08lx.0", X509_subject_name_hash(go.ca->cert()));
         files.emplace_back("ca.hash", hash);
         if (truststore) files.emplace_back("truststore.p12", certs::make_java_truststore(go.ca->cert(), "sluice"));
+        // Git over SSH: a host key made for this command, which the view's ssh_config trusts for
+        // the policy's SSH hosts (and for nothing else).
+        if (!policy->cfg().ssh.empty()) {
+          auto key = gateway::make_ssh_host_key();
+          go.ssh_host_key = key.private_base64;
+          files.emplace_back("known_hosts", gateway::ssh_known_hosts_text(policy->cfg().ssh, key));
+          files.emplace_back("ssh_config", view_ssh_config());
+        }
         bs->files.set_value(std::move(files));
       } catch (...) {
         bs->files.set_exception(std::current_exception());

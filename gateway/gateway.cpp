@@ -153,6 +153,9 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   state_ = std::unique_ptr<gateway_state>(new gateway_state{
       {policy}, *metrics_, *log_, stats_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},
       summary_, options_.keep_summary, local_addresses()});
+  state_->ssh_host_key = options_.ssh_host_key;
+  state_->ssh_agent_socket = options_.ssh_agent_socket;
+  state_->ssh_known_hosts = options_.ssh_known_hosts;
 
   unsigned n = options_.threads;
   if (n == 0) n = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);

@@ -25,6 +25,11 @@ struct gateway_options {
   // when it has no regex entries.
   std::shared_ptr<const certs::certificate_authority> ca;
   bool keep_summary = false; // record per-host decisions for request_summary (exec)
+  // Git over SSH (exec, the policy's ssh hosts): the private half of the host key the sandbox's
+  // known_hosts names (empty: no SSH served), the caller's SSH_AUTH_SOCK and known_hosts files.
+  std::string ssh_host_key;
+  std::string ssh_agent_socket;
+  std::vector<std::string> ssh_known_hosts;
 };
 
 // The gateway core shared by `serve` and `exec`: workers, listeners, TLS contexts, instruments.

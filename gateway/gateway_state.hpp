@@ -56,6 +56,11 @@ struct gateway_state {
   // the listeners still serve, so that a load balancer moves clients away before the drain.
   std::atomic<bool> unready{false};
   client_meters meters{}; // [roles] limits, per client
+  // Git over SSH (ssh_relay.hpp): the host key the sandbox's known_hosts names (its private half;
+  // empty: SSH hosts are not served), the caller's ssh-agent socket and known_hosts files.
+  std::string ssh_host_key;
+  std::string ssh_agent_socket;
+  std::vector<std::string> ssh_known_hosts;
   // Sessions origins issued, for resumption (a few KiB each with the origin's chain: 2 MiB at most).
   upstream_sessions origin_sessions{512};
 };

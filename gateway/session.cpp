@@ -162,7 +162,8 @@ void session::finish(outcome &o) {
   state_.log.write({profile, o.method, o.scheme, o.host, o.port, path, o.rule, o.reason,
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
                     captured_ ? "capture" : "proxy", agent_, who(), cfg().role, o.protocol,
-                    o.ws_messages_in, o.ws_messages_out, o.ws_close_code, o.grpc_status});
+                    o.ws_messages_in, o.ws_messages_out, o.ws_close_code, o.grpc_status, o.ssh_user,
+                    o.ssh_command, o.exit_status});
   if (!agent_.empty()) state_.metrics.agent_request(agent_, o.decision);
   state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                        o.bytes_in, o.bytes_out});
@@ -274,6 +275,13 @@ net::awaitable<void> session::run_captured() {
   o.host = host;
   o.port = port;
   o.scheme = "https";
+  // An SSH host of the policy: the server speaks first (its banner), so nothing is read here.
+  if (!state_.ssh_host_key.empty()) {
+    if (const auto *rule = policy_->ssh_host(host, port)) {
+      co_await serve_ssh(*rule, o);
+      co_return;
+    }
+  }
   // HTTP and TLS clients speak first; waiting for them is bounded like a request head.
   client_->expires_after(cfg().timeouts.header_read);
   auto [rec, rn] = co_await client_->async_read_some(buffer_.prepare(16 * 1024), use_tuple);

@@ -8,12 +8,11 @@
 #include <cstring>
 
 namespace sluice::gateway::detail {
-// Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
-// with SNI and certificate verification for https.
-net::awaitable<std::unique_ptr<upstream_connection>>
-session::connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
-                 unsigned port, bool tls, error_code &ec, bool offer_h2) {
-  // Held across the waits below: an h2 connection's other streams may move policy_ on meanwhile.
+// The origin's addresses that pass the policy: the literal, the policy's pin or what DNS says,
+// each judged (destination_address_denied when none passes).
+net::awaitable<std::vector<net::ip::address>>
+session::allowed_addresses(const std::string &host, const std::optional<net::ip::address> &ip, error_code &ec) {
+  // Held across the wait below: an h2 connection's other streams may move policy_ on meanwhile.
   const filters::policy_ptr held = policy_;
   const auto &pol = *held;
   std::vector<net::ip::address> addresses;
@@ -26,16 +25,23 @@ session::connect_upstream(const std::string &host, const std::optional<net::ip::
     addresses = co_await worker_.dns.resolve(host, ec);
     state_.metrics.dns_lookup_duration.Observe(
         std::chrono::duration<double>(clock::now() - t0).count());
-    if (ec) co_return nullptr;
+    if (ec) co_return addresses;
   }
   std::vector<net::ip::address> allowed;
   for (auto &a : addresses) {
     if (pol.decide_address(a, state_.own_addresses).allowed) allowed.push_back(a);
   }
-  if (allowed.empty()) {
-    ec = gateway_error::destination_address_denied;
-    co_return nullptr;
-  }
+  if (allowed.empty()) ec = gateway_error::destination_address_denied;
+  co_return allowed;
+}
+
+// Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
+// with SNI and certificate verification for https.
+net::awaitable<std::unique_ptr<upstream_connection>>
+session::connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
+                 unsigned port, bool tls, error_code &ec, bool offer_h2) {
+  auto allowed = co_await allowed_addresses(host, ip, ec);
+  if (ec) co_return nullptr;
   auto t0 = clock::now();
   auto conn = std::make_unique<upstream_connection>(worker_.ioc.get_executor());
   ec = gateway_error::connection_refused;

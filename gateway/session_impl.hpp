@@ -54,6 +54,9 @@ struct outcome {
   std::uint64_t ws_messages_in = 0, ws_messages_out = 0; // after the 101
   int ws_close_code = -1;
   int grpc_status = -1; // a gRPC call answered with a grpc-status (sluice's own refusals, for now)
+  // Git over SSH (protocol "ssh"): the user the client named, its request, the exit status passed back.
+  std::string ssh_user, ssh_command;
+  int exit_status = -1;
 };
 
 // A request as the judging step sees it, whatever carried it (an HTTP/1.1 head, an h2 stream).
@@ -226,6 +229,11 @@ private:
                                              std::string &out, std::size_t cap,
                                              clock::time_point deadline);
 
+  // The origin's addresses that pass the policy: the literal, the policy's pin or what DNS says,
+  // each judged (destination_address_denied when none passes).
+  net::awaitable<std::vector<net::ip::address>>
+  allowed_addresses(const std::string &host, const std::optional<net::ip::address> &ip, error_code &ec);
+
   // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
   // with SNI and certificate verification for https. `offer_h2`: ALPN offers h2 and http/1.1 (an h2
   // client's stream), and the connection's `h2` says which the origin chose.
@@ -306,6 +314,10 @@ public:
   // speaks TLS (judged as a CONNECT to that authority, without the "200"), HTTP (origin-form
   // requests that must name that host) or something else (refused, logged).
   net::awaitable<void> run_captured();
+
+  // A captured connection to an SSH host of the policy (session_ssh.cpp): the client's socket goes
+  // to an SSH relay (ssh_relay.hpp) on a thread of its own; this waits for it, then logs.
+  net::awaitable<void> serve_ssh(const filters::ssh_rule &rule, outcome &o);
 
   // Set on the SSL object during a terminating handshake, read by the SNI callback.
   struct sni_check {

@@ -235,6 +235,11 @@ public:
   void run() {
     if (!serve_downstream()) return;
     if (!judge()) return;
+    if (!job_.upstream_reason.empty()) {
+      fail(job_.upstream_reason, job_.upstream_text);
+      r_.decision = job_.upstream_decision;
+      return;
+    }
     if (!connect_upstream()) return;
     forward();
   }
@@ -298,6 +303,7 @@ private:
     }
     r_.user = d_.user;
     r_.command = d_.command;
+    r_.method = d_.kind;
     // The rest of the request's packets (a GIT_PROTOCOL env request comes before the exec).
     pump(ev_);
     return true;
@@ -318,6 +324,7 @@ private:
       return false;
     }
     r_.repository = cmd_.repository;
+    r_.method = cmd_.program;
     auto dec = job_.policy->decide_ssh(job_.host, job_.port, cmd_.service, cmd_.repository);
     r_.rule = dec.rule;
     if (!dec.allowed) {

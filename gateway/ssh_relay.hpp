@@ -37,6 +37,11 @@ struct ssh_job {
   filters::ssh_rule rule;
   std::shared_ptr<const filters::policy> policy; // judges the command (pure; read from this thread)
   std::vector<std::string> addresses;            // the origin's addresses, each already judged
+  // Set when the origin's addresses could not be had (DNS, or every address refused): an allowed
+  // command is then refused with this reason and text instead of dialled.
+  std::string_view upstream_reason;
+  std::string_view upstream_decision = "error";
+  std::string upstream_text;
   std::string host_key_private;                  // ssh_host_key::private_base64
   std::string agent_socket;                      // the caller's SSH_AUTH_SOCK (identity "ssh-agent")
   std::vector<std::string> known_hosts;          // the caller's known_hosts files (no pin)
@@ -49,6 +54,7 @@ struct ssh_job {
 struct ssh_report {
   std::string user;       // the user the client named
   std::string command;    // the exec request as sent, or "shell", "subsystem sftp", "-"
+  std::string method = "-"; // the Git program ("git-upload-pack"...), else "exec", "shell", "subsystem"
   std::string repository;
   std::string rule;
   std::string_view decision = "error";

@@ -160,6 +160,11 @@ void access_log::write(const access_record &r) {
   if (r.protocol == "grpc" && r.grpc_status >= 0) {
     field(line, ",\"grpc_status\":", static_cast<std::uint64_t>(r.grpc_status));
   }
+  if (r.protocol == "ssh") {
+    field(line, ",\"ssh_user\":", r.ssh_user);
+    field(line, ",\"ssh_command\":", r.ssh_command);
+    if (r.exit_status >= 0) field(line, ",\"exit_status\":", static_cast<std::uint64_t>(r.exit_status));
+  }
   line.append("}\n");
   std::lock_guard lock(mutex_);
   std::fwrite(line.data(), 1, line.size(), file_);

@@ -21,12 +21,16 @@ struct access_record {
   std::string_view entry = "proxy"; // how the connection came: "proxy" (proxy port) or "capture"
   std::string_view agent;           // serve: the agent listener it came to ([listen.agents]), else empty
   std::string_view client, role;    // serve: the [clients] name it identified as and its role
-  std::string_view protocol = "http/1.1"; // "http/1.1", "websocket" (after its 101), "h2", "grpc"
+  std::string_view protocol = "http/1.1"; // "http/1.1", "websocket" (after its 101), "h2", "grpc", "ssh"
   // A WebSocket: data messages each way (in: from the client) and the first close code seen
   // (-1: none; the connection ended without a close frame).
   std::uint64_t ws_messages_in = 0, ws_messages_out = 0;
   int ws_close_code = -1;
   int grpc_status = -1; // a gRPC call: the grpc-status it ended with, where one was seen (-1: none)
+  // Git over SSH (protocol "ssh"): the user the client logged in as, its request as sent, and the
+  // exit status the server's command ended with (-1: none).
+  std::string_view ssh_user, ssh_command;
+  int exit_status = -1;
 };
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never

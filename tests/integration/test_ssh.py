@@ -1,0 +1,295 @@
+"""Git over SSH inside `sluice exec`, with the user's key never inside: real OpenSSH (sshd with
+git-shell on a test host at 198.18.0.2, ssh and git in the sandbox) and the caller's ssh-agent
+outside, as root and as 65534.
+
+What passes: clone (scp-like and ssh:// with another port), fetch, ls-remote and archive --remote
+under network-read; push under publish. What is refused, with the reason on the client's stderr: a
+push under network-read, a repository outside the rule's paths, a shell, a pty, other commands, a
+command with something smuggled after the repository, sftp and scp, forwarding (-W, -R), an unknown
+or changed server key (nothing of the login is sent). The agent's socket is never in the view."""
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import test_exec as base
+from harness import run
+from netns import TestHost
+
+M = {}
+USER = "sluicegit"
+
+
+def keygen(path):
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", path])
+    with open(path + ".pub") as f:
+        return " ".join(f.read().split()[:2])
+
+
+def setUpModule():
+    if os.geteuid() != 0:
+        raise unittest.SkipTest("the SSH suite runs sshd in a network namespace and needs root")
+    if not shutil.which("sshd") or not shutil.which("git-shell"):
+        raise unittest.SkipTest("needs openssh-server and git")
+    d = M["tmp"] = tempfile.mkdtemp(prefix="sluice-ssh-test-")
+    os.chmod(d, 0o755)
+    # The Git host's account: git-shell as its shell, repositories under its home (as on a forge).
+    home = M["git_home"] = os.path.join(d, "git-home")
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        run(["useradd", "--system", "--no-create-home", "--home-dir", home, "--shell", "/usr/bin/git-shell", USER])
+        M["made_user"] = True
+    # '*': no password, and not locked ('!' is, and sshd then refuses every login).
+    run(["usermod", "--home", home, "--password", "*", USER])
+    os.makedirs(os.path.join(home, ".ssh"))
+    os.makedirs(os.path.join(home, "org"))
+    os.makedirs(os.path.join(home, "other"))
+    src = os.path.join(d, "src")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    run(git + ["init", "-q", src])
+    with open(os.path.join(src, "README"), "w") as f:
+        f.write("hello over ssh\n")
+    run(git + ["-C", src, "add", "README"])
+    run(git + ["-C", src, "commit", "-qm", "first"])
+    for repo in ("org/repo.git", "org/push.git", "other/secret.git"):
+        run(["git", "clone", "-q", "--bare", src, os.path.join(home, repo)])
+    # The user's key: it stays outside (in the agent, or a file the trusted policy names).
+    M["user_key"] = os.path.join(d, "user_key")
+    pub = keygen(M["user_key"])
+    with open(os.path.join(home, ".ssh", "authorized_keys"), "w") as f:
+        f.write(pub + "\n")
+    run(["chown", "-R", USER, home])
+    # sshd on 22 and 2222 of the test host, with its own host key.
+    host_key = os.path.join(d, "ssh_host_ed25519_key")
+    M["host_pub"] = keygen(host_key)
+    other = keygen(os.path.join(d, "other_key"))  # a key the server does not have
+    M["wrong_pin"] = other
+    config = os.path.join(d, "sshd_config")
+    with open(config, "w") as f:
+        f.write(f"""ListenAddress 198.18.0.2:22
+ListenAddress 198.18.0.2:2222
+HostKey {host_key}
+PidFile none
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+AuthorizedKeysFile .ssh/authorized_keys
+AllowUsers {USER}
+LogLevel VERBOSE
+""")
+    os.makedirs("/run/sshd", exist_ok=True)
+    M["sshd_log"] = os.path.join(d, "sshd.log")
+    host = M["host"] = TestHost()
+    os.chmod(d, 0o755)
+    host.start("/usr/sbin/sshd", "-D", "-f", config, "-E", M["sshd_log"])
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if subprocess.run(["ip", "netns", "exec", host.name, "ssh-keyscan", "-p", "2222", "198.18.0.2"],
+                          capture_output=True).returncode == 0:
+            break
+        time.sleep(0.1)
+    subprocess.run(["chmod", "-R", "a+rX", d], check=True)
+    os.chmod(host_key, 0o600)  # sshd reads it again for every connection, and refuses an open one
+    M["policy"] = os.path.join(d, "policy.toml")
+    with open(M["policy"], "w") as f:
+        f.write(f"""
+[skills.default]
+default_profile = "network-read"
+escalations = ["publish"]
+ssh = [{{ host = "git.test", paths = ["org/*"], user = "{USER}" }}, {{ host = "git.test", port = 2222, user = "{USER}" }}]
+
+[skills.keyfile]
+default_profile = "network-read"
+ssh = [{{ host = "git.test", paths = ["org/repo.git"], user = "{USER}", identity = "file:KEYFILE", host_key = "{M['host_pub']}" }}]
+
+[skills.badpin]
+default_profile = "network-read"
+ssh = [{{ host = "git.test", user = "{USER}", host_key = "{M['wrong_pin']}" }}]
+
+[upstream]
+allow_addresses = ["198.18.0.0/15"]
+
+[upstream.resolve]
+"git.test" = "198.18.0.2"
+""")
+
+
+def tearDownModule():
+    if os.environ.get("SSH_TEST_DEBUG") and "sshd_log" in M:
+        with open(M["sshd_log"]) as f:
+            print(f.read())
+    if "host" in M:
+        M["host"].close()
+    if M.get("made_user"):
+        subprocess.run(["userdel", USER], capture_output=True)
+    if "tmp" in M:
+        shutil.rmtree(M["tmp"], ignore_errors=True)
+
+
+class SshAsRoot(base.ExecCase):
+
+    def setUp(self):
+        super().setUp()
+        uid = self.user if self.user is not None else 0
+        # The caller's own files: its key (for the agent and the key-file skill), its known_hosts.
+        self.keys = os.path.join(self.work, "keys")
+        os.makedirs(self.keys)
+        self.key = os.path.join(self.keys, "id")
+        shutil.copy(M["user_key"], self.key)
+        os.chmod(self.key, 0o600)
+        ssh_dir = os.path.join(self.home, ".ssh")
+        os.makedirs(ssh_dir)
+        with open(os.path.join(ssh_dir, "known_hosts"), "w") as f:
+            f.write(f"git.test {M['host_pub']}\n[git.test]:2222 {M['host_pub']}\n")
+        with open(M["policy"]) as f:
+            text = f.read().replace("KEYFILE", self.key)
+        self.policy = os.path.join(self.work, "policy.toml")
+        with open(self.policy, "w") as f:
+            f.write(text)
+        for p in (self.keys, self.key, ssh_dir, os.path.join(ssh_dir, "known_hosts"), self.policy):
+            os.chown(p, uid, uid)
+        os.chmod(self.policy, 0o644)
+        # The caller's agent, outside the sandbox, holding the key (ssh-agent serves its own user).
+        self.agent_sock = os.path.join(self.work, "agent.sock")
+        self.agent = subprocess.Popen(self.prefix() + ["ssh-agent", "-D", "-a", self.agent_sock],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 5
+        while not os.path.exists(self.agent_sock) and time.time() < deadline:
+            time.sleep(0.05)
+        subprocess.run(self.prefix() + ["ssh-add", "-q", self.key], check=True, capture_output=True,
+                       env={"SSH_AUTH_SOCK": self.agent_sock, "PATH": "/usr/bin:/bin"})
+
+    def tearDown(self):
+        self.agent.kill()
+        self.agent.wait()
+        super().tearDown()
+
+    def sx(self, *args, env=None, policy=True, timeout=90, cwd=None):
+        cmd = self.prefix() + [base.SLUICE, "exec", "--policy", self.policy] + list(args)
+        e = self.env(dict({"SSH_AUTH_SOCK": self.agent_sock}, **(env or {})))
+        return subprocess.run(cmd, capture_output=True, env=e, timeout=timeout, cwd=cwd or self.work)
+
+    def sh(self, script, *extra):
+        summary = os.path.join(self.work, "summary.json")
+        log = os.path.join(self.work, "access.log")
+        if os.path.exists(log):
+            os.unlink(log)
+        p = self.sx(*extra, "--json-summary", summary, "--access-log", log, "--", "sh", "-c",
+                    "export GIT_TERMINAL_PROMPT=0; " + script)
+        lines = []
+        if os.path.exists(log):
+            with open(log) as f:
+                lines = [json.loads(l) for l in f if l.strip()]
+        return p, [l for l in lines if l.get("protocol") == "ssh"]
+
+    def test_fetches_under_network_read(self):
+        script = (f"set -e; git clone -q {USER}@git.test:org/repo.git /tmp/c; cat /tmp/c/README; "
+                  "git -C /tmp/c fetch -q origin; "
+                  f"git ls-remote {USER}@git.test:org/repo.git | grep -c refs/heads/main; "
+                  f"git archive --remote={USER}@git.test:org/repo.git HEAD README | tar -xO README; "
+                  f"git clone -q ssh://{USER}@git.test:2222/~/org/repo.git /tmp/d; cat /tmp/d/README")
+        p, log = self.sh(script)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout.decode(), "hello over ssh\n1\nhello over ssh\nhello over ssh\n")
+        self.assertTrue(all(l["decision"] == "allow" for l in log), log)
+        methods = sorted({l["method"] for l in log})
+        self.assertEqual(methods, ["git-upload-archive", "git-upload-pack"], log)
+        first = log[0]
+        self.assertEqual((first["host"], first["port"], first["path"], first["scheme"], first["ssh_user"]),
+                         ("git.test", 22, "org/repo.git", "ssh", USER))
+        self.assertEqual(first["exit_status"], 0)
+        self.assertGreater(first["bytes_out"], 100)
+        self.assertEqual(log[-1]["port"], 2222)
+
+    def test_push_needs_publish(self):
+        script = (f"set -e; git clone -q {USER}@git.test:org/push.git /tmp/w; cd /tmp/w; echo more >> README; "
+                  "git -c user.name=t -c user.email=t@t commit -qam more; git push -q origin HEAD:main")
+        p, log = self.sh(script)
+        self.assertNotEqual(p.returncode, 0)
+        err = p.stderr.decode()
+        self.assertIn("git_push_refused", err)
+        self.assertIn("publish", err)
+        self.assertEqual([l["reason"] for l in log if l["method"] == "git-receive-pack"], ["git_push_refused"])
+        p, log = self.sh(script, "--sandbox-profile", "publish", "--confirm-external-side-effects")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        pushed = [l for l in log if l["method"] == "git-receive-pack"]
+        self.assertEqual([(l["decision"], l["exit_status"]) for l in pushed], [("allow", 0)])
+        self.assertGreater(pushed[0]["bytes_in"], 0)
+
+    def test_repository_outside_the_rule(self):
+        p, log = self.sh(f"git ls-remote {USER}@git.test:other/secret.git")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ssh_repository_not_allowed", p.stderr.decode())
+        self.assertEqual([l["reason"] for l in log], ["ssh_repository_not_allowed"])
+
+    def test_everything_but_git_is_refused(self):
+        rows = {
+            "shell": (f"ssh {USER}@git.test", "ssh_command_refused"),
+            "pty": (f"ssh -tt {USER}@git.test", "ssh_command_refused"),
+            "command": (f"ssh {USER}@git.test id", "ssh_command_refused"),
+            "smuggled": (f"ssh {USER}@git.test \"git-upload-pack 'org/repo.git'; id\"", "ssh_bad_repository"),
+            "option": (f"ssh {USER}@git.test \"git-upload-pack '--help'\"", "ssh_bad_repository"),
+            "sftp": (f"echo ls | sftp -b - {USER}@git.test", "ssh_command_refused"),
+            "scp": (f"scp -O {USER}@git.test:org/repo.git/HEAD /tmp/x", "ssh_command_refused"),
+            "stdio-forward": (f"ssh -W 127.0.0.1:22 {USER}@git.test", None),
+            "remote-forward": (f"ssh -o ExitOnForwardFailure=yes -R 0:127.0.0.1:80 {USER}@git.test "
+                               "\"git-upload-pack 'org/repo.git'\" </dev/null", None),
+        }
+        before = os.path.getsize(M["sshd_log"])
+        for name, (cmd, reason) in rows.items():
+            with self.subTest(name):
+                p, log = self.sh(f"{cmd} </dev/null; echo status=$?")
+                out = p.stdout.decode()
+                self.assertRegex(out, r"status=[1-9]", (out, p.stderr.decode()))
+                if reason:
+                    self.assertIn(reason, p.stderr.decode())
+                    self.assertTrue(log and all(l["decision"] == "deny" for l in log), log)
+                    self.assertEqual(log[0]["reason"], reason)
+        # Nothing of these reached the server as a login of the user.
+        with open(M["sshd_log"]) as f:
+            f.seek(before)
+            self.assertNotIn("Accepted publickey", f.read())
+
+    def test_the_agent_stays_outside(self):
+        p, _ = self.sh("echo sock=${SSH_AUTH_SOCK:-none}; ls " + self.agent_sock + " 2>&1 | head -1; "
+                       "ls ~/.ssh 2>&1 | head -1; cat /etc/ssh/ssh_config | grep -c GlobalKnownHostsFile")
+        out = p.stdout.decode()
+        self.assertIn("sock=none", out)
+        self.assertIn("No such file", out)
+        self.assertNotIn("id\n", out)
+
+    def test_key_file_and_pinned_host_key(self):
+        p, log = self.sh(f"git ls-remote {USER}@git.test:org/repo.git | grep -c refs/heads/main",
+                         "--skill", "keyfile", env={"SSH_AUTH_SOCK": ""})
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout, b"1\n")
+        p, log = self.sh(f"git ls-remote {USER}@git.test:org/repo.git", "--skill", "badpin")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ssh_host_key_changed", p.stderr.decode())
+        self.assertEqual([l["reason"] for l in log], ["ssh_host_key_changed"])
+
+    def test_unknown_server_key_sends_nothing(self):
+        os.unlink(os.path.join(self.home, ".ssh", "known_hosts"))
+        before = os.path.getsize(M["sshd_log"])
+        p, log = self.sh(f"git ls-remote {USER}@git.test:org/repo.git")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ssh_host_key_unknown", p.stderr.decode())
+        self.assertIn("known_hosts", p.stderr.decode())
+        with open(M["sshd_log"]) as f:
+            f.seek(before)
+            self.assertNotIn("Accepted", f.read())
+
+
+class SshAsNobody(SshAsRoot):
+    user = 65534
+
+
+if __name__ == "__main__":
+    unittest.main()
