@@ -75,6 +75,7 @@ struct downstream {
   int auth_tries = 0;
   bool requested = false; // exec, shell or subsystem: the one request a channel gets here
   bool authenticated = false;
+  bool forwarding = false; // asked for a forwarding (-L, -R, -W, X11, agent): each refused
   std::string kind;       // "exec", "shell", "subsystem"
   std::string command;
   std::string user;
@@ -150,6 +151,20 @@ int on_env(ssh_session, ssh_channel, const char *name, const char *value, void *
     return 0;
   }
   return 1;
+}
+
+// What no callback above took: forwarding in either direction, X11 and agent channels, other
+// global requests. All get libssh's default answer, a refusal; forwarding is remembered so that a
+// connection that asked for nothing else is logged for what it tried.
+int on_message(ssh_session, ssh_message msg, void *u) {
+  auto &d = down_of(u);
+  int type = ssh_message_type(msg), sub = ssh_message_subtype(msg);
+  if ((type == SSH_REQUEST_CHANNEL_OPEN && sub != SSH_CHANNEL_SESSION) ||
+      (type == SSH_REQUEST_GLOBAL && (sub == SSH_GLOBAL_REQUEST_TCPIP_FORWARD)) ||
+      (type == SSH_REQUEST_CHANNEL && sub == SSH_CHANNEL_REQUEST_X11)) {
+    d.forwarding = true;
+  }
+  return 1; // not handled here: refused
 }
 
 struct upstream {
@@ -272,6 +287,7 @@ private:
     d_.scb.channel_open_request_session_function = on_channel_open;
     ssh_callbacks_init(&d_.scb);
     ssh_set_server_callbacks(d_.s, &d_.scb);
+    ssh_set_message_callback(d_.s, on_message, &d_);
     d_.ccb.userdata = &d_;
     d_.ccb.channel_exec_request_function = on_exec;
     d_.ccb.channel_shell_request_function = on_shell;
@@ -293,11 +309,19 @@ private:
     ssh_event_add_session(ev_, d_.s);
     while (!d_.requested) {
       if (!wait_sessions({d_.s}, deadline)) {
-        r_.reason = "ssh_handshake_timeout";
+        r_.reason = d_.forwarding ? "ssh_forwarding_refused" : "ssh_handshake_timeout";
+        if (d_.forwarding) {
+          r_.decision = "deny";
+          r_.method = "forward";
+        }
         return false;
       }
       if (!pump(ev_) || (ssh_get_status(d_.s) & (SSH_CLOSED | SSH_CLOSED_ERROR))) {
-        r_.reason = d_.authenticated ? "ssh_no_command" : "ssh_handshake_failed";
+        r_.reason = d_.forwarding ? "ssh_forwarding_refused" : d_.authenticated ? "ssh_no_command" : "ssh_handshake_failed";
+        if (d_.forwarding) {
+          r_.decision = "deny";
+          r_.method = "forward";
+        }
         return false;
       }
     }

@@ -109,6 +109,10 @@ ssh = [{{ host = "git.test", paths = ["org/*"], user = "{USER}" }}, {{ host = "g
 default_profile = "network-read"
 ssh = [{{ host = "git.test", paths = ["org/repo.git"], user = "{USER}", identity = "file:KEYFILE", host_key = "{M['host_pub']}" }}]
 
+[skills.plain]
+default_profile = "network-read"
+allow_domains = ["git.test:2222"]
+
 [skills.badpin]
 default_profile = "network-read"
 ssh = [{{ host = "git.test", user = "{USER}", host_key = "{M['wrong_pin']}" }}]
@@ -176,13 +180,13 @@ class SshAsRoot(base.ExecCase):
         e = self.env(dict({"SSH_AUTH_SOCK": self.agent_sock}, **(env or {})))
         return subprocess.run(cmd, capture_output=True, env=e, timeout=timeout, cwd=cwd or self.work)
 
-    def sh(self, script, *extra):
+    def sh(self, script, *extra, env=None):
         summary = os.path.join(self.work, "summary.json")
         log = os.path.join(self.work, "access.log")
         if os.path.exists(log):
             os.unlink(log)
         p = self.sx(*extra, "--json-summary", summary, "--access-log", log, "--", "sh", "-c",
-                    "export GIT_TERMINAL_PROMPT=0; " + script)
+                    "export GIT_TERMINAL_PROMPT=0; " + script, env=env)
         lines = []
         if os.path.exists(log):
             with open(log) as f:
@@ -238,9 +242,9 @@ class SshAsRoot(base.ExecCase):
             "option": (f"ssh {USER}@git.test \"git-upload-pack '--help'\"", "ssh_bad_repository"),
             "sftp": (f"echo ls | sftp -b - {USER}@git.test", "ssh_command_refused"),
             "scp": (f"scp -O {USER}@git.test:org/repo.git/HEAD /tmp/x", "ssh_command_refused"),
-            "stdio-forward": (f"ssh -W 127.0.0.1:22 {USER}@git.test", None),
+            "stdio-forward": (f"ssh -W 127.0.0.1:22 {USER}@git.test", "ssh_forwarding_refused"),
             "remote-forward": (f"ssh -o ExitOnForwardFailure=yes -R 0:127.0.0.1:80 {USER}@git.test "
-                               "\"git-upload-pack 'org/repo.git'\" </dev/null", None),
+                               "\"git-upload-pack 'org/repo.git'\" </dev/null", "ssh_forwarding_refused"),
         }
         before = os.path.getsize(M["sshd_log"])
         for name, (cmd, reason) in rows.items():
@@ -264,6 +268,30 @@ class SshAsRoot(base.ExecCase):
         self.assertIn("sock=none", out)
         self.assertIn("No such file", out)
         self.assertNotIn("id\n", out)
+
+    def test_a_port_without_ssh_rule_closes_at_once(self):
+        # Captured (an allow entry names the port) but no ssh entry: sluice cannot judge SSH there,
+        # and closes at once with the reason rather than leave the client waiting for a banner.
+        probe = os.path.join(self.work, "raw.py")
+        with open(probe, "w") as f:
+            f.write("import socket, sys\n"
+                    "s = socket.create_connection(('git.test', 2222), timeout=10)\n"
+                    "s.sendall(sys.argv[1].encode() + b'\\r\\n')\n"
+                    "data = b''\n"
+                    "while True:\n"
+                    "    b = s.recv(4096)\n"
+                    "    if not b: break\n"
+                    "    data += b\n"
+                    "print('closed', data.split(b'\\r\\n')[0].decode())\n")
+        os.chmod(probe, 0o644)
+        p, _ = self.sh(f"ssh -p 2222 -o ConnectTimeout=10 {USER}@git.test true </dev/null; echo status=$?; "
+                       f"/usr/bin/python3 {probe} 'SSH-2.0-OpenSSH_9.2p1 Debian-2'; "
+                       f"/usr/bin/python3 {probe} 'HELO mail.example'", "--skill", "plain")
+        out = p.stdout.decode()
+        self.assertIn("status=255", out, p.stderr.decode())
+        self.assertIn("closed \n", out, p.stderr.decode())  # the banner: closed, not a byte
+        self.assertIn("closed HTTP/1.1 400", out, p.stderr.decode())  # a line that looks like a request
+        self.assertIn("non_http_protocol", p.stderr.decode())
 
     def test_key_file_and_pinned_host_key(self):
         p, log = self.sh(f"git ls-remote {USER}@git.test:org/repo.git | grep -c refs/heads/main",
