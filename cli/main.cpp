@@ -63,7 +63,8 @@ int main(int argc, char **argv) {
 
   std::string check_config, check_profile, check_method, check_url;
   std::vector<std::string> check_allow, check_deny;
-  auto *check_cmd = app.add_subcommand("check", "dry run: ALLOW or DENY for METHOD URL");
+  auto *check_cmd = app.add_subcommand(
+      "check", "dry run: ALLOW or DENY for METHOD URL (or a Git program and an ssh:// URL)");
   check_cmd->add_option("--config,--policy", check_config, "TOML config or policy file");
   check_cmd->add_option("--sandbox-profile", check_profile, "offline|network-read|publish|allowlist");
   check_cmd->add_option("--allow-domain", check_allow, "allow PATTERN (repeatable)")
@@ -72,6 +73,9 @@ int main(int argc, char **argv) {
       ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
   std::string check_client;
   check_cmd->add_option("--client", check_client, "judge as this [clients.NAME] entry, by its role");
+  std::string check_skill;
+  check_cmd->add_option("--skill", check_skill,
+                        "for ssh:// URLs: the skill whose ssh entries judge (default: \"default\")");
   check_cmd->add_option("METHOD", check_method)->required();
   check_cmd->add_option("URL", check_url)->required();
 
@@ -336,7 +340,7 @@ int main(int argc, char **argv) {
     if (*serve_cmd) return sluice::gateway::run_serve(serve);
     if (*check_cmd) {
       return sluice::gateway::run_check(check_config, check_profile, check_allow, check_deny,
-                                        check_method, check_url, check_client);
+                                        check_method, check_url, check_client, check_skill);
     }
     if (*suggest_cmd) return sluice::gateway::run_policy_suggest(suggest_log, suggest_client, std::cout);
     if (*token_cmd) return sluice::gateway::run_policy_token(token_name, token_role, std::cout);

@@ -172,9 +172,51 @@ int run_serve(const serve_options &options) {
   }
 }
 
+namespace {
+// `sluice check [--skill NAME] git-receive-pack ssh://host[:port]/org/repo.git`: Git over SSH
+// judged by the skill's ssh entries (docs/policy.md), as the SSH gateway judges the command.
+int check_ssh(filters::config cfg, const std::string &config_file, bool profile_given, const std::string &skill,
+              const std::string &method, const std::string &url) {
+  const std::string name = skill.empty() ? "default" : skill;
+  auto it = cfg.skills.find(name);
+  if (it == cfg.skills.end()) {
+    throw std::runtime_error("ssh:// URLs are judged by a skill's ssh entries, and " +
+                             (config_file.empty() ? std::string("the built-in policy") : config_file) +
+                             " has no [skills." + name + "]; name one with --skill");
+  }
+  cfg.ssh = it->second.ssh;
+  if (!profile_given) cfg.mode = it->second.default_profile;
+  auto u = boost::urls::parse_absolute_uri(url);
+  if (!u || !u->has_authority() || u->encoded_host().empty()) {
+    throw std::runtime_error("URL '" + url + "' is not an ssh://[USER@]HOST[:PORT]/PATH URL");
+  }
+  std::string host(u->encoded_host());
+  unsigned port = u->has_port() ? u->port_number() : 22;
+  std::string path = u->path();
+  filters::git_ssh_command cmd;
+  std::string quoted = method + " '";
+  for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  filters::policy pol(cfg);
+  auto why = filters::parse_git_ssh_command(quoted, cmd);
+  if (!why.empty()) {
+    std::printf("DENY reason=%s\n", std::string(why).c_str());
+    return 1;
+  }
+  auto d = pol.decide_ssh(host, port, cmd.service, cmd.repository);
+  if (d.allowed) {
+    std::printf("ALLOW rule=%s\n", d.rule.c_str());
+    return 0;
+  }
+  std::printf("DENY reason=%s%s%s\n", std::string(d.reason).c_str(), d.rule.empty() ? "" : " rule=", d.rule.c_str());
+  return 1;
+}
+} // namespace
+
 int run_check(const std::string &config_file, const std::string &profile,
               const std::vector<std::string> &allow, const std::vector<std::string> &deny,
-              const std::string &method, const std::string &url, const std::string &client) {
+              const std::string &method, const std::string &url, const std::string &client,
+              const std::string &skill) {
   filters::config cfg = config_file.empty() ? filters::config{} : filters::load_config_file(config_file);
   if (!profile.empty()) {
     auto p = filters::parse_profile(profile);
@@ -184,6 +226,7 @@ int run_check(const std::string &config_file, const std::string &profile,
     }
     cfg.mode = *p;
   }
+  if (url.rfind("ssh://", 0) == 0) return check_ssh(cfg, config_file, !profile.empty(), skill, method, url);
   cfg.allow.insert(cfg.allow.end(), allow.begin(), allow.end());
   cfg.deny.insert(cfg.deny.end(), deny.begin(), deny.end());
   auto top = std::make_shared<const filters::policy>(cfg);

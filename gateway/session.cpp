@@ -297,9 +297,7 @@ net::awaitable<void> session::run_captured() {
       return std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr("!#$%&'*+-.^_`|~", c));
     });
     if (end != have.end() || have.size() >= 32) {
-      // "SSH-2.0-OpenSSH_9.2p1 Debian-2" is a token and a space as well: an SSH banner is not HTTP.
-      http = end != have.begin() && end != have.end() && *end == ' ' && end - have.begin() <= 31 &&
-             !have.starts_with("SSH-");
+      http = end != have.begin() && end != have.end() && *end == ' ' && end - have.begin() <= 31;
       break;
     }
     auto [mec, mn] = co_await client_->async_read_some(buffer_.prepare(16 * 1024), use_tuple);

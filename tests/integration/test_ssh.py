@@ -107,7 +107,13 @@ ssh = [{{ host = "git.test", paths = ["org/*"], user = "{USER}" }}, {{ host = "g
 
 [skills.keyfile]
 default_profile = "network-read"
-ssh = [{{ host = "git.test", paths = ["org/repo.git"], user = "{USER}", identity = "file:KEYFILE", host_key = "{M['host_pub']}" }}]
+
+[[skills.keyfile.ssh]]
+host = "git.test"
+paths = ["org/repo.git"]
+user = "{USER}"
+identity = "file:KEYFILE"
+host_key = "{M['host_pub']}"
 
 [skills.plain]
 default_profile = "network-read"
@@ -116,6 +122,9 @@ allow_domains = ["git.test:2222"]
 [skills.badpin]
 default_profile = "network-read"
 ssh = [{{ host = "git.test", user = "{USER}", host_key = "{M['wrong_pin']}" }}]
+
+[timeouts]
+header_read = "5s"  # the SSH handshake's deadline too (test_stalled_key_exchange_and_oversized_packet)
 
 [upstream]
 allow_addresses = ["198.18.0.0/15"]
@@ -143,8 +152,9 @@ class SshAsRoot(base.ExecCase):
         super().setUp()
         uid = self.user if self.user is not None else 0
         # The caller's own files: its key (for the agent and the key-file skill), its known_hosts.
-        self.keys = os.path.join(self.work, "keys")
-        os.makedirs(self.keys)
+        # Outside the workspace, as ~/.ssh and the agent's socket are: nothing of them is in the view.
+        self.keys = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(self.keys, 0o700)
         self.key = os.path.join(self.keys, "id")
         shutil.copy(M["user_key"], self.key)
         os.chmod(self.key, 0o600)
@@ -154,14 +164,14 @@ class SshAsRoot(base.ExecCase):
             f.write(f"git.test {M['host_pub']}\n[git.test]:2222 {M['host_pub']}\n")
         with open(M["policy"]) as f:
             text = f.read().replace("KEYFILE", self.key)
-        self.policy = os.path.join(self.work, "policy.toml")
+        self.policy = os.path.join(self.keys, "policy.toml")
         with open(self.policy, "w") as f:
             f.write(text)
         for p in (self.keys, self.key, ssh_dir, os.path.join(ssh_dir, "known_hosts"), self.policy):
             os.chown(p, uid, uid)
         os.chmod(self.policy, 0o644)
         # The caller's agent, outside the sandbox, holding the key (ssh-agent serves its own user).
-        self.agent_sock = os.path.join(self.work, "agent.sock")
+        self.agent_sock = os.path.join(self.keys, "agent.sock")
         self.agent = subprocess.Popen(self.prefix() + ["ssh-agent", "-D", "-a", self.agent_sock],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 5
@@ -173,6 +183,7 @@ class SshAsRoot(base.ExecCase):
     def tearDown(self):
         self.agent.kill()
         self.agent.wait()
+        shutil.rmtree(self.keys, ignore_errors=True)
         super().tearDown()
 
     def sx(self, *args, env=None, policy=True, timeout=90, cwd=None):
@@ -261,13 +272,53 @@ class SshAsRoot(base.ExecCase):
             f.seek(before)
             self.assertNotIn("Accepted publickey", f.read())
 
-    def test_the_agent_stays_outside(self):
-        p, _ = self.sh("echo sock=${SSH_AUTH_SOCK:-none}; ls " + self.agent_sock + " 2>&1 | head -1; "
-                       "ls ~/.ssh 2>&1 | head -1; cat /etc/ssh/ssh_config | grep -c GlobalKnownHostsFile")
+    def test_nothing_of_the_key_is_inside(self):
+        # After a fetch (the relay has used the agent and seen the server's key): no agent socket,
+        # no key, not the server's real key, in the environment, /proc or any file the view shows.
+        with open(self.key) as f:
+            secret = f.read().split("\n")[1][:40]
+        real = M["host_pub"].split()[1]
+        p, log = self.sh(f"git ls-remote -q {USER}@git.test:org/repo.git >/dev/null; echo fetched=$?; "
+                         "echo sock=${SSH_AUTH_SOCK:-none}; "
+                         f"ls {self.agent_sock} {self.key} 2>&1 | grep -c 'No such file'; "
+                         f"grep -rlsF -e '{secret}' -e '{real}' /proc/[0-9]*/environ /.sluice /etc/ssh $HOME /tmp "
+                         "| head -3; echo searched; "
+                         "grep -c '^GlobalKnownHostsFile /.sluice/known_hosts' /etc/ssh/ssh_config; "
+                         "ssh -G git.test | grep -i '^forwardagent'")
         out = p.stdout.decode()
-        self.assertIn("sock=none", out)
-        self.assertIn("No such file", out)
-        self.assertNotIn("id\n", out)
+        self.assertIn("fetched=0", out, p.stderr.decode())
+        self.assertIn("sock=none\n2\nsearched\n1\nforwardagent no\n", out)
+        self.assertEqual([l["decision"] for l in log], ["allow"])
+
+    def test_stalled_key_exchange_and_oversized_packet(self):
+        probe = os.path.join(self.work, "kex.py")
+        with open(probe, "w") as f:
+            f.write("import socket, struct, sys, time\n"
+                    "s = socket.create_connection(('git.test', 22), timeout=20)\n"
+                    "banner = s.recv(256)\n"
+                    "s.sendall(b'SSH-2.0-stall\\r\\n')\n"
+                    "if sys.argv[1] == 'big':\n"
+                    "    s.sendall(struct.pack('>I', 0x7fffff00) + b'\\x06' + b'x' * 4096)\n"
+                    "t = time.monotonic()\n"
+                    "try:\n"
+                    "    while s.recv(4096): pass\n"
+                    "except ConnectionResetError: pass  # closed with our bytes unread\n"
+                    "print(sys.argv[1], banner.startswith(b'SSH-2.0-'), 'closed')\n")
+        os.chmod(probe, 0o644)
+        p, log = self.sh(f"/usr/bin/python3 {probe} big; /usr/bin/python3 {probe} stall")
+        self.assertEqual(p.stdout.decode(), "big True closed\nstall True closed\n", p.stderr.decode())
+        self.assertEqual([l["reason"] for l in log], ["ssh_handshake_failed", "ssh_handshake_timeout"])
+
+    def test_local_forwarding_gets_nothing(self):
+        probe = os.path.join(self.work, "fwd.py")
+        with open(probe, "w") as f:
+            f.write("import socket\n"
+                    "s = socket.create_connection(('127.0.0.1', 2001), timeout=20)\n"
+                    "print('forwarded', repr(s.recv(100)))\n")
+        os.chmod(probe, 0o644)
+        p, log = self.sh(f"ssh -f -N -L 2001:127.0.0.1:22 {USER}@git.test </dev/null; /usr/bin/python3 {probe}")
+        self.assertIn("forwarded b''", p.stdout.decode(), p.stderr.decode())
+        self.assertEqual([(l["method"], l["reason"]) for l in log], [("forward", "ssh_forwarding_refused")])
 
     def test_a_port_without_ssh_rule_closes_at_once(self):
         # Captured (an allow entry names the port) but no ssh entry: sluice cannot judge SSH there,
@@ -289,8 +340,8 @@ class SshAsRoot(base.ExecCase):
                        f"/usr/bin/python3 {probe} 'HELO mail.example'", "--skill", "plain")
         out = p.stdout.decode()
         self.assertIn("status=255", out, p.stderr.decode())
-        self.assertIn("closed \n", out, p.stderr.decode())  # the banner: closed, not a byte
-        self.assertIn("closed HTTP/1.1 400", out, p.stderr.decode())  # a line that looks like a request
+        # A banner, or any line that is no request: 400 naming non_http_protocol, and closed.
+        self.assertEqual(out.count("closed HTTP/1.1 400"), 2, (out, p.stderr.decode()))
         self.assertIn("non_http_protocol", p.stderr.decode())
 
     def test_key_file_and_pinned_host_key(self):

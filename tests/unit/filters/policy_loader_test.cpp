@@ -90,6 +90,14 @@ TEST_CASE("config errors name the file, the line and the fix", "[filters][config
       {"[skills.x]\nask_profiles = [\"root\"]\n", {"test.toml:2:", "ask_profiles", "network-read"}},
       {"[skills.x]\nask_profiles = [\"offline\"]\n", {"test.toml:2:", "needs no approval", ""}},
       {"[skills.x]\nask_profiles = \"allowlist\"\n", {"test.toml:2:", "array of profiles", ""}},
+      {"[skills.x]\nssh = \"git.test\"\n", {"test.toml:2:", "list of tables", "paths"}},
+      {"[skills.x]\nssh = [{ paths = [\"a/*\"] }]\n", {"test.toml:2:", "needs host", ""}},
+      {"[skills.x]\nssh = [{ host = \"Git.Test:22\" }]\n", {"test.toml:2:", "lower case", "Git.Test:22"}},
+      {"[skills.x]\nssh = [{ host = \"g.test\", port = 0 }]\n", {"test.toml:2:", "port must be", "65535"}},
+      {"[skills.x]\nssh = [{ host = \"g.test\", identity = \"~/.ssh/id\" }]\n", {"test.toml:2:", "ssh-agent", "file:PATH"}},
+      {"[skills.x]\nssh = [{ host = \"g.test\", host_key = \"AAAA\" }]\n", {"test.toml:2:", "ssh-ed25519", ""}},
+      {"[skills.x]\nssh = [{ host = \"g.test\", paths = [] }]\n", {"test.toml:2:", "non-empty", "org/*"}},
+      {"[skills.x]\nssh = [{ host = \"g.test\", forward = true }]\n", {"test.toml:2:", "unknown key 'forward'", ""}},
   };
   for (const auto &r : rows) {
     INFO(r.toml);
@@ -118,6 +126,23 @@ TEST_CASE("a skill's ask lists", "[filters][config]") {
   CHECK(s.ask_domains == std::vector<std::string>{"*.ask.test", "api.example.com:8443"});
   CHECK(s.ask_profiles == std::vector<profile>{profile::allowlist, profile::publish});
   CHECK(s.allow_domains.empty()); // asking widens nothing by itself
+}
+
+TEST_CASE("a skill's Git over SSH hosts", "[filters][config][ssh]") {
+  auto c = load_config_string("[skills.x]\nssh = [{ host = \"github.com\", paths = [\"org/*\"] }]\n"
+                              "[[skills.y.ssh]]\nhost = \"git.internal\"\nport = 2222\nuser = \"gitlab\"\n"
+                              "identity = \"file:/k\"\nhost_key = \"ssh-ed25519 AAAA\"\n",
+                              "test.toml");
+  auto s = c.skills.at("x").ssh;
+  const auto &y = c.skills.at("y").ssh;
+  s.insert(s.end(), y.begin(), y.end());
+  REQUIRE(s.size() == 2);
+  CHECK((s[0].host == "github.com" && s[0].port == 22 && s[0].user == "git" && s[0].identity == "ssh-agent"));
+  CHECK(s[0].text == "ssh://github.com org/*");
+  CHECK((s[1].port == 2222 && s[1].user == "gitlab" && s[1].identity == "file:/k"));
+  CHECK(s[1].host_key == "ssh-ed25519 AAAA");
+  CHECK(s[1].text == "ssh://git.internal:2222");
+  CHECK_THROWS(load_config_string("[policy]\nssh = [{ host = \"github.com\" }]\n", "test.toml"));
 }
 
 TEST_CASE("durations", "[filters][config]") {

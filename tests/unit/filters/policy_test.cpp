@@ -49,3 +49,29 @@ TEST_CASE("addresses: special ranges refused unless the policy lists them", "[fi
     CHECK(d.reason == "destination_address_denied");
   }
 }
+
+TEST_CASE("Git over SSH: fetch under network-read, push under publish, repository paths", "[filters][policy][ssh]") {
+  config c;
+  c.mode = profile::network_read;
+  ssh_rule r;
+  r.host = "git.test";
+  r.paths = {"org/*"};
+  r.text = "ssh://git.test org/*";
+  c.ssh = {r};
+  policy p(c);
+  CHECK(p.ssh_host("git.test", 22) != nullptr);
+  CHECK(p.ssh_host("git.test", 2222) == nullptr);
+  CHECK(p.ssh_host("other.test", 22) == nullptr);
+  auto d = p.decide_ssh("git.test", 22, git_ssh_service::upload_pack, "org/repo.git");
+  CHECK(d.allowed);
+  CHECK(d.rule == "ssh://git.test org/*");
+  CHECK(p.decide_ssh("git.test", 22, git_ssh_service::upload_archive, "org/repo.git").allowed);
+  CHECK(p.decide_ssh("git.test", 22, git_ssh_service::receive_pack, "org/repo.git").reason == "git_push_refused");
+  CHECK(p.decide_ssh("git.test", 22, git_ssh_service::upload_pack, "other/repo.git").reason ==
+        "ssh_repository_not_allowed");
+  CHECK(p.decide_ssh("else.test", 22, git_ssh_service::upload_pack, "org/repo.git").reason == "ssh_host_not_allowed");
+  c.mode = profile::publish;
+  CHECK(policy(c).decide_ssh("git.test", 22, git_ssh_service::receive_pack, "org/repo.git").allowed);
+  c.mode = profile::offline;
+  CHECK(policy(c).decide_ssh("git.test", 22, git_ssh_service::upload_pack, "org/repo.git").reason == "offline");
+}
