@@ -587,7 +587,7 @@ private:
   }
 
   // Ends the client's channel: text on its stderr (and as Git's ERR line on its stdout), the exit
-  // status, EOF and close, flushed within a short deadline.
+  // status, EOF and close; then waits (5 s at most) for the client to hang up.
   void finish_channel(int status, const std::string &text, bool git_error = false) {
     if (!d_.ch || ssh_channel_is_closed(d_.ch)) return;
     if (git_error) {
@@ -598,8 +598,11 @@ private:
     ssh_channel_request_send_exit_status(d_.ch, status);
     ssh_channel_send_eof(d_.ch);
     ssh_channel_close(d_.ch);
-    const auto deadline = clock::now() + std::chrono::seconds(2);
-    while ((ssh_get_status(d_.s) & SSH_WRITE_PENDING) && ev_) {
+    // Flushed, then read until the client hangs up (it does once it has the close): closing with
+    // its last packets unread would reset the connection, and a reset throws away what its kernel
+    // still holds for it, the end of a clone.
+    const auto deadline = clock::now() + std::chrono::seconds(5);
+    while (ev_ && !(ssh_get_status(d_.s) & (SSH_CLOSED | SSH_CLOSED_ERROR))) {
       if (!wait_sessions({d_.s}, deadline) || !pump(ev_)) break;
     }
   }

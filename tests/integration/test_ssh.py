@@ -58,6 +58,13 @@ def setUpModule():
     run(git + ["-C", src, "commit", "-qm", "first"])
     for repo in ("org/repo.git", "org/push.git", "other/secret.git"):
         run(["git", "clone", "-q", "--bare", src, os.path.join(home, repo)])
+    # Larger than any window in flight: the end of its pack must reach the client (a relay that
+    # closed with the client's last packets unread reset the connection and lost it).
+    with open(os.path.join(src, "blob"), "wb") as f:
+        f.write(os.urandom(12 * 1024 * 1024))
+    run(git + ["-C", src, "add", "blob"])
+    run(git + ["-C", src, "commit", "-qm", "large"])
+    run(["git", "clone", "-q", "--bare", src, os.path.join(home, "org", "large.git")])
     # The user's key: it stays outside (in the agent, or a file the trusted policy names).
     M["user_key"] = os.path.join(d, "user_key")
     pub = keygen(M["user_key"])
@@ -222,6 +229,14 @@ class SshAsRoot(base.ExecCase):
         self.assertEqual(first["exit_status"], 0)
         self.assertGreater(first["bytes_out"], 100)
         self.assertEqual(log[-1]["port"], 2222)
+
+    def test_a_large_clone_arrives_whole(self):
+        p, log = self.sh(f"set -e; git clone -q {USER}@git.test:org/large.git /tmp/l; "
+                         "git -C /tmp/l fsck --no-progress --strict; wc -c < /tmp/l/blob")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout.decode().split()[-1], str(12 * 1024 * 1024))
+        self.assertEqual([(l["decision"], l["exit_status"]) for l in log], [("allow", 0)])
+        self.assertGreater(log[0]["bytes_out"], 12 * 1024 * 1024)
 
     def test_push_needs_publish(self):
         script = (f"set -e; git clone -q {USER}@git.test:org/push.git /tmp/w; cd /tmp/w; echo more >> README; "
