@@ -7,17 +7,22 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 import unittest
 
 from netns_host import NetnsHostCase
-from test_claude import (CACHE, CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, full_matrix, install_claude,
-                         prompt_for, server_cert)
+from test_claude import (CACHE, CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, free_port, full_matrix,
+                         install_claude, prompt_for, server_cert)
 from test_codex import CURRENT as CODEX_CURRENT, MINIMUM as CODEX_MINIMUM, install_codex
 from test_opencode import CURRENT as OPENCODE_CURRENT, MINIMUM as OPENCODE_MINIMUM, QUIET, install_opencode
 from test_pi import CURRENT as PI_CURRENT, MINIMUM as PI_MINIMUM, install_pi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "../integration"))
+from git_sshd import GitSshd  # noqa: E402
+
 KEY = "sk-test-REALKEY-5b1f0c"  # what sluice is given; the host inside must never see it
 
 
@@ -90,18 +95,18 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         return {"PATH": self.bindir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8",
                 "ANTHROPIC_API_KEY": KEY, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
-    def agent(self, tool, tool_input, host_args=()):
+    def agent(self, tool, tool_input, host_args=(), policy=None, env=None):
         """One headless turn of Claude inside `sluice agent`; returns (the tool results the model
         saw, the process)."""
         argv = self.prefix() + [SLUICE, "agent", "claude", "--model-url", self.model_url,
-                                "--policy", self.policy, "--", "-p", prompt_for(tool, tool_input),
+                                "--policy", policy or self.policy, "--", "-p", prompt_for(tool, tool_input),
                                 "--output-format", "stream-json", "--verbose",
                                 "--dangerously-skip-permissions"] + list(host_args)
-        p = subprocess.run(argv, capture_output=True, env=self.env(), cwd=self.proj, timeout=180)
+        p = subprocess.run(argv, capture_output=True, env=dict(self.env(), **(env or {})), cwd=self.proj, timeout=180)
         return self.model.take(), p
 
-    def bash(self, command, host_args=()):
-        results, p = self.agent("Bash", {"command": command, "description": "conformance"}, host_args)
+    def bash(self, command, host_args=(), policy=None, env=None):
+        results, p = self.agent("Bash", {"command": command, "description": "conformance"}, host_args, policy, env)
         self.assertEqual(len(results), 1, "the model saw no tool result: %s %s" % (p.stdout[-2000:], p.stderr[-2000:]))
         return results[0]["content"], p
 
@@ -203,6 +208,53 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
             for name in files:
                 with open(os.path.join(root, name), "rb") as f:
                     self.assertNotIn(KEY.encode(), f.read(), os.path.join(root, name))
+
+    def test_git_over_ssh_with_the_key_outside(self):
+        """The host's shell fetches over SSH from a Git host on loopback (git.test): sluice logs in
+        upstream with the caller's ssh-agent, which stays outside the boundary with the key."""
+        d = tempfile.mkdtemp(dir=self.tmp)
+        os.chmod(d, 0o755)
+        port = free_port()
+        sshd = GitSshd(d, "sluiceagentgit", [("127.0.0.1", port)], large=False)
+        uid = self.user if self.user is not None else 0
+        keys = tempfile.mkdtemp(dir=d)
+        key = os.path.join(keys, "id")
+        shutil.copy(sshd.user_key, key)
+        for p in (keys, key):
+            os.chown(p, uid, uid)
+        os.chmod(key, 0o600)
+        sock = os.path.join(keys, "agent.sock")
+        agent = subprocess.Popen(self.prefix() + ["ssh-agent", "-D", "-a", sock], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 5
+            while not os.path.exists(sock) and time.time() < deadline:
+                time.sleep(0.05)
+            subprocess.run(self.prefix() + ["ssh-add", "-q", key], check=True, capture_output=True,
+                           env={"SSH_AUTH_SOCK": sock, "PATH": "/usr/bin:/bin"})
+            known = os.path.join(self.home, ".ssh", "known_hosts")
+            with open(known, "w") as f:
+                f.write("[git.test]:%d %s\n" % (port, sshd.host_pub))
+            os.chown(known, uid, uid)
+            with open(self.policy) as f:
+                text = f.read()
+            text = text.replace('default_profile = "network-read"\n', 'default_profile = "network-read"\n'
+                                'ssh = [{ host = "git.test", port = %d, user = "sluiceagentgit" }]\n' % port, 1)
+            text = text.replace('[upstream.resolve]\n', '[upstream.resolve]\n"git.test" = "127.0.0.1"\n', 1)
+            policy = os.path.join(d, "policy.toml")
+            with open(policy, "w") as f:
+                f.write(text)
+            os.chmod(policy, 0o644)
+            out, p = self.bash("git ls-remote ssh://sluiceagentgit@git.test:%d/~/org/repo.git; "
+                               "echo sock=${SSH_AUTH_SOCK:-none}; ls %s 2>&1 | grep -c 'No such file'" % (port, keys),
+                               policy=policy, env={"SSH_AUTH_SOCK": sock})
+            self.assertIn("refs/heads/main", out, p.stderr.decode()[-2000:])
+            self.assertIn("sock=none\n1", out)
+            self.assertIn("Accepted publickey for sluiceagentgit", sshd.log_since(0))
+        finally:
+            agent.kill()
+            agent.wait()
+            sshd.close()
 
     def test_settings_and_hooks_stay_read_only(self):
         claude_dir = os.path.join(self.home, ".claude")

@@ -9,7 +9,6 @@ command with something smuggled after the repository, sftp and scp, forwarding (
 or changed server key (nothing of the login is sent). The agent's socket is never in the view."""
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -17,93 +16,26 @@ import time
 import unittest
 
 import test_exec as base
-from harness import run
+from git_sshd import GitSshd
 from netns import TestHost
 
 M = {}
 USER = "sluicegit"
 
 
-def keygen(path):
-    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", path])
-    with open(path + ".pub") as f:
-        return " ".join(f.read().split()[:2])
-
-
 def setUpModule():
     if os.geteuid() != 0:
         raise unittest.SkipTest("the SSH suite runs sshd in a network namespace and needs root")
-    if not shutil.which("sshd") or not shutil.which("git-shell"):
-        raise unittest.SkipTest("needs openssh-server and git")
     d = M["tmp"] = tempfile.mkdtemp(prefix="sluice-ssh-test-")
     os.chmod(d, 0o755)
-    # The Git host's account: git-shell as its shell, repositories under its home (as on a forge).
-    home = M["git_home"] = os.path.join(d, "git-home")
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        run(["useradd", "--system", "--no-create-home", "--home-dir", home, "--shell", "/usr/bin/git-shell", USER])
-        M["made_user"] = True
-    # '*': no password, and not locked ('!' is, and sshd then refuses every login).
-    run(["usermod", "--home", home, "--password", "*", USER])
-    os.makedirs(os.path.join(home, ".ssh"))
-    os.makedirs(os.path.join(home, "org"))
-    os.makedirs(os.path.join(home, "other"))
-    src = os.path.join(d, "src")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
-    run(git + ["init", "-q", src])
-    with open(os.path.join(src, "README"), "w") as f:
-        f.write("hello over ssh\n")
-    run(git + ["-C", src, "add", "README"])
-    run(git + ["-C", src, "commit", "-qm", "first"])
-    for repo in ("org/repo.git", "org/push.git", "other/secret.git"):
-        run(["git", "clone", "-q", "--bare", src, os.path.join(home, repo)])
-    # Larger than any window in flight: the end of its pack must reach the client (a relay that
-    # closed with the client's last packets unread reset the connection and lost it).
-    with open(os.path.join(src, "blob"), "wb") as f:
-        f.write(os.urandom(12 * 1024 * 1024))
-    run(git + ["-C", src, "add", "blob"])
-    run(git + ["-C", src, "commit", "-qm", "large"])
-    run(["git", "clone", "-q", "--bare", src, os.path.join(home, "org", "large.git")])
-    # The user's key: it stays outside (in the agent, or a file the trusted policy names).
-    M["user_key"] = os.path.join(d, "user_key")
-    pub = keygen(M["user_key"])
-    with open(os.path.join(home, ".ssh", "authorized_keys"), "w") as f:
-        f.write(pub + "\n")
-    run(["chown", "-R", USER, home])
-    # sshd on 22 and 2222 of the test host, with its own host key.
-    host_key = os.path.join(d, "ssh_host_ed25519_key")
-    M["host_pub"] = keygen(host_key)
-    other = keygen(os.path.join(d, "other_key"))  # a key the server does not have
-    M["wrong_pin"] = other
-    config = os.path.join(d, "sshd_config")
-    with open(config, "w") as f:
-        f.write(f"""ListenAddress 198.18.0.2:22
-ListenAddress 198.18.0.2:2222
-HostKey {host_key}
-PidFile none
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-AuthorizedKeysFile .ssh/authorized_keys
-AllowUsers {USER}
-LogLevel VERBOSE
-""")
-    os.makedirs("/run/sshd", exist_ok=True)
-    M["sshd_log"] = os.path.join(d, "sshd.log")
     host = M["host"] = TestHost()
-    os.chmod(d, 0o755)
-    host.start("/usr/sbin/sshd", "-D", "-f", config, "-E", M["sshd_log"])
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        if subprocess.run(["ip", "netns", "exec", host.name, "ssh-keyscan", "-p", "2222", "198.18.0.2"],
-                          capture_output=True).returncode == 0:
-            break
-        time.sleep(0.1)
-    subprocess.run(["chmod", "-R", "a+rX", d], check=True)
-    os.chmod(host_key, 0o600)  # sshd reads it again for every connection, and refuses an open one
+    # sshd on 22 and 2222 of the test host, with its own host key.
+    sshd = M["sshd"] = GitSshd(d, USER, [("198.18.0.2", 22), ("198.18.0.2", 2222)], netns=host)
+    M["git_home"] = sshd.home
+    M["user_key"] = sshd.user_key
+    M["host_pub"] = sshd.host_pub
+    M["wrong_pin"] = sshd.wrong_pin
+    M["sshd_log"] = sshd.log
     M["policy"] = os.path.join(d, "policy.toml")
     with open(M["policy"], "w") as f:
         f.write(f"""
@@ -142,13 +74,10 @@ allow_addresses = ["198.18.0.0/15"]
 
 
 def tearDownModule():
-    if os.environ.get("SSH_TEST_DEBUG") and "sshd_log" in M:
-        with open(M["sshd_log"]) as f:
-            print(f.read())
+    if "sshd" in M:
+        M["sshd"].close()
     if "host" in M:
         M["host"].close()
-    if M.get("made_user"):
-        subprocess.run(["userdel", USER], capture_output=True)
     if "tmp" in M:
         shutil.rmtree(M["tmp"], ignore_errors=True)
 
