@@ -1,6 +1,7 @@
 #pragma once
 #include "filters/host_matcher.hpp"
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,7 +15,10 @@ namespace sluice::filters {
 // the placeholder `sluice-credential-NAME`.
 struct credential_config {
   std::string name;
-  std::string source;                     // "env:VAR" or "file:/path"
+  std::string source;                     // "env:VAR", "file:/path" or "command:ARGV..."
+  // How long a value read from a file or a command is used before it is read again (0: for as
+  // long as the gateway runs). While serving, a failed refresh keeps the last value.
+  std::chrono::milliseconds ttl{0};
   std::vector<std::string> hosts;         // allowlist syntax
   std::string header = "Authorization";
   std::string format = "Bearer {}";       // "{}" is the secret; "basic:USER" for HTTP Basic
@@ -26,8 +30,14 @@ struct credential_config {
 std::string credential_placeholder(std::string_view name);
 
 // Reads the secret of `c` from its source. Throws config_error naming the credential and the
-// source (never the value) when it is missing or empty.
+// source (never the value) when it is missing or empty. A "command:" source runs its argv (split
+// at spaces, found on PATH, no shell) as the caller, stdin /dev/null, for at most
+// command_timeout; the secret is its standard output, one line.
 void load_secret(credential_config &c);
+inline constexpr std::chrono::seconds command_timeout{10};
+
+// The argv of a "command:" source (empty when the source is not one, or names nothing).
+std::vector<std::string> command_argv(std::string_view source);
 
 // What a request needs done to its header fields.
 struct credential_result {

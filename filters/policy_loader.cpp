@@ -600,7 +600,7 @@ struct loader {
         auto *ct = v.as_table();
         std::string where = "[credentials." + std::string(k.str()) + "]";
         if (!ct) fail(v, "credentials." + std::string(k.str()) + " must be a table");
-        check_keys(*ct, where, {"source", "hosts", "header", "format", "env"});
+        check_keys(*ct, where, {"source", "hosts", "header", "format", "env", "ttl"});
         credential_config cc;
         cc.name = std::string(k.str());
         if (cc.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
@@ -608,8 +608,27 @@ struct loader {
           fail(v, where + ": a credential name uses letters, digits, '-' and '_' only");
         }
         cc.source = string_of(*ct, "source", where, "");
-        if (cc.source.rfind("env:", 0) != 0 && cc.source.rfind("file:", 0) != 0) {
-          fail_at(*ct, "source", where + " source must be \"env:VAR\" or \"file:/path\"");
+        if (cc.source.rfind("env:", 0) != 0 && cc.source.rfind("file:", 0) != 0 &&
+            cc.source.rfind("command:", 0) != 0) {
+          fail_at(*ct, "source", where + " source must be \"env:VAR\", \"file:/path\" or \"command:PROGRAM ARGS...\" "
+                                          "(\"command:gh auth token\")");
+        }
+        if (cc.source.rfind("command:", 0) == 0 && command_argv(cc.source).empty()) {
+          fail_at(*ct, "source", where + " source \"command:\" needs a program: \"command:gh auth token\"");
+        }
+        if (auto *t = ct->get("ttl")) {
+          auto text = t->value<std::string>();
+          if (!text) fail(*t, where + " ttl must be a duration such as \"50m\" or \"3600s\"");
+          try {
+            cc.ttl = parse_duration(*text);
+          } catch (const std::exception &) {
+            fail(*t, where + " ttl must be a duration such as \"50m\" or \"3600s\" (got '" + *text + "')");
+          }
+          if (cc.ttl < std::chrono::seconds(1)) fail(*t, where + " ttl must be at least 1s");
+          if (cc.source.rfind("env:", 0) == 0) {
+            fail(*t, where + " ttl needs a source that can change: \"file:\" or \"command:\" (an environment "
+                            "variable is read once)");
+          }
         }
         check_patterns(*ct, "hosts", "credentials." + cc.name);
         cc.hosts = strings_of(*ct, "hosts", where);

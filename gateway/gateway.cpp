@@ -398,6 +398,9 @@ void gateway::start() {
                      [this] { return stats_json(); }};
     net::co_spawn(workers_[0]->ioc, run_admin(*admin_, std::move(h)), net::detached);
   }
+  bool ttl = false;
+  for (const auto &c : state_->policy.load()->cfg().credentials) ttl |= c.ttl.count() > 0;
+  if (ttl) refresher_ = std::thread([this] { refresh_credentials(); });
   for (auto &w : workers_) {
     threads_.emplace_back([&ioc = w->ioc] {
       for (;;) {
@@ -409,6 +412,47 @@ void gateway::start() {
         }
       }
     });
+  }
+}
+
+// Each round waits for the shortest ttl, reads every credential with a ttl again and, where a value
+// changed, swaps in a policy holding it, unless the policy was replaced meanwhile (a reload reads
+// every source itself). A source that fails keeps its last value: logged, counted.
+void gateway::refresh_credentials() {
+  for (;;) {
+    auto current = state_->policy.load();
+    std::chrono::milliseconds wait{0};
+    for (const auto &c : current->cfg().credentials) {
+      if (c.ttl.count() > 0 && (wait.count() == 0 || c.ttl < wait)) wait = c.ttl;
+    }
+    if (wait.count() == 0) wait = std::chrono::seconds(60); // none now: look again after a reload
+    {
+      std::unique_lock lock(refresh_m_);
+      if (refresh_cv_.wait_for(lock, wait, [this] { return refresh_stop_; })) return;
+    }
+    current = state_->policy.load();
+    auto cfg = current->cfg();
+    bool changed = false;
+    for (auto &c : cfg.credentials) {
+      if (c.ttl.count() == 0) continue;
+      auto last = c.secret;
+      try {
+        filters::load_secret(c);
+      } catch (const std::exception &e) {
+        std::fprintf(stderr, "sluice: %s; its last value stays in use\n", e.what());
+        metrics_->credential_refresh_failures.Increment();
+        c.secret = std::move(last);
+        continue;
+      }
+      changed |= c.secret != last;
+    }
+    if (!changed) continue;
+    try {
+      filters::policy_ptr next = std::make_shared<const filters::policy>(std::move(cfg));
+      state_->policy.compare_exchange_strong(current, next);
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "sluice: credentials read again, but the policy could not be rebuilt: %s\n", e.what());
+    }
   }
 }
 
@@ -461,6 +505,11 @@ void gateway::drain(std::chrono::milliseconds max_wait) {
 }
 
 void gateway::stop() {
+  {
+    std::lock_guard lock(refresh_m_);
+    refresh_stop_ = true;
+  }
+  refresh_cv_.notify_all();
   guards_.clear();
   for (auto &w : workers_) w->ioc.stop();
 }
@@ -469,6 +518,7 @@ void gateway::join() {
   for (auto &t : threads_) {
     if (t.joinable()) t.join();
   }
+  if (refresher_.joinable()) refresher_.join();
   threads_.clear();
 }
 

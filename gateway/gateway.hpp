@@ -12,6 +12,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -118,6 +120,13 @@ private:
   std::unique_ptr<dns_responder> dns_;
   std::unique_ptr<tcp::acceptor> admin_;
   std::vector<std::thread> threads_;
+  // Credentials with a ttl (file: and command: sources) are read again on a thread of their own,
+  // and a policy with the new values swapped in (refresh_credentials).
+  void refresh_credentials();
+  std::thread refresher_;
+  std::mutex refresh_m_;
+  std::condition_variable refresh_cv_;
+  bool refresh_stop_ = false;
   std::vector<net::executor_work_guard<net::io_context::executor_type>> guards_;
 };
 

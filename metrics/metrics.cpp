@@ -79,6 +79,12 @@ metrics::metrics(std::string skill)
                               "(EMFILE/ENFILE)")
                         .Register(*registry_)
                         .Add({})),
+      credential_refresh_failures(BuildCounter()
+                                      .Name("sluice_credential_refresh_failures_total")
+                                      .Help("Credentials whose source failed when read again for their ttl "
+                                            "(the last value stayed in use)")
+                                      .Register(*registry_)
+                                      .Add({})),
       websocket_messages_in(BuildCounter()
                                 .Name("sluice_websocket_messages_total")
                                 .Help("WebSocket data messages relayed; in = from clients, out = to clients")

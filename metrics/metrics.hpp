@@ -61,6 +61,8 @@ public:
   prometheus::Counter &cert_cache_hits;
   prometheus::Counter &upstream_reused;
   prometheus::Counter &accept_paused; // accepting paused: the descriptor limit was reached
+  // A credential read again (ttl) that failed: the last value stayed in use.
+  prometheus::Counter &credential_refresh_failures;
   // WebSocket connections relayed after their 101: data messages and payload bytes each way
   // (in: from clients), and how each ended (close frames, limits, errors).
   prometheus::Counter &websocket_messages_in, &websocket_messages_out;

@@ -4,7 +4,10 @@ origin.py /private and /headers); real git, curl and python inside `sluice exec`
 65534; and `sluice serve` with a credential. The secret must show up nowhere but at the origin."""
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+import time
 import unittest
 
 import test_exec as base
@@ -78,6 +81,92 @@ class CredentialsAsRoot(base.ExecCase):
         self.assertIn("credential_host_mismatch", p.stderr.decode())
         self.assertNoSecret(p.stdout, p.stderr, open(log).read())
 
+    def command_policy(self, *sections):
+        """The suite's policy with more [credentials.NAME] sections (the skill may grant them), in a
+        directory outside the workspace with a counter file the sources write to."""
+        self.outside = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(self.outside, 0o777)
+        with open(M["policy"]) as f:
+            text = f.read().replace('credentials = ["api", "gitpriv"]', 'credentials = ["api", "gitpriv", "cmd"]', 1)
+        path = os.path.join(self.outside, "policy.toml")
+        with open(path, "w") as f:
+            f.write(text + "".join(sections))
+        os.chmod(path, 0o644)
+        self.addCleanup(shutil.rmtree, self.outside, True)
+        return path
+
+    def script(self, name, body):
+        path = os.path.join(self.outside, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + body)
+        os.chmod(path, 0o755)
+        return path
+
+    def sx_policy(self, policy, *args, env=None):
+        cmd = self.prefix() + [SLUICE, "exec", "--policy", policy] + list(args)
+        return subprocess.run(cmd, capture_output=True, env=self.env(env), timeout=90, cwd=self.work)
+
+    def test_command_source_read_again_after_its_ttl(self):
+        policy = self.command_policy()
+        count = os.path.join(self.outside, "runs")
+        # The first read gives a token the origin refuses (an expired one), every later read the
+        # good one: the second request passes only if the value read again is the one in use.
+        token = self.script("token.sh", f"echo run >> {count}\n"
+                                        f"if [ -s {count}.seen ]; then echo {M['secret']}; "
+                                        f"else echo seen > {count}.seen; echo expired-token; fi\n")
+        with open(policy, "a") as f:
+            f.write(f'\n[credentials.cmd]\nsource = "command:{token}"\nhosts = ["origin.test:8443"]\nttl = "1s"\n')
+        url = "https://origin.test:8443/private/repo.git/HEAD"
+        p = self.sx_policy(policy, "--sandbox-profile", "network-read", "--credential", "cmd", "--", "sh", "-c",
+                           f"curl -sS -o /dev/null -w 'first=%{{http_code}} ' {url}; sleep 3.5; curl -sS {url}")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        out = p.stdout.decode()
+        self.assertNotIn("first=200", out)
+        self.assertIn("ref: refs/heads/main", out)
+        with open(count) as f:
+            runs = len(f.readlines())
+        self.assertGreaterEqual(runs, 3, "read once at the start and again after each ttl")
+        self.assertNoSecret(p.stdout, p.stderr)
+
+    def test_command_source_failures_stop_the_start(self):
+        policy = self.command_policy()
+        rows = {
+            "fails": ("echo 'no token for you' >&2; exit 3\n", "exited with status 3 (no token for you)"),
+            "silent": ("exit 0\n", "printed nothing"),
+            "hangs": ("exec sleep 60\n", "did not finish within 10 s"),
+        }
+        for name, (body, why) in rows.items():
+            with self.subTest(name):
+                token = self.script(name + ".sh", body)
+                with open(policy) as f:
+                    text = f.read().split("\n[credentials.cmd]")[0]
+                with open(policy, "w") as f:
+                    f.write(text + f'\n[credentials.cmd]\nsource = "command:{token}"\nhosts = ["origin.test:8443"]\n')
+                p = self.sx_policy(policy, "--sandbox-profile", "network-read", "--credential", "cmd", "--", "true")
+                self.assertEqual(p.returncode, 125, p.stderr.decode())
+                self.assertIn("credential 'cmd'", p.stderr.decode())
+                self.assertIn(why, p.stderr.decode())
+
+    def test_gh_auth_token_as_the_source(self):
+        if not shutil.which("gh"):
+            self.skipTest("needs gh (Debian's gh)")
+        policy = self.command_policy('\n[credentials.cmd]\nsource = "command:gh auth token"\n'
+                                     'hosts = ["origin.test:8443"]\nttl = "50m"\n')
+        gh = os.path.join(self.outside, "gh")
+        os.makedirs(gh)
+        with open(os.path.join(gh, "hosts.yml"), "w") as f:
+            f.write(f"github.com:\n    oauth_token: {M['secret']}\n    user: t\n    git_protocol: https\n")
+        subprocess.run(["chmod", "-R", "a+rX", gh], check=True)
+        if self.user is not None:
+            subprocess.run(["chown", "-R", str(self.user), gh], check=True)
+        url = "https://origin.test:8443/private/repo.git/HEAD"
+        p = self.sx_policy(policy, "--sandbox-profile", "network-read", "--credential", "cmd", "--", "sh", "-c",
+                           f"curl -sS {url}; echo GH=${{GH_CONFIG_DIR:-none}}",
+                           env={"GH_CONFIG_DIR": gh})
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertIn("ref: refs/heads/main", p.stdout.decode())
+        self.assertNoSecret(p.stdout, p.stderr)
+
     def test_grants_and_refusals(self):
         env = {"ORIGIN_TOKEN": M["secret"]}
         cases = [
@@ -135,6 +224,46 @@ class ServeCredentials(unittest.TestCase):
             self.assertNotIn(M["secret"], open(gw.log).read() + gw.stderr_text())
         finally:
             del os.environ["ORIGIN_TOKEN"]
+            procs.stop_all()
+
+
+    def test_serve_reads_a_command_source_again(self):
+        """serve: a command source with a ttl, refused by the origin at first (expired), good after
+        it is read again; then the source fails and the last good value stays in use."""
+        procs = Processes()
+        self.outside = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(self.outside, 0o777)
+        self.addCleanup(shutil.rmtree, self.outside, True)
+        runs = os.path.join(self.outside, "runs")
+        token = os.path.join(self.outside, "token.sh")
+        with open(token, "w") as f:
+            f.write(f"#!/bin/sh\necho run >> {runs}\n"
+                    f"n=$(wc -l < {runs}); if [ $n -ge 4 ]; then echo gone >&2; exit 1; fi\n"
+                    f"if [ $n -ge 2 ]; then echo {M['secret']}; else echo expired-token; fi\n")
+        os.chmod(token, 0o755)
+        policy = open(M["policy"]).read()
+        cfg = ('profile = "network-read"\n[policy]\nallow = ["origin.test:8443"]\n'
+               f'[credentials.cmd]\nsource = "command:{token}"\nhosts = ["origin.test:8443"]\nttl = "1s"\n'
+               + policy[policy.index("[tls]"):])
+        try:
+            gw = Gateway(procs, self.outside, cfg, "cred-ttl")
+            url = "https://origin.test:8443/private/repo.git/HEAD"
+            first = status_of(curl(gw, url).stderr.decode())
+            deadline = time.time() + 10
+            while time.time() < deadline and status_of(curl(gw, url).stderr.decode()) != 200:
+                time.sleep(0.2)
+            self.assertNotEqual(first, 200)
+            self.assertEqual(status_of(curl(gw, url).stderr.decode()), 200)
+            # The source fails from its fourth run on: the good value stays, and it is counted.
+            deadline = time.time() + 10
+            while time.time() < deadline and gw.metric("sluice_credential_refresh_failures_total") < 1:
+                time.sleep(0.2)
+            self.assertGreaterEqual(gw.metric("sluice_credential_refresh_failures_total"), 1)
+            self.assertEqual(status_of(curl(gw, url).stderr.decode()), 200)
+            self.assertIn("credential 'cmd'", gw.stderr_text())
+            self.assertIn("last value stays in use", gw.stderr_text())
+            self.assertNotIn(M["secret"], open(gw.log).read() + gw.stderr_text())
+        finally:
             procs.stop_all()
 
 
