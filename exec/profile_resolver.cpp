@@ -274,7 +274,8 @@ resolved_exec resolve_exec(const exec_request &req) {
     } catch (const filters::config_error &e) {
       throw refusal(e.what());
     }
-    if (!c.env.empty()) out.placeholders.push_back(c.env + "=" + filters::credential_placeholder(c.name));
+    c.placeholder = filters::shaped_placeholder(c, true); // a shaped one is new for every command
+    if (!c.env.empty()) out.placeholders.push_back(c.env + "=" + c.placeholder);
     granted.push_back(std::move(c));
   }
   out.gateway.credentials = std::move(granted);

@@ -2,6 +2,8 @@
 #include "filters/policy_loader.hpp"
 
 #include <boost/beast/core/detail/base64.hpp>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -49,6 +51,61 @@ std::optional<std::string> basic_credentials(std::string_view value) {
 
 std::string credential_placeholder(std::string_view name) {
   return "sluice-credential-" + std::string(name);
+}
+
+const std::vector<placeholder_kind> &placeholder_kinds() {
+  static constexpr std::string_view alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  static constexpr std::string_view upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  static const std::vector<placeholder_kind> kinds = {
+      {"github", "ghp_", 40, alnum},                 // a classic personal access token
+      {"github-fine-grained", "github_pat_", 93, alnum},
+      {"gitlab", "glpat-", 26, alnum},
+      {"openai", "sk-proj-", 164, alnum},
+      {"anthropic", "sk-ant-api03-", 108, alnum},
+      {"slack-bot", "xoxb-", 56, alnum},
+      {"npm", "npm_", 40, alnum},
+      {"aws-access-key-id", "AKIA", 20, upper},       // AWS: 20 characters, base32 after AKIA
+      {"aws-secret-access-key", "", 40, alnum},
+  };
+  return kinds;
+}
+
+std::string shaped_placeholder(const credential_config &c, bool random) {
+  if (c.placeholder_shape.empty()) return credential_placeholder(c.name);
+  std::string_view prefix = c.placeholder_shape, alphabet = placeholder_kinds().front().alphabet;
+  unsigned length = c.placeholder_length;
+  for (const auto &k : placeholder_kinds()) {
+    if (k.name == c.placeholder_shape) {
+      prefix = k.prefix;
+      length = k.length;
+      alphabet = k.alphabet;
+    }
+  }
+  std::string out(prefix);
+  unsigned char bytes[64];
+  std::size_t have = 0, used = 0;
+  std::uint64_t counter = 0;
+  auto next = [&]() -> unsigned char {
+    if (used == have) {
+      if (random) {
+        if (RAND_bytes(bytes, sizeof bytes) != 1) throw config_error("no random bytes for a placeholder");
+      } else {
+        // Derived: SHA-256 of the name and a counter, as many blocks as it takes.
+        std::string seed = "sluice-placeholder:" + c.name + ":" + std::to_string(counter++);
+        SHA256(reinterpret_cast<const unsigned char *>(seed.data()), seed.size(), bytes);
+        SHA256(bytes, 32, bytes + 32);
+      }
+      have = sizeof bytes;
+      used = 0;
+    }
+    return bytes[used++];
+  };
+  const unsigned limit = 256 - 256 % alphabet.size(); // no bias: draws at or past it are dropped
+  while (out.size() < length) {
+    unsigned b = next();
+    if (b < limit) out += alphabet[b % alphabet.size()];
+  }
+  return out;
 }
 
 std::string base64_encode(std::string_view in) {
@@ -222,7 +279,7 @@ void load_secret(credential_config &c) {
 
 credential_injector::credential_injector(std::vector<credential_config> credentials) {
   for (auto &c : credentials) {
-    entry e{c, host_matcher(c.hosts), credential_placeholder(c.name), {}};
+    entry e{c, host_matcher(c.hosts), c.placeholder.empty() ? credential_placeholder(c.name) : c.placeholder, {}};
     if (c.format.rfind("basic:", 0) == 0) {
       e.value = "Basic " + base64_encode(c.format.substr(6) + ":" + c.secret);
     } else {

@@ -23,8 +23,28 @@ struct credential_config {
   std::string header = "Authorization";
   std::string format = "Bearer {}";       // "{}" is the secret; "basic:USER" for HTTP Basic
   std::string env;                        // variable set to the placeholder inside; default VAR of env:VAR
+  // `placeholder`: the shape of what the command sees instead of the secret, for clients that check
+  // a token's form before they send it: a kind ("github", "aws-access-key-id"... see
+  // placeholder_kinds) or a prefix ("ghp_") padded with random letters and digits to
+  // placeholder_length. Empty: "sluice-credential-NAME".
+  std::string placeholder_shape;
+  unsigned placeholder_length = 40;
+  std::string placeholder;                // the placeholder in force (shaped_placeholder); empty: the name's
   std::string secret;                     // filled by load_secret; never logged or printed
 };
+
+// The known kinds of `placeholder`: name, prefix, length and the alphabet of the rest.
+struct placeholder_kind {
+  std::string_view name, prefix;
+  unsigned length;
+  std::string_view alphabet;
+};
+const std::vector<placeholder_kind> &placeholder_kinds();
+
+// The placeholder for `c`: "sluice-credential-NAME" without a shape; with one, random letters and
+// digits after the prefix (`random`: exec, a new one per command) or derived from the name (serve:
+// the same in every replica and after a restart, so that its clients can be given it).
+std::string shaped_placeholder(const credential_config &c, bool random);
 
 // The text a command sees instead of the secret.
 std::string credential_placeholder(std::string_view name);

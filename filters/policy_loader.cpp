@@ -600,7 +600,8 @@ struct loader {
         auto *ct = v.as_table();
         std::string where = "[credentials." + std::string(k.str()) + "]";
         if (!ct) fail(v, "credentials." + std::string(k.str()) + " must be a table");
-        check_keys(*ct, where, {"source", "hosts", "header", "format", "env", "ttl"});
+        check_keys(*ct, where, {"source", "hosts", "header", "format", "env", "ttl", "placeholder",
+                                "placeholder_length"});
         credential_config cc;
         cc.name = std::string(k.str());
         if (cc.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
@@ -645,6 +646,30 @@ struct loader {
                                           "be \"basic:USER\"");
         }
         cc.env = string_of(*ct, "env", where, cc.source.rfind("env:", 0) == 0 ? cc.source.substr(4) : "");
+        cc.placeholder_shape = string_of(*ct, "placeholder", where, "");
+        bool kind = false;
+        for (const auto &k : placeholder_kinds()) kind |= k.name == cc.placeholder_shape;
+        if (!cc.placeholder_shape.empty() && !kind) {
+          std::string kinds;
+          for (const auto &k : placeholder_kinds()) kinds += (kinds.empty() ? "" : ", ") + std::string(k.name);
+          if (cc.placeholder_shape.size() > 32 ||
+              cc.placeholder_shape.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+                  std::string::npos) {
+            fail_at(*ct, "placeholder", where + " placeholder must be a kind (" + kinds +
+                                            ") or a token prefix of letters, digits, '_', '-' and '.' such as \"ghp_\"");
+          }
+        }
+        if (auto *n = ct->get("placeholder_length")) {
+          auto v = n->value<std::int64_t>();
+          if (!v || kind || cc.placeholder_shape.empty() || *v < static_cast<std::int64_t>(cc.placeholder_shape.size()) + 16 ||
+              *v > 256) {
+            fail(*n, where + " placeholder_length goes with a placeholder prefix, and leaves at least 16 random "
+                             "characters after it (at most 256 in all)");
+          }
+          cc.placeholder_length = static_cast<unsigned>(*v);
+        } else if (!kind && cc.placeholder_shape.size() + 16 > cc.placeholder_length) {
+          cc.placeholder_length = static_cast<unsigned>(cc.placeholder_shape.size()) + 16;
+        }
         c.credentials.push_back(std::move(cc));
       }
     }

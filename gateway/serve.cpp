@@ -28,7 +28,10 @@ std::string read_text(const std::string &path, bool &ok) {
 // The config in `text` with its credentials' secrets loaded: a policy ready to swap in.
 filters::policy_ptr load_policy(const std::string &text, const std::string &path) {
   auto cfg = filters::load_config_string(text, path);
-  for (auto &c : cfg.credentials) filters::load_secret(c);
+  for (auto &c : cfg.credentials) {
+    filters::load_secret(c);
+    c.placeholder = filters::shaped_placeholder(c, false); // the same in every replica
+  }
   return std::make_shared<const filters::policy>(std::move(cfg));
 }
 
@@ -48,6 +51,13 @@ int run_serve(const serve_options &options) {
   if (!readable) filters::load_config_file(options.config_file); // throws the message that names the fix
   auto policy = load_policy(loaded_text, options.config_file);
   const auto &cfg = policy->cfg();
+  // Shaped placeholders are derived from the credential's name: the operator gives them to clients.
+  for (const auto &c : cfg.credentials) {
+    if (!c.placeholder_shape.empty()) {
+      std::fprintf(stderr, "sluice: credential %s: clients send the placeholder %s\n", c.name.c_str(),
+                   c.placeholder.c_str());
+    }
+  }
   gateway_options go;
   go.threads = options.threads;
   go.command_id = "serve";

@@ -147,6 +147,26 @@ class CredentialsAsRoot(base.ExecCase):
                 self.assertIn("credential 'cmd'", p.stderr.decode())
                 self.assertIn(why, p.stderr.decode())
 
+    def test_a_placeholder_shaped_like_the_token(self):
+        secret = os.path.join(M["tmp"], "shaped-secret")
+        with open(secret, "w") as f:
+            f.write(M["secret"] + "\n")
+        os.chmod(secret, 0o644)
+        policy = self.command_policy(f'\n[credentials.cmd]\nsource = "file:{secret}"\nhosts = ["origin.test:8443"]\n'
+                                     'env = "GH_TOKEN"\nplaceholder = "github"\n')
+        url = "https://origin.test:8443/private/repo.git/HEAD"
+        seen = []
+        for _ in range(2):
+            p = self.sx_policy(policy, "--sandbox-profile", "network-read", "--credential", "cmd", "--", "sh", "-c",
+                               f'echo "$GH_TOKEN"; curl -sS -H "Authorization: Bearer $GH_TOKEN" {url}')
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            token, rest = p.stdout.decode().split("\n", 1)
+            self.assertRegex(token, r"^ghp_[A-Za-z0-9]{36}$")
+            self.assertIn("ref: refs/heads/main", rest)  # the shaped placeholder was replaced
+            seen.append(token)
+            self.assertNoSecret(p.stdout, p.stderr)
+        self.assertNotEqual(seen[0], seen[1])  # a new one for every command
+
     def test_gh_auth_token_as_the_source(self):
         if not shutil.which("gh"):
             self.skipTest("needs gh (Debian's gh)")

@@ -96,3 +96,34 @@ TEST_CASE("command sources: argv split at spaces, output one line, failures name
   c.source = "command:printf a\\nb";
   CHECK_THROWS_WITH(load_secret(c), Catch::Contains("line break"));
 }
+
+TEST_CASE("shaped placeholders: a kind or a prefix, random per command or derived", "[filters][credentials]") {
+  credential_config c;
+  c.name = "gh";
+  CHECK(shaped_placeholder(c, true) == "sluice-credential-gh");
+  c.placeholder_shape = "github";
+  auto a = shaped_placeholder(c, true), b = shaped_placeholder(c, true);
+  CHECK(a.size() == 40);
+  CHECK(a.rfind("ghp_", 0) == 0);
+  CHECK(a != b); // random per command
+  CHECK(a.find_first_not_of("ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") == std::string::npos);
+  CHECK(shaped_placeholder(c, false) == shaped_placeholder(c, false)); // derived: the same each time
+  c.placeholder_shape = "aws-access-key-id";
+  auto k = shaped_placeholder(c, true);
+  CHECK((k.size() == 20 && k.rfind("AKIA", 0) == 0));
+  CHECK(k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == std::string::npos);
+  c.placeholder_shape = "tok_";
+  c.placeholder_length = 24;
+  auto p = shaped_placeholder(c, true);
+  CHECK((p.size() == 24 && p.rfind("tok_", 0) == 0));
+  // The injector replaces the shaped placeholder, and refuses it at another host.
+  c.placeholder = p;
+  c.hosts = {"api.test"};
+  c.secret = "real";
+  credential_injector inj({c});
+  std::string auth = "Bearer " + p;
+  auto r = inj.apply({{"Authorization", auth}}, "/", "api.test", "https", 443);
+  REQUIRE(r.set.size() == 1);
+  CHECK(r.set[0].second == "Bearer real");
+  CHECK(inj.apply({{"Authorization", auth}}, "/", "other.test", "https", 443).reason == "credential_host_mismatch");
+}
