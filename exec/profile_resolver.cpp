@@ -1,6 +1,7 @@
 #include "exec/profile_resolver.hpp"
 #include "exec/environment.hpp"
 #include "filters/policy_loader.hpp"
+#include "gateway/oauth2.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -270,7 +271,7 @@ resolved_exec resolve_exec(const exec_request &req) {
     }
     auto c = *def;
     try {
-      filters::load_secret(c);
+      gateway::load_credential(c, trusted); // an OAuth2 token is had with the trusted [tls] and [upstream]
     } catch (const filters::config_error &e) {
       throw refusal(e.what());
     }

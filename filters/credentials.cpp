@@ -244,6 +244,9 @@ std::string run_source_command(const credential_config &c) {
 } // namespace
 
 void load_secret(credential_config &c) {
+  if (c.oauth2) {
+    throw config_error("credential '" + c.name + "': an OAuth2 client is obtained by the gateway (load_credential)");
+  }
   std::string value;
   if (c.source.rfind("env:", 0) == 0) {
     const char *v = std::getenv(c.source.c_str() + 4);
@@ -275,6 +278,7 @@ void load_secret(credential_config &c) {
                        "into a header");
   }
   c.secret = std::move(value);
+  if (c.ttl.count() > 0) c.refresh_at = std::chrono::steady_clock::now() + c.ttl;
 }
 
 credential_injector::credential_injector(std::vector<credential_config> credentials) {

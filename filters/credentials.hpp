@@ -10,6 +10,18 @@
 
 namespace sluice::filters {
 
+// An OAuth2 client ([credentials.NAME.oauth2]): the gateway obtains the access token from the
+// token endpoint (RFC 6749: the refresh_token grant when a refresh token is given, else
+// client_credentials) and obtains a new one before it expires (gateway/oauth2.hpp).
+struct oauth2_config {
+  std::string token_url;              // https://...
+  std::string client_id;
+  std::string client_secret_source;   // a source, as `source` ("env:", "file:", "command:")
+  std::string refresh_token_source;   // a source; empty: the client_credentials grant
+  std::vector<std::string> scopes;
+  std::string refresh_token;          // the one in force (a server may rotate it)
+};
+
 // One credential of the policy ([credentials.NAME]): a secret sluice reads itself and adds to
 // requests for the hosts it belongs to. The secret never enters the sandbox: the command sees only
 // the placeholder `sluice-credential-NAME`.
@@ -30,6 +42,10 @@ struct credential_config {
   std::string placeholder_shape;
   unsigned placeholder_length = 40;
   std::string placeholder;                // the placeholder in force (shaped_placeholder); empty: the name's
+  std::optional<oauth2_config> oauth2;    // an OAuth2 client instead of `source`
+  // When the value is to be read (or obtained) again: loaded + ttl, or 80% into an access token's
+  // life; the epoch: never.
+  std::chrono::steady_clock::time_point refresh_at{};
   std::string secret;                     // filled by load_secret; never logged or printed
 };
 

@@ -601,7 +601,7 @@ struct loader {
         std::string where = "[credentials." + std::string(k.str()) + "]";
         if (!ct) fail(v, "credentials." + std::string(k.str()) + " must be a table");
         check_keys(*ct, where, {"source", "hosts", "header", "format", "env", "ttl", "placeholder",
-                                "placeholder_length"});
+                                "placeholder_length", "oauth2"});
         credential_config cc;
         cc.name = std::string(k.str());
         if (cc.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
@@ -609,7 +609,34 @@ struct loader {
           fail(v, where + ": a credential name uses letters, digits, '-' and '_' only");
         }
         cc.source = string_of(*ct, "source", where, "");
-        if (cc.source.rfind("env:", 0) != 0 && cc.source.rfind("file:", 0) != 0 &&
+        if (auto *o = ct->get("oauth2")) {
+          auto *ot = o->as_table();
+          std::string at = where + " oauth2";
+          if (!ot) fail(*o, at + " must be a table: [credentials." + cc.name + ".oauth2] with token_url, client_id, client_secret");
+          if (!cc.source.empty()) fail_at(*ct, "source", where + ": an OAuth2 credential takes its value from oauth2, not source");
+          check_keys(*ot, at, {"token_url", "client_id", "client_secret", "refresh_token", "scopes"});
+          oauth2_config oc;
+          oc.token_url = string_of(*ot, "token_url", at, "");
+          if (oc.token_url.rfind("https://", 0) != 0 || oc.token_url.size() <= 8) {
+            fail(*o, at + " token_url must be an https:// URL (the token endpoint)");
+          }
+          oc.client_id = string_of(*ot, "client_id", at, "");
+          if (oc.client_id.empty()) fail(*o, at + " needs client_id = \"...\"");
+          auto is_source = [](const std::string &v) {
+            return v.rfind("env:", 0) == 0 || v.rfind("file:", 0) == 0 || (v.rfind("command:", 0) == 0 && !command_argv(v).empty());
+          };
+          oc.client_secret_source = string_of(*ot, "client_secret", at, "");
+          if (!is_source(oc.client_secret_source)) {
+            fail(*o, at + " client_secret must be a source: \"env:VAR\", \"file:/path\" or \"command:PROGRAM ARGS...\"");
+          }
+          oc.refresh_token_source = string_of(*ot, "refresh_token", at, "");
+          if (!oc.refresh_token_source.empty() && !is_source(oc.refresh_token_source)) {
+            fail(*o, at + " refresh_token must be a source: \"env:VAR\", \"file:/path\" or \"command:PROGRAM ARGS...\"");
+          }
+          oc.scopes = strings_of(*ot, "scopes", at);
+          cc.oauth2 = std::move(oc);
+          cc.source = "oauth2";
+        } else if (cc.source.rfind("env:", 0) != 0 && cc.source.rfind("file:", 0) != 0 &&
             cc.source.rfind("command:", 0) != 0) {
           fail_at(*ct, "source", where + " source must be \"env:VAR\", \"file:/path\" or \"command:PROGRAM ARGS...\" "
                                           "(\"command:gh auth token\")");
@@ -626,6 +653,7 @@ struct loader {
             fail(*t, where + " ttl must be a duration such as \"50m\" or \"3600s\" (got '" + *text + "')");
           }
           if (cc.ttl < std::chrono::seconds(1)) fail(*t, where + " ttl must be at least 1s");
+          if (cc.oauth2) fail(*t, where + " ttl: an OAuth2 token is obtained again before it expires");
           if (cc.source.rfind("env:", 0) == 0) {
             fail(*t, where + " ttl needs a source that can change: \"file:\" or \"command:\" (an environment "
                             "variable is read once)");

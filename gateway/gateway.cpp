@@ -1,4 +1,5 @@
 #include "gateway/gateway.hpp"
+#include "gateway/oauth2.hpp"
 #include "gateway/admin_server.hpp"
 #include "gateway/local_addresses.hpp"
 #include "gateway/peer_uid.hpp"
@@ -399,7 +400,9 @@ void gateway::start() {
     net::co_spawn(workers_[0]->ioc, run_admin(*admin_, std::move(h)), net::detached);
   }
   bool ttl = false;
-  for (const auto &c : state_->policy.load()->cfg().credentials) ttl |= c.ttl.count() > 0;
+  for (const auto &c : state_->policy.load()->cfg().credentials) {
+    ttl |= c.refresh_at != std::chrono::steady_clock::time_point{};
+  }
   if (ttl) refresher_ = std::thread([this] { refresh_credentials(); });
   for (auto &w : workers_) {
     threads_.emplace_back([&ioc = w->ioc] {
@@ -415,36 +418,41 @@ void gateway::start() {
   }
 }
 
-// Each round waits for the shortest ttl, reads every credential with a ttl again and, where a value
-// changed, swaps in a policy holding it, unless the policy was replaced meanwhile (a reload reads
-// every source itself). A source that fails keeps its last value: logged, counted.
+// Each round waits until the first credential is due (its ttl passed, or 80% of an OAuth2 token's
+// life), reads or obtains every due one again and, where a value changed, swaps in a policy
+// holding it, unless the policy was replaced meanwhile (a reload reads every source itself). A
+// source that fails keeps its last value, logged and counted, and is tried again after its ttl
+// (an OAuth2 token after 5 s, while it may still be valid).
 void gateway::refresh_credentials() {
+  using steady = std::chrono::steady_clock;
   for (;;) {
     auto current = state_->policy.load();
-    std::chrono::milliseconds wait{0};
+    auto due = steady::time_point::max();
     for (const auto &c : current->cfg().credentials) {
-      if (c.ttl.count() > 0 && (wait.count() == 0 || c.ttl < wait)) wait = c.ttl;
+      if (c.refresh_at != steady::time_point{}) due = std::min(due, c.refresh_at);
     }
-    if (wait.count() == 0) wait = std::chrono::seconds(60); // none now: look again after a reload
+    // None due (a reload may bring some): look again in a minute.
+    if (due == steady::time_point::max()) due = steady::now() + std::chrono::seconds(60);
     {
       std::unique_lock lock(refresh_m_);
-      if (refresh_cv_.wait_for(lock, wait, [this] { return refresh_stop_; })) return;
+      if (refresh_cv_.wait_until(lock, due, [this] { return refresh_stop_; })) return;
     }
     current = state_->policy.load();
     auto cfg = current->cfg();
     bool changed = false;
+    auto now = steady::now();
     for (auto &c : cfg.credentials) {
-      if (c.ttl.count() == 0) continue;
-      auto last = c.secret;
+      if (c.refresh_at == steady::time_point{} || c.refresh_at > now + std::chrono::milliseconds(50)) continue;
+      auto last = c;
       try {
-        filters::load_secret(c);
+        load_credential(c, cfg);
       } catch (const std::exception &e) {
         std::fprintf(stderr, "sluice: %s; its last value stays in use\n", e.what());
         metrics_->credential_refresh_failures.Increment();
-        c.secret = std::move(last);
-        continue;
+        c = std::move(last);
+        c.refresh_at = steady::now() + (c.oauth2 ? std::chrono::milliseconds(5000) : c.ttl);
       }
-      changed |= c.secret != last;
+      changed = true; // at least its next refresh moved
     }
     if (!changed) continue;
     try {

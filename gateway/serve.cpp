@@ -3,6 +3,7 @@
 #include "filters/policy_loader.hpp"
 #include "filters/request_hygiene.hpp"
 #include "gateway/gateway.hpp"
+#include "gateway/oauth2.hpp"
 
 #include <boost/url/parse.hpp>
 #include <csignal>
@@ -29,7 +30,7 @@ std::string read_text(const std::string &path, bool &ok) {
 filters::policy_ptr load_policy(const std::string &text, const std::string &path) {
   auto cfg = filters::load_config_string(text, path);
   for (auto &c : cfg.credentials) {
-    filters::load_secret(c);
+    load_credential(c, cfg);
     c.placeholder = filters::shaped_placeholder(c, false); // the same in every replica
   }
   return std::make_shared<const filters::policy>(std::move(cfg));

@@ -15,7 +15,7 @@ test_pkgs=(
   python3-pip python3-requests python3-setuptools python3-wheel golang-go busybox python3-yaml haproxy
   podman runc catatonit mmdebstrap apparmor nftables
   nghttp2-client python3-h2 python3-websockets python3-grpcio
-  openssh-server openssh-client gh
+  openssh-server openssh-client gh nginx
 )
 # kubectl for rendering deploy/kubernetes (kustomize): Debian's, unless one is installed already.
 command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)

@@ -249,7 +249,8 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
                                "echo sock=${SSH_AUTH_SOCK:-none}; ls %s 2>&1 | grep -c 'No such file'" % (port, keys),
                                policy=policy, env={"SSH_AUTH_SOCK": sock})
             self.assertIn("refs/heads/main", out, p.stderr.decode()[-2000:])
-            self.assertIn("sock=none\n1", out)
+            # No agent socket inside (an older Claude Code's shell sets the variable empty).
+            self.assertRegex(out, r"sock=(none)?\n1")
             self.assertIn("Accepted publickey for sluiceagentgit", sshd.log_since(0))
         finally:
             agent.kill()

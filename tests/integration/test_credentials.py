@@ -11,7 +11,7 @@ import time
 import unittest
 
 import test_exec as base
-from harness import PYTHON, SLUICE, Gateway, Processes, curl, status_of
+from harness import HERE, PYTHON, SLUICE, Gateway, Processes, curl, free_port, make_leaf, status_of
 
 M = base.M
 setUpModule = base.setUpModule
@@ -285,6 +285,105 @@ class ServeCredentials(unittest.TestCase):
             self.assertNotIn(M["secret"], open(gw.log).read() + gw.stderr_text())
         finally:
             procs.stop_all()
+
+
+
+class OAuth2AsRoot(base.ExecCase):
+    """An OAuth2 client as a credential: sluice obtains the access token from the token endpoint
+    (auth.test) with the refresh token, adds it to the API's requests (api.test) and obtains a new
+    one before it expires (the server's tokens live 2 s); the server rotates the refresh token and
+    sluice keeps the new one. Nothing of the client secret, the refresh token or the access token
+    is inside."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(cls.dir, 0o755)
+        ca = (os.path.join(M["tmp"], "origin-ca.pem"), os.path.join(M["tmp"], "origin-ca.key"))
+        cert, key = make_leaf(cls.dir, ca, "oauth", "DNS:auth.test,DNS:api.test")
+        for f in (cert, key):
+            os.chmod(f, 0o644)
+        cls.port = free_port()
+        cls.grants = os.path.join(cls.dir, "grants.log")
+        cls.client_secret = "cs-%s" % os.urandom(6).hex()
+        cls.refresh = "rt-0-%s" % os.urandom(6).hex()
+        env = dict(os.environ, OAUTH_CLIENT="sluice-test:" + cls.client_secret, OAUTH_REFRESH=cls.refresh,
+                   OAUTH_TTL="2", OAUTH_LOG=cls.grants)
+        cls.server = subprocess.Popen([PYTHON, os.path.join(HERE, "oauth_origin.py"), str(cls.port), cert, key],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        assert cls.server.stdout.readline().strip() == b"ready"
+        for name, value in (("client-secret", cls.client_secret), ("refresh-token", cls.refresh)):
+            with open(os.path.join(cls.dir, name), "w") as f:
+                f.write(value + "\n")
+            os.chmod(os.path.join(cls.dir, name), 0o644)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.kill()
+        cls.server.wait()
+        cls.server.stdout.close()
+
+    def policy(self, oauth):
+        with open(M["policy"]) as f:
+            text = f.read()
+        text = text.replace('credentials = ["api", "gitpriv"]', 'credentials = ["api", "gitpriv", "oauth"]', 1)
+        text = text.replace('allow_domains = ["origin.test:8443"]',
+                            'allow_domains = ["origin.test:8443", "api.test:%d"]' % self.port, 1)
+        text = text.replace('allow_addresses = ["198.18.0.0/15"]', 'allow_addresses = ["198.18.0.0/15", "127.0.0.1/32"]', 1)
+        text = text.replace('[upstream.resolve]\n', '[upstream.resolve]\n"auth.test" = "127.0.0.1"\n"api.test" = "127.0.0.1"\n', 1)
+        text += ('\n[credentials.oauth]\nhosts = ["api.test:%d"]\nenv = "API_TOKEN"\n\n[credentials.oauth.oauth2]\n'
+                 'token_url = "https://auth.test:%d/oauth/token"\nclient_id = "sluice-test"\n' % (self.port, self.port) + oauth)
+        d = tempfile.mkdtemp(dir=M["tmp"])  # outside the workspace, removed with the module's files
+        os.chmod(d, 0o755)
+        path = os.path.join(d, "policy.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+        return path
+
+    def run_policy(self, policy, script):
+        cmd = self.prefix() + [SLUICE, "exec", "--policy", policy, "--sandbox-profile", "network-read",
+                               "--credential", "oauth", "--", "sh", "-c", script]
+        return subprocess.run(cmd, capture_output=True, env=self.env(), timeout=90, cwd=self.work)
+
+    def test_refresh_token_grant_and_a_token_obtained_again(self):
+        if os.path.exists(self.grants):
+            os.unlink(self.grants)
+        policy = self.policy('client_secret = "file:%s/client-secret"\nrefresh_token = "file:%s/refresh-token"\n'
+                             'scopes = ["read", "write"]\n' % (self.dir, self.dir))
+        url = "https://api.test:%d/api" % self.port
+        p = self.run_policy(policy, f"curl -sS {url}; sleep 3.5; curl -sS {url}; echo token=$API_TOKEN; "
+                                    "env | grep -c -e cs- -e rt- -e at- || true")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        out = p.stdout.decode().split("\n")
+        self.assertTrue(out[0].startswith("api ok "), out)
+        self.assertTrue(out[1].startswith("api ok "), out)  # after the first token expired
+        self.assertNotEqual(out[0], out[1])                 # with a token obtained again
+        self.assertEqual(out[2], "token=sluice-credential-oauth")
+        self.assertEqual(out[3], "0")
+        with open(self.grants) as f:
+            grants = [json.loads(l) for l in f]
+        self.assertGreaterEqual(len(grants), 2)  # the rotated refresh token was used for the second
+        self.assertEqual({(g["grant"], g["scope"]) for g in grants}, {("refresh_token", "read write")})
+        for secret in (self.client_secret, self.refresh):
+            self.assertNotIn(secret, p.stdout.decode() + p.stderr.decode())
+
+    def test_client_credentials_and_a_refused_client(self):
+        url = "https://api.test:%d/api" % self.port
+        policy = self.policy('client_secret = "file:%s/client-secret"\n' % self.dir)
+        p = self.run_policy(policy, f"curl -sS {url}")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertTrue(p.stdout.decode().startswith("api ok"), p.stdout)
+        policy = self.policy('client_secret = "command:echo wrong-secret"\n')
+        p = self.run_policy(policy, "true")
+        self.assertEqual(p.returncode, 125)
+        err = p.stderr.decode()
+        self.assertIn("credential 'oauth'", err)
+        self.assertIn("HTTP 401 invalid_client", err)
+
+
+class OAuth2AsNobody(OAuth2AsRoot):
+    user = 65534
 
 
 if __name__ == "__main__":

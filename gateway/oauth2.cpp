@@ -1,0 +1,223 @@
+// OAuth2 access tokens (oauth2.hpp): one POST to the token endpoint on a private io_context, with
+// the gateway's own resolver and address rules, and the upstream trust of the policy.
+#include "gateway/oauth2.hpp"
+#include "filters/policy_loader.hpp"
+#include "gateway/resolver.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <boost/url/parse.hpp>
+
+#include <optional>
+
+namespace sluice::gateway {
+namespace {
+
+constexpr auto deadline = std::chrono::seconds(10);
+constexpr std::size_t max_response = 64 * 1024;
+
+// application/x-www-form-urlencoded (RFC 6749 appendix B).
+std::string form_encode(std::string_view s) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else if (ch == ' ') {
+      out += '+';
+    } else {
+      out += '%';
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
+
+std::string read_source(const filters::credential_config &c, const std::string &what, const std::string &source) {
+  filters::credential_config part;
+  part.name = c.name + "." + what;
+  part.source = source;
+  filters::load_secret(part);
+  return part.secret;
+}
+
+struct exchange {
+  std::string host, port, target, body, authorization;
+  unsigned status = 0;
+  std::string response;
+  std::string error; // what failed, for the message
+};
+
+net::awaitable<void> post(exchange &x, const filters::config &cfg, ssl::context &tls) {
+  auto ex = co_await net::this_coro::executor;
+  std::vector<net::ip::address> addresses;
+  error_code ec;
+  auto literal = net::ip::make_address(x.host, ec);
+  if (!ec) {
+    addresses.push_back(literal);
+  } else if (auto pin = cfg.pins.find(x.host); pin != cfg.pins.end()) {
+    addresses = pin->second;
+  } else {
+    init_cares();
+    resolver dns(ex, cfg.dns_servers, cfg.timeouts.dns);
+    error_code dec;
+    addresses = co_await dns.resolve(x.host, dec);
+    if (dec) {
+      x.error = "the name " + x.host + " did not resolve";
+      co_return;
+    }
+  }
+  // The same address rules as for any origin: no private or metadata address unless the policy's
+  // [upstream] allow_addresses names it.
+  filters::config rules;
+  rules.allow_addresses = cfg.allow_addresses;
+  filters::policy judge(rules);
+  std::erase_if(addresses, [&](const net::ip::address &a) { return !judge.decide_address(a).allowed; });
+  if (addresses.empty()) {
+    x.error = "every address of " + x.host + " is refused (a private or special address: add it to [upstream] allow_addresses)";
+    co_return;
+  }
+  unsigned port = static_cast<unsigned>(std::stoul(x.port));
+  ssl::stream<beast::tcp_stream> s(ex, tls);
+  bool connected = false;
+  for (auto &a : addresses) {
+    auto [cec] = co_await beast::get_lowest_layer(s).async_connect(tcp::endpoint(a, static_cast<unsigned short>(port)),
+                                                                    net::as_tuple(net::use_awaitable));
+    if (!cec) {
+      connected = true;
+      break;
+    }
+    beast::get_lowest_layer(s).close();
+  }
+  if (!connected) {
+    x.error = "could not connect to " + x.host + ":" + x.port;
+    co_return;
+  }
+  SSL_set_tlsext_host_name(s.native_handle(), x.host.c_str());
+  s.set_verify_callback(ssl::host_name_verification(x.host));
+  auto [hec] = co_await s.async_handshake(ssl::stream_base::client, net::as_tuple(net::use_awaitable));
+  if (hec) {
+    x.error = "TLS with " + x.host + " failed (" + hec.message() + "); the token endpoint's certificate must be trusted ([tls])";
+    co_return;
+  }
+  http::request<http::string_body> req{http::verb::post, x.target, 11};
+  req.set(http::field::host, x.port == "443" ? x.host : x.host + ":" + x.port);
+  req.set(http::field::content_type, "application/x-www-form-urlencoded");
+  req.set(http::field::accept, "application/json");
+  req.set(http::field::authorization, x.authorization);
+  req.set(http::field::user_agent, "sluice/" SLUICE_VERSION);
+  req.body() = x.body;
+  req.prepare_payload();
+  auto [wec, wn] = co_await http::async_write(s, req, net::as_tuple(net::use_awaitable));
+  if (wec) {
+    x.error = "sending to the token endpoint failed";
+    co_return;
+  }
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(max_response);
+  auto [rec, rn] = co_await http::async_read(s, buf, parser, net::as_tuple(net::use_awaitable));
+  if (rec) {
+    x.error = "the token endpoint's answer could not be read (" + rec.message() + ")";
+    co_return;
+  }
+  x.status = parser.get().result_int();
+  x.response = std::move(parser.get().body());
+  co_return;
+}
+
+} // namespace
+
+void load_oauth2(filters::credential_config &c, const filters::config &cfg) {
+  auto &o = *c.oauth2;
+  auto fail = [&](const std::string &why) {
+    return filters::config_error("credential '" + c.name + "': the OAuth2 token from " + o.token_url + " " + why);
+  };
+  auto u = boost::urls::parse_absolute_uri(o.token_url);
+  if (!u || u->scheme() != "https" || u->encoded_host().empty()) throw fail("cannot be had: token_url is not an https:// URL");
+  exchange x;
+  x.host = std::string(u->encoded_host());
+  if (!x.host.empty() && x.host.front() == '[') x.host = x.host.substr(1, x.host.size() - 2);
+  x.port = u->has_port() ? std::string(u->port()) : "443";
+  x.target = std::string(u->encoded_path());
+  if (x.target.empty()) x.target = "/";
+  if (u->has_query()) x.target += "?" + std::string(u->encoded_query());
+  std::string secret = read_source(c, "client_secret", o.client_secret_source);
+  x.authorization = "Basic " + filters::base64_encode(form_encode(o.client_id) + ":" + form_encode(secret));
+  if (o.refresh_token.empty() && !o.refresh_token_source.empty()) {
+    o.refresh_token = read_source(c, "refresh_token", o.refresh_token_source);
+  }
+  x.body = o.refresh_token.empty() ? "grant_type=client_credentials"
+                                   : "grant_type=refresh_token&refresh_token=" + form_encode(o.refresh_token);
+  if (!o.scopes.empty()) {
+    std::string scope;
+    for (const auto &sc : o.scopes) scope += (scope.empty() ? "" : " ") + sc;
+    x.body += "&scope=" + form_encode(scope);
+  }
+  ssl::context tls(ssl::context::tls_client);
+  tls.set_verify_mode(ssl::verify_peer);
+  if (cfg.upstream_system_trust) {
+    error_code ignored;
+    tls.set_default_verify_paths(ignored);
+  }
+  if (!cfg.upstream_ca_bundle.empty()) {
+    error_code ec;
+    tls.load_verify_file(cfg.upstream_ca_bundle, ec);
+    if (ec) throw fail("cannot be had: tls.upstream_ca_bundle " + cfg.upstream_ca_bundle + " does not load");
+  }
+  net::io_context ioc;
+  std::exception_ptr thrown;
+  bool done = false;
+  net::co_spawn(ioc, post(x, cfg, tls), [&](std::exception_ptr e) {
+    thrown = e;
+    done = true;
+  });
+  ioc.run_for(deadline);
+  if (!done) throw fail("did not come within 10 s");
+  if (thrown) {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const std::exception &e) {
+      throw fail("cannot be had: " + std::string(e.what()));
+    }
+  }
+  if (!x.error.empty()) throw fail("cannot be had: " + x.error);
+  boost::system::error_code jec;
+  auto v = boost::json::parse(x.response, jec);
+  const boost::json::object *obj = !jec && v.is_object() ? &v.as_object() : nullptr;
+  if (x.status != 200 || !obj) {
+    std::string why = "was refused: HTTP " + std::to_string(x.status);
+    if (obj) {
+      if (auto *e = obj->if_contains("error"); e && e->is_string()) why += " " + std::string(e->as_string());
+    }
+    throw fail(why + "; check client_id, client_secret and the refresh token");
+  }
+  auto *token = obj->if_contains("access_token");
+  if (!token || !token->is_string() || token->as_string().empty()) throw fail("came without an access_token");
+  std::string value(token->as_string());
+  if (value.find_first_of("\r\n") != std::string::npos) throw fail("holds a line break");
+  std::chrono::seconds life{3600};
+  if (auto *e = obj->if_contains("expires_in")) {
+    if (e->is_int64() && e->as_int64() > 0) life = std::chrono::seconds(e->as_int64());
+    if (e->is_uint64() && e->as_uint64() > 0) life = std::chrono::seconds(static_cast<long long>(e->as_uint64()));
+  }
+  if (auto *r = obj->if_contains("refresh_token"); r && r->is_string() && !r->as_string().empty()) {
+    o.refresh_token = std::string(r->as_string()); // rotated
+  }
+  c.secret = std::move(value);
+  // Asked again 80% into its life (at least 1 s on): never sent expired.
+  auto before = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(1000), life * 8 / 10);
+  c.refresh_at = std::chrono::steady_clock::now() + before;
+}
+
+void load_credential(filters::credential_config &c, const filters::config &cfg) {
+  if (c.oauth2) {
+    load_oauth2(c, cfg);
+  } else {
+    filters::load_secret(c);
+  }
+}
+
+} // namespace sluice::gateway

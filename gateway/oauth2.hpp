@@ -1,0 +1,19 @@
+#pragma once
+// OAuth2 clients as credentials (docs/policy.md, "Credentials"): the gateway asks the token endpoint
+// for an access token itself (RFC 6749 section 6, the refresh_token grant, or section 4.4,
+// client_credentials), over TLS verified as for any origin, and the token's expires_in says when
+// to ask again. Nothing of it is ever inside the sandbox.
+#include "filters/policy.hpp"
+
+namespace sluice::gateway {
+
+// Fills c.secret with an access token from c.oauth2 (and c.oauth2->refresh_token when the server
+// rotates it), and c.refresh_at. `cfg` gives the trust ([tls]), pins, DNS servers and the
+// addresses that may be dialled ([upstream]). Throws filters::config_error naming the credential
+// and what went wrong (never a secret). Bounded: 10 s in all.
+void load_oauth2(filters::credential_config &c, const filters::config &cfg);
+
+// The credential's value from wherever it comes: load_oauth2 or filters::load_secret.
+void load_credential(filters::credential_config &c, const filters::config &cfg);
+
+} // namespace sluice::gateway
