@@ -12,17 +12,18 @@
 namespace sluice::gateway::detail {
 namespace {
 
-// What the session and the relay's thread share. The thread posts its end to the worker only
-// while the waiting coroutine still exists (`gone` is set when its frame goes, under the lock),
-// so it never posts to an io_context that the gateway has torn down.
+// What the session and the relay's thread share: nothing of Asio, so that it may end on any thread.
+// The thread posts its end to the worker only while the waiting coroutine still exists (`gone` is
+// set when its frame goes, under the lock), so it never posts to an io_context that the gateway
+// has torn down; the posted handler cancels the coroutine's timer only while that still holds.
 struct ssh_call {
-  explicit ssh_call(net::any_io_executor ex) : done(ex) {}
   ssh_job job;
   ssh_report report;
-  net::steady_timer done;
   std::mutex m;
   bool gone = false;
-  bool finished = false; // read and written on the worker only
+  bool finished = false;
+  net::steady_timer *timer = nullptr; // the waiting coroutine's, while !gone
+  net::any_io_executor ex;            // its worker's
 };
 
 struct leaving {
@@ -30,6 +31,7 @@ struct leaving {
   ~leaving() {
     std::lock_guard lock(call->m);
     call->gone = true;
+    call->timer = nullptr;
   }
 };
 
@@ -53,8 +55,11 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
     finish(o);
     co_return; // the caller closes the connection
   }
-  auto call = std::make_shared<ssh_call>(worker_.ioc.get_executor());
-  leaving guard{call};
+  auto call = std::make_shared<ssh_call>();
+  net::steady_timer done(worker_.ioc.get_executor());
+  call->timer = &done;
+  call->ex = worker_.ioc.get_executor();
+  leaving guard{call}; // after the timer: it lets go of it before the timer goes
   auto &job = call->job;
   job.host = o.host;
   job.port = o.port;
@@ -88,16 +93,18 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
     finish(o);
     co_return;
   }
-  call->done.expires_at(net::steady_timer::time_point::max());
+  done.expires_at(net::steady_timer::time_point::max());
   try {
     std::thread([call] {
       run_ssh_relay(call->job, call->report);
       --ssh_relays;
       std::lock_guard lock(call->m);
       if (call->gone) return;
-      net::post(call->done.get_executor(), [call] {
+      net::post(call->ex, [call] {
+        std::lock_guard l(call->m);
+        if (call->gone || !call->timer) return;
         call->finished = true;
-        call->done.cancel();
+        call->timer->cancel();
       });
     }).detach();
   } catch (const std::system_error &) { // no thread to be had: the connection closes
@@ -109,7 +116,13 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
     finish(o);
     co_return;
   }
-  while (!call->finished) co_await call->done.async_wait(use_tuple);
+  for (;;) {
+    {
+      std::lock_guard lock(call->m);
+      if (call->finished) break;
+    }
+    co_await done.async_wait(use_tuple);
+  }
   --state_.in_flight;
   const auto &r = call->report;
   o.method = r.method;

@@ -565,12 +565,16 @@ private:
       }
       auto deadline = quiet_since + job_.idle;
       if (origin_done) deadline = std::min(deadline, quiet_since + std::chrono::seconds(2));
-      if (!wait_sessions({d_.s, u_.s}, deadline) && clock::now() >= deadline) {
-        if (!origin_done) {
-          r_.decision = "error";
-          r_.reason = "ssh_idle_timeout";
+      // Sleep only when nothing moved: bytes may wait in libssh's channel buffers with nothing
+      // new on either socket (a peer blocked on a window that only their moving opens).
+      if (!moved) {
+        if (!wait_sessions({d_.s, u_.s}, deadline) && clock::now() >= deadline) {
+          if (!origin_done) {
+            r_.decision = "error";
+            r_.reason = "ssh_idle_timeout";
+          }
+          break;
         }
-        break;
       }
       if (!pump(ev_) && !origin_done) {
         // One side's socket ended: what is buffered still moves on the next rounds; a second
@@ -590,11 +594,13 @@ private:
   // status, EOF and close; then waits (5 s at most) for the client to hang up.
   void finish_channel(int status, const std::string &text, bool git_error = false) {
     if (!d_.ch || ssh_channel_is_closed(d_.ch)) return;
+    // The explanation on stderr first: git exits as soon as it reads the ERR line, and its ssh
+    // may go with it before it has printed what came after.
+    if (!text.empty()) ssh_channel_write_stderr(d_.ch, text.data(), static_cast<std::uint32_t>(text.size()));
     if (git_error) {
       auto line = filters::git_error_pkt_line(text.substr(0, text.find('\n')));
       ssh_channel_write(d_.ch, line.data(), static_cast<std::uint32_t>(line.size()));
     }
-    if (!text.empty()) ssh_channel_write_stderr(d_.ch, text.data(), static_cast<std::uint32_t>(text.size()));
     ssh_channel_request_send_exit_status(d_.ch, status);
     ssh_channel_send_eof(d_.ch);
     ssh_channel_close(d_.ch);
