@@ -70,6 +70,7 @@ std::string_view parse_git_ssh_command(std::string_view command, git_ssh_command
   while (!r.empty() && r.front() == '/') r.remove_prefix(1);
   while (!r.empty() && r.back() == '/') r.remove_suffix(1);
   if (r.empty() || r.front() == '~') return "ssh_bad_repository"; // another user's home: not a rule's
+  if (r.front() == '-') return "ssh_bad_repository"; // "/-x": an option's shape once the '/' is gone
   for (std::size_t start = 0; start <= r.size();) {
     auto slash = std::min(r.find('/', start), r.size());
     auto seg = r.substr(start, slash - start);

@@ -50,7 +50,8 @@ TEST_CASE("everything else an exec request may hold is refused", "[filters][ssh]
   for (auto cmd : {"git-upload-pack 'a' 'b'", "git-upload-pack 'a'; id", "git-upload-pack 'a", "git-upload-pack ''",
                    "git-upload-pack '--upload-pack=id'", "git-upload-pack '../etc'", "git-upload-pack 'org/../x'",
                    "git-upload-pack 'org//x'", "git-upload-pack '~other/x'", "git-upload-pack 'a\nb'",
-                   "git-upload-pack 'a'\\''b", "git-upload-pack 'a'`id`", "git-upload-pack '/'"}) {
+                   "git-upload-pack 'a'\\''b", "git-upload-pack 'a'`id`", "git-upload-pack '/'",
+                   "git-receive-pack '/-'", "git-upload-pack '~/--upload-pack=x'"}) {
     CAPTURE(cmd);
     CHECK(parse(cmd, c) == "ssh_bad_repository");
   }
