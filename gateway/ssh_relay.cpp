@@ -76,6 +76,7 @@ struct downstream {
   bool requested = false; // exec, shell or subsystem: the one request a channel gets here
   bool authenticated = false;
   bool forwarding = false; // asked for a forwarding (-L, -R, -W, X11, agent): each refused
+  bool pty = false;        // asked for a pty (refused; `ssh -t` then hangs up at once)
   std::string kind;       // "exec", "shell", "subsystem"
   std::string command;
   std::string user;
@@ -142,7 +143,10 @@ int on_subsystem(ssh_session, ssh_channel, const char *name, void *u) {
   return 0;
 }
 
-int on_pty(ssh_session, ssh_channel, const char *, int, int, int, int, void *) { return 1; }
+int on_pty(ssh_session, ssh_channel, const char *, int, int, int, int, void *u) {
+  down_of(u).pty = true;
+  return 1;
+}
 
 int on_env(ssh_session, ssh_channel, const char *name, const char *value, void *u) {
   auto &d = down_of(u);
@@ -321,6 +325,13 @@ private:
         if (d_.forwarding) {
           r_.decision = "deny";
           r_.method = "forward";
+        } else if (d_.pty) {
+          // OpenSSH takes a refused pty it was told to get (-t) as fatal, and may hang up before
+          // its shell or command request left: the pty was what was refused.
+          r_.decision = "deny";
+          r_.reason = "ssh_command_refused";
+          r_.method = "pty";
+          r_.command = "pty";
         }
         return false;
       }
