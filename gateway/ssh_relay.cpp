@@ -393,7 +393,10 @@ private:
     ssh_options_set(u_.s, SSH_OPTIONS_KNOWNHOSTS, pinned || files.empty() ? "/dev/null" : files[0].c_str());
     ssh_options_set(u_.s, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, pinned || files.size() < 2 ? "/dev/null" : files[1].c_str());
     if (pinned) {
+      // Only the pinned key's algorithms are offered, so the server shows that key. An RSA key
+      // signs with SHA-2 (servers refuse ssh-rsa's SHA-1 signatures).
       auto type = job_.rule.host_key.substr(0, job_.rule.host_key.find(' '));
+      if (type == "ssh-rsa") type = "rsa-sha2-512,rsa-sha2-256";
       ssh_options_set(u_.s, SSH_OPTIONS_HOSTKEYS, type.c_str());
     }
     if (job_.rule.identity == "ssh-agent" && !job_.agent_socket.empty()) {
@@ -609,7 +612,12 @@ private:
     // may go with it before it has printed what came after.
     if (!text.empty()) ssh_channel_write_stderr(d_.ch, text.data(), static_cast<std::uint32_t>(text.size()));
     if (git_error) {
-      auto line = filters::git_error_pkt_line(text.substr(0, text.find('\n')));
+      // The whole explanation, on one line: git prints it as "fatal: remote error: ...", and the
+      // command may end (and the sandbox with it) before its ssh has printed what came on stderr.
+      std::string one = text.substr(0, 2000);
+      std::replace(one.begin(), one.end(), '\n', ' ');
+      while (!one.empty() && one.back() == ' ') one.pop_back();
+      auto line = filters::git_error_pkt_line(one);
       ssh_channel_write(d_.ch, line.data(), static_cast<std::uint32_t>(line.size()));
     }
     ssh_channel_request_send_exit_status(d_.ch, status);

@@ -62,10 +62,16 @@ class GitSshd:
         run(["chown", "-R", user, home])
         host_key = os.path.join(directory, "ssh_host_ed25519_key")
         self.host_pub = keygen(host_key)
+        # An RSA host key too, as most servers have: a pin of it must get sshd to show it.
+        rsa_key = os.path.join(directory, "ssh_host_rsa_key")
+        run(["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-C", "", "-f", rsa_key])
+        with open(rsa_key + ".pub") as f:
+            self.host_pub_rsa = " ".join(f.read().split()[:2])
         self.wrong_pin = keygen(os.path.join(directory, "other_key"))  # a key the server does not have
         config = os.path.join(directory, "sshd_config")
         with open(config, "w") as f:
             f.write("".join("ListenAddress %s:%d\n" % a for a in listen) + f"""HostKey {host_key}
+HostKey {rsa_key}
 PidFile none
 StrictModes no
 UsePAM no
@@ -77,7 +83,8 @@ AllowUsers {user}
 LogLevel VERBOSE
 """)
         subprocess.run(["chmod", "-R", "a+rX", directory], check=True)
-        os.chmod(host_key, 0o600)  # sshd reads it again for every connection, and refuses an open one
+        for k in (host_key, rsa_key):
+            os.chmod(k, 0o600)  # sshd reads it again for every connection, and refuses an open one
         os.chmod(self.user_key, 0o600)
         os.makedirs("/run/sshd", exist_ok=True)
         self.log = os.path.join(directory, "sshd.log")

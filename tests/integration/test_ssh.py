@@ -35,6 +35,7 @@ def setUpModule():
     M["user_key"] = sshd.user_key
     M["host_pub"] = sshd.host_pub
     M["wrong_pin"] = sshd.wrong_pin
+    M["host_pub_rsa"] = sshd.host_pub_rsa
     M["sshd_log"] = sshd.log
     M["policy"] = os.path.join(d, "policy.toml")
     with open(M["policy"], "w") as f:
@@ -57,6 +58,10 @@ host_key = "{M['host_pub']}"
 [skills.plain]
 default_profile = "network-read"
 allow_domains = ["git.test:2222"]
+
+[skills.rsapin]
+default_profile = "network-read"
+ssh = [{{ host = "git.test", user = "{USER}", host_key = "{M['host_pub_rsa']}" }}]
 
 [skills.badpin]
 default_profile = "network-read"
@@ -293,6 +298,9 @@ class SshAsRoot(base.ExecCase):
                          "--skill", "keyfile", env={"SSH_AUTH_SOCK": ""})
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         self.assertEqual(p.stdout, b"1\n")
+        # An RSA pin: the server is asked for its RSA key (signed with SHA-2), which matches.
+        p, log = self.sh(f"git ls-remote {USER}@git.test:org/repo.git | grep -c refs/heads/main", "--skill", "rsapin")
+        self.assertEqual(p.stdout, b"1\n", p.stderr.decode())
         p, log = self.sh(f"git ls-remote {USER}@git.test:org/repo.git", "--skill", "badpin")
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("ssh_host_key_changed", p.stderr.decode())
