@@ -82,15 +82,19 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
     job.upstream_text = std::move(text);
   }
   for (auto &a : addresses) job.addresses.push_back(a.to_string());
-  // The relay owns the client's socket from here: Asio lets go of it first.
-  error_code rec;
-  job.fd = client_->socket().release(rec);
-  if (rec) {
+  // No relay after all: what was counted for it is given back, and the failure logged.
+  auto no_relay = [&] {
     --ssh_relays;
     --state_.in_flight;
     o.decision = "error";
     o.reason = "ssh_relay_failed";
     finish(o);
+  };
+  // The relay owns the client's socket from here: Asio lets go of it first.
+  error_code rec;
+  job.fd = client_->socket().release(rec);
+  if (rec) {
+    no_relay();
     co_return;
   }
   done.expires_at(net::steady_timer::time_point::max());
@@ -109,11 +113,7 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
     }).detach();
   } catch (const std::system_error &) { // no thread to be had: the connection closes
     ::close(job.fd);
-    --ssh_relays;
-    --state_.in_flight;
-    o.decision = "error";
-    o.reason = "ssh_relay_failed";
-    finish(o);
+    no_relay();
     co_return;
   }
   for (;;) {
