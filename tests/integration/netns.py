@@ -1,7 +1,30 @@
 """A test host in its own network namespace, reached over a veth pair: 198.18.0.1 on this side,
 198.18.0.2 inside (RFC 2544 benchmarking range). Needs root; used by the exec and bench suites."""
 import os
+import re
 import subprocess
+
+
+def _owner_alive(pid):
+    """Whether the test process that made a host (its pid is in the names) still runs: a pid in use
+    by anything but a Python test runner counts as gone."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return b"python" in f.read()
+    except OSError:
+        return False
+
+
+def _remove_orphans():
+    """Removes test hosts this module made in processes that are gone (a run killed before its
+    tearDown, e.g. by a timeout): their route would make every later test host fail. Hosts of live
+    test processes and anything not named like ours are left alone."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    for name in names:
+        m = re.fullmatch(r"sluice-t(\d+)", name)
+        if m and not _owner_alive(int(m.group(1))):
+            subprocess.run(["ip", "link", "del", "sl%dh" % (int(m.group(1)) % 100000)], capture_output=True)
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 class TestHost:
@@ -13,6 +36,7 @@ class TestHost:
         self.procs = []
         # Fail clearly, not with wrong results, when another test host (or anything else) already
         # routes the range: connections would reach the wrong machine.
+        _remove_orphans()
         routes = subprocess.run(["ip", "-4", "route", "show", "to", "match", "198.18.0.2"],
                                 capture_output=True, text=True).stdout
         if any(line.split()[0] != "default" for line in routes.splitlines() if line.strip()):
