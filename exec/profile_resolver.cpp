@@ -275,8 +275,12 @@ resolved_exec resolve_exec(const exec_request &req) {
     } catch (const filters::config_error &e) {
       throw refusal(e.what());
     }
-    c.placeholder = filters::shaped_placeholder(c, true); // a shaped one is new for every command
+    filters::make_placeholders(c, true); // a shaped one is new for every command
     if (!c.env.empty()) out.placeholders.push_back(c.env + "=" + c.placeholder);
+    if (c.aws) {
+      out.placeholders.push_back("AWS_ACCESS_KEY_ID=" + c.placeholder);
+      out.placeholders.push_back("AWS_SECRET_ACCESS_KEY=" + c.aws->placeholder_secret);
+    }
     granted.push_back(std::move(c));
   }
   out.gateway.credentials = std::move(granted);

@@ -1,7 +1,9 @@
 #include "filters/credentials.hpp"
+#include "filters/aws_sigv4.hpp"
 #include "filters/policy_loader.hpp"
 
 #include <boost/beast/core/detail/base64.hpp>
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <cctype>
@@ -243,10 +245,23 @@ std::string run_source_command(const credential_config &c) {
 
 } // namespace
 
+std::string command_output(const credential_config &c) { return run_source_command(c); }
+
+void make_placeholders(credential_config &c, bool random) {
+  c.placeholder = shaped_placeholder(c, random);
+  if (c.aws) {
+    credential_config secret;
+    secret.name = c.name + ".secret-access-key";
+    secret.placeholder_shape = "aws-secret-access-key";
+    c.aws->placeholder_secret = shaped_placeholder(secret, random);
+  }
+}
+
 void load_secret(credential_config &c) {
   if (c.oauth2) {
     throw config_error("credential '" + c.name + "': an OAuth2 client is obtained by the gateway (load_credential)");
   }
+  if (c.aws) throw config_error("credential '" + c.name + "': an AWS key pair is read by the gateway (load_credential)");
   std::string value;
   if (c.source.rfind("env:", 0) == 0) {
     const char *v = std::getenv(c.source.c_str() + 4);
@@ -295,7 +310,7 @@ credential_injector::credential_injector(std::vector<credential_config> credenti
 
 credential_result credential_injector::apply(
     const std::vector<std::pair<std::string_view, std::string_view>> &fields, std::string_view target,
-    std::string_view host, std::string_view scheme, unsigned port) const {
+    std::string_view host, std::string_view scheme, unsigned port, std::string_view method) const {
   credential_result r;
   // First every placeholder bound elsewhere: one leaking is refused whatever else the request is.
   for (const auto &e : entries_) {
@@ -316,8 +331,29 @@ credential_result credential_injector::apply(
       return r;
     }
   }
+  // AWS: the one pair of the host whose placeholder key signed the request (else the first pair of
+  // the host, which refuses another key's signature or lets an unsigned request pass).
+  const entry *aws = nullptr;
   for (const auto &e : entries_) {
-    if (!e.hosts.match(host, scheme, port)) continue;
+    if (!e.cfg.aws || !e.hosts.match(host, scheme, port)) continue;
+    if (!aws) aws = &e;
+    bool named = target.find(e.placeholder) != std::string_view::npos;
+    for (const auto &[name, value] : fields) {
+      named = named || (iequals(name, "authorization") && value.find(e.placeholder) != std::string_view::npos);
+    }
+    if (named) {
+      aws = &e;
+      break;
+    }
+  }
+  if (aws) {
+    std::string authority = host.find(':') != std::string_view::npos ? "[" + std::string(host) + "]" : std::string(host);
+    if (port != (scheme == "https" ? 443u : 80u)) authority += ":" + std::to_string(port);
+    r = apply_aws(*aws, fields, target, method, authority);
+    if (!r.reason.empty()) return r;
+  }
+  for (const auto &e : entries_) {
+    if (e.cfg.aws || !e.hosts.match(host, scheme, port)) continue;
     bool has_header = false;
     for (const auto &[name, value] : fields) {
       if (iequals(name, e.cfg.header)) has_header = true;
@@ -338,6 +374,145 @@ credential_result credential_injector::apply(
       r.credential = e.cfg.name;
     }
   }
+  if (r.aws_needs_body) r.credential = aws->cfg.name; // sign_aws is asked for it by name
+  return r;
+}
+
+namespace {
+
+std::string_view field(const std::vector<std::pair<std::string_view, std::string_view>> &fields, std::string_view name,
+                       int *count = nullptr) {
+  std::string_view v;
+  for (const auto &[n, value] : fields) {
+    if (!iequals(n, name)) continue;
+    v = value;
+    if (count) ++*count;
+  }
+  return v;
+}
+
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+
+// The key a presigned URL's X-Amz-Credential parameter names (nullopt: the target has none).
+std::optional<std::string_view> presigned_key(std::string_view target) {
+  auto q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  std::size_t at = 0;
+  while (at <= query.size()) {
+    auto amp = query.find('&', at);
+    auto item = query.substr(at, amp == std::string_view::npos ? std::string_view::npos : amp - at);
+    if (starts_with_nocase(item, "X-Amz-Credential=")) {
+      auto v = item.substr(17);
+      return v.substr(0, std::min(v.find('/'), v.find('%')));
+    }
+    if (amp == std::string_view::npos) break;
+    at = amp + 1;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+credential_result credential_injector::apply_aws(const entry &e,
+                                                 const std::vector<std::pair<std::string_view, std::string_view>> &fields,
+                                                 std::string_view target, std::string_view method,
+                                                 std::string_view authority) const {
+  credential_result r;
+  r.credential = e.cfg.name;
+  int count = 0;
+  std::string_view auth = field(fields, "authorization", &count);
+  if (count == 0) {
+    // No signature in a header: a presigned URL is refused (sluice signs headers only); a request
+    // signed in no way passes as it is (S3's public objects).
+    if (auto key = presigned_key(target)) {
+      r.reason = *key == e.placeholder ? "aws_signature_unsupported" : "aws_signature_refused";
+      return r;
+    }
+    r.credential.clear();
+    return r;
+  }
+  auto parsed = count == 1 ? sigv4::parse_authorization(auth) : std::nullopt;
+  if (!parsed) {
+    if (count > 1 || starts_with_nocase(auth, "AWS4-HMAC-SHA256")) {
+      r.reason = "aws_signature_invalid";
+    } else if (starts_with_nocase(auth, "AWS")) { // SigV4a, SigV2: another algorithm
+      r.reason = auth.find(e.placeholder) != std::string_view::npos ? "aws_signature_unsupported" : "aws_signature_refused";
+    } else {
+      r.credential.clear(); // not an AWS signature (a bearer token of the caller's own)
+    }
+    return r;
+  }
+  if (parsed->access_key != e.placeholder) {
+    r.reason = "aws_signature_refused"; // signed with a key that is not sluice's to replace
+    return r;
+  }
+  std::string_view payload = field(fields, "x-amz-content-sha256");
+  if (starts_with_nocase(payload, "STREAMING-") && payload != "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
+    r.reason = "aws_signature_unsupported"; // every chunk signed on its own
+    return r;
+  }
+  if (payload.empty()) {
+    std::string_view length = field(fields, "content-length");
+    bool bodiless = method == "GET" || method == "HEAD" || method == "DELETE" || method == "OPTIONS";
+    bool no_body = field(fields, "transfer-encoding").empty() && (length == "0" || (length.empty() && bodiless));
+    if (!no_body) {
+      r.aws_needs_body = true;
+      return r;
+    }
+    return sign_aws(e.cfg.name, fields, method, target, authority, sigv4::sha256_hex(""));
+  }
+  return sign_aws(e.cfg.name, fields, method, target, authority, payload);
+}
+
+credential_result credential_injector::sign_aws(std::string_view name,
+                                                const std::vector<std::pair<std::string_view, std::string_view>> &fields,
+                                                std::string_view method, std::string_view target,
+                                                std::string_view authority, std::string_view payload_hash) const {
+  credential_result r;
+  r.credential = std::string(name);
+  const entry *e = nullptr;
+  for (const auto &x : entries_) {
+    if (x.cfg.name == name && x.cfg.aws) e = &x;
+  }
+  auto parsed = e ? sigv4::parse_authorization(field(fields, "authorization")) : std::nullopt;
+  std::string_view amz_date = field(fields, "x-amz-date");
+  if (!parsed || parsed->access_key != e->placeholder || amz_date.size() != 16 ||
+      amz_date.substr(0, 8) != parsed->date) {
+    r.reason = "aws_signature_invalid";
+    return r;
+  }
+  const bool s3 = sigv4::is_s3(parsed->service);
+  sigv4::request rq{method, target, &fields, authority};
+  std::string expected = sigv4::signature(
+      e->cfg.aws->placeholder_secret, *parsed,
+      sigv4::string_to_sign(amz_date, *parsed, sigv4::canonical_request(rq, parsed->signed_headers, payload_hash, s3)));
+  if (CRYPTO_memcmp(expected.data(), parsed->signature.data(), 64) != 0) {
+    r.reason = "aws_signature_invalid"; // not signed with the placeholder pair, or changed since
+    return r;
+  }
+  if (!field(fields, "x-amz-security-token").empty()) {
+    r.reason = "aws_signature_refused"; // a session token sluice did not give: another key's
+    return r;
+  }
+  // Signed again: the real key, its session token added as a signed field.
+  const auto &aws = *e->cfg.aws;
+  sigv4::authorization real = *parsed;
+  real.access_key = aws.access_key_id;
+  auto out_fields = fields;
+  if (!aws.session_token.empty()) {
+    out_fields.emplace_back("x-amz-security-token", aws.session_token);
+    real.signed_headers.push_back("x-amz-security-token");
+    std::sort(real.signed_headers.begin(), real.signed_headers.end());
+  }
+  sigv4::request out{method, target, &out_fields, authority};
+  real.signature = sigv4::signature(
+      e->cfg.secret, real,
+      sigv4::string_to_sign(amz_date, real, sigv4::canonical_request(out, real.signed_headers, payload_hash, s3)));
+  r.set.emplace_back("Authorization", sigv4::format_authorization(real));
+  if (!aws.session_token.empty()) r.set.emplace_back("X-Amz-Security-Token", aws.session_token);
   return r;
 }
 

@@ -22,6 +22,19 @@ struct oauth2_config {
   std::string refresh_token;          // the one in force (a server may rotate it)
 };
 
+// An AWS key pair ([credentials.NAME.aws]): the command gets a placeholder pair shaped like a real
+// one (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY); a request to the credential's hosts signed with
+// it (SigV4, filters/aws_sigv4) is checked and signed again with the real pair, the session token
+// added. A request signed with any other key is refused, never signed again.
+struct aws_config {
+  // Where the real pair comes from: a credential_process command (AWS's JSON: AccessKeyId,
+  // SecretAccessKey, SessionToken, Expiration), or one source each ("env:", "file:", "command:").
+  std::string process;                  // "command:PROGRAM ARGS..."; empty: the three below
+  std::string access_key_id_source, secret_access_key_source, session_token_source;
+  std::string access_key_id, session_token; // loaded (the secret key is credential_config::secret)
+  std::string placeholder_secret;           // the command's AWS_SECRET_ACCESS_KEY
+};
+
 // One credential of the policy ([credentials.NAME]): a secret sluice reads itself and adds to
 // requests for the hosts it belongs to. The secret never enters the sandbox: the command sees only
 // the placeholder `sluice-credential-NAME`.
@@ -43,6 +56,7 @@ struct credential_config {
   unsigned placeholder_length = 40;
   std::string placeholder;                // the placeholder in force (shaped_placeholder); empty: the name's
   std::optional<oauth2_config> oauth2;    // an OAuth2 client instead of `source`
+  std::optional<aws_config> aws;          // an AWS key pair instead of `source`
   // When the value is to be read (or obtained) again: loaded + ttl, or 80% into an access token's
   // life; the epoch: never.
   std::chrono::steady_clock::time_point refresh_at{};
@@ -62,8 +76,15 @@ const std::vector<placeholder_kind> &placeholder_kinds();
 // the same in every replica and after a restart, so that its clients can be given it).
 std::string shaped_placeholder(const credential_config &c, bool random);
 
+// Sets c.placeholder (shaped_placeholder) and, for an AWS pair, the placeholder secret key.
+void make_placeholders(credential_config &c, bool random);
+
 // The text a command sees instead of the secret.
 std::string credential_placeholder(std::string_view name);
+
+// What a "command:" source printed (trailing line breaks dropped), run as load_secret runs it.
+// Throws config_error naming the credential when it fails, hangs, or prints nothing.
+std::string command_output(const credential_config &c);
 
 // Reads the secret of `c` from its source. Throws config_error naming the credential and the
 // source (never the value) when it is missing or empty. A "command:" source runs its argv (split
@@ -80,7 +101,14 @@ struct credential_result {
   std::string_view reason;                                  // empty: go on; else refuse with it
   std::string credential;                                   // the credential involved
   std::vector<std::pair<std::string, std::string>> set;     // fields to set (name, value)
+  // An AWS request that names no payload hash (x-amz-content-sha256): its signature covers the
+  // body's SHA-256, so the whole body is read (bounded) and sign_aws called with its hash.
+  bool aws_needs_body = false;
 };
+
+// The most body an AWS request without x-amz-content-sha256 may have (it is read whole to be
+// hashed before it is signed again).
+inline constexpr std::size_t max_aws_body_bytes = 16 * 1024 * 1024;
 
 // The credentials in force for a gateway: pure, built once per policy.
 class credential_injector {
@@ -97,9 +125,19 @@ public:
   // (in a header, Basic credentials included, or in the target) is refused with
   // `credential_host_mismatch`; for a host it belongs to, each placeholder in a header is replaced
   // by the secret, and a credential's header is added when the request has none.
+  // AWS credentials: a request signed with the placeholder pair (checked) is signed again with
+  // the real one; one signed with another key, or in a way sluice cannot sign again, is refused
+  // (aws_signature_refused, aws_signature_invalid, aws_signature_unsupported); one with no AWS
+  // signature passes as it is.
   credential_result apply(const std::vector<std::pair<std::string_view, std::string_view>> &fields,
                           std::string_view target, std::string_view host, std::string_view scheme,
-                          unsigned port) const;
+                          unsigned port, std::string_view method = "GET") const;
+  // The AWS part of apply for credential `name`, with the payload hash given: the body's SHA-256
+  // (hex) when apply asked for it, else the request's x-amz-content-sha256. `authority` is the
+  // Host the origin sees where `fields` hold none (HTTP/2).
+  credential_result sign_aws(std::string_view name, const std::vector<std::pair<std::string_view, std::string_view>> &fields,
+                             std::string_view method, std::string_view target, std::string_view authority,
+                             std::string_view payload_hash) const;
 
 private:
   struct entry {
@@ -109,6 +147,8 @@ private:
     std::string value; // the header value when sluice adds the header itself
   };
   std::vector<entry> entries_;
+  credential_result apply_aws(const entry &e, const std::vector<std::pair<std::string_view, std::string_view>> &fields,
+                              std::string_view target, std::string_view method, std::string_view authority) const;
 };
 
 // Base64 (RFC 4648) for HTTP Basic credentials.

@@ -10,6 +10,11 @@
 namespace sluice::filters {
 namespace {
 
+// A credential's value comes from "env:VAR", "file:/path" or "command:PROGRAM ARGS...".
+bool is_credential_source(const std::string &v) {
+  return v.rfind("env:", 0) == 0 || v.rfind("file:", 0) == 0 || (v.rfind("command:", 0) == 0 && !command_argv(v).empty());
+}
+
 // Carries the file name so that every message starts with "FILE:LINE:".
 struct loader {
   std::string source;
@@ -601,7 +606,7 @@ struct loader {
         std::string where = "[credentials." + std::string(k.str()) + "]";
         if (!ct) fail(v, "credentials." + std::string(k.str()) + " must be a table");
         check_keys(*ct, where, {"source", "hosts", "header", "format", "env", "ttl", "placeholder",
-                                "placeholder_length", "oauth2"});
+                                "placeholder_length", "oauth2", "aws"});
         credential_config cc;
         cc.name = std::string(k.str());
         if (cc.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
@@ -622,27 +627,59 @@ struct loader {
           }
           oc.client_id = string_of(*ot, "client_id", at, "");
           if (oc.client_id.empty()) fail(*o, at + " needs client_id = \"...\"");
-          auto is_source = [](const std::string &v) {
-            return v.rfind("env:", 0) == 0 || v.rfind("file:", 0) == 0 || (v.rfind("command:", 0) == 0 && !command_argv(v).empty());
-          };
           oc.client_secret_source = string_of(*ot, "client_secret", at, "");
-          if (!is_source(oc.client_secret_source)) {
+          if (!is_credential_source(oc.client_secret_source)) {
             fail(*o, at + " client_secret must be a source: \"env:VAR\", \"file:/path\" or \"command:PROGRAM ARGS...\"");
           }
           oc.refresh_token_source = string_of(*ot, "refresh_token", at, "");
-          if (!oc.refresh_token_source.empty() && !is_source(oc.refresh_token_source)) {
+          if (!oc.refresh_token_source.empty() && !is_credential_source(oc.refresh_token_source)) {
             fail(*o, at + " refresh_token must be a source: \"env:VAR\", \"file:/path\" or \"command:PROGRAM ARGS...\"");
           }
           oc.scopes = strings_of(*ot, "scopes", at);
           cc.oauth2 = std::move(oc);
           cc.source = "oauth2";
-        } else if (cc.source.rfind("env:", 0) != 0 && cc.source.rfind("file:", 0) != 0 &&
-            cc.source.rfind("command:", 0) != 0) {
+        } else if (auto *a = ct->get("aws")) {
+          auto *at_ = a->as_table();
+          std::string at = where + " aws";
+          if (!at_) fail(*a, at + " must be a table: [credentials." + cc.name + ".aws] with process = \"aws configure "
+                              "export-credentials --format process\", or access_key_id and secret_access_key");
+          if (!cc.source.empty()) fail_at(*ct, "source", where + ": an AWS credential takes its key pair from aws, not source");
+          for (const char *k : {"header", "format", "env", "placeholder", "placeholder_length"}) {
+            if (ct->get(k)) fail_at(*ct, k, where + " " + k + ": an AWS credential signs requests (SigV4); the command "
+                                                      "gets AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY placeholders");
+          }
+          check_keys(*at_, at, {"process", "access_key_id", "secret_access_key", "session_token"});
+          aws_config ac;
+          ac.process = string_of(*at_, "process", at, "");
+          ac.access_key_id_source = string_of(*at_, "access_key_id", at, "");
+          ac.secret_access_key_source = string_of(*at_, "secret_access_key", at, "");
+          ac.session_token_source = string_of(*at_, "session_token", at, "");
+          bool pair = !ac.access_key_id_source.empty() || !ac.secret_access_key_source.empty() ||
+                      !ac.session_token_source.empty();
+          if (ac.process.empty() == !pair) {
+            fail(*a, at + " needs either process = \"PROGRAM ARGS...\" (a credential_process, such as \"aws configure "
+                          "export-credentials --format process\") or access_key_id and secret_access_key sources");
+          }
+          if (!ac.process.empty()) {
+            ac.process = "command:" + ac.process;
+            if (command_argv(ac.process).empty()) fail(*a, at + " process needs a program");
+          } else {
+            for (auto *src : {&ac.access_key_id_source, &ac.secret_access_key_source, &ac.session_token_source}) {
+              if (src == &ac.session_token_source && src->empty()) continue;
+              if (!is_credential_source(*src)) {
+                fail(*a, at + " access_key_id, secret_access_key and session_token must be sources: \"env:VAR\", "
+                              "\"file:/path\" or \"command:PROGRAM ARGS...\"");
+              }
+            }
+          }
+          cc.aws = std::move(ac);
+          cc.source = "aws";
+          cc.placeholder_shape = "aws-access-key-id";
+        } else if (cc.source.rfind("command:", 0) == 0 && command_argv(cc.source).empty()) {
+          fail_at(*ct, "source", where + " source \"command:\" needs a program: \"command:gh auth token\"");
+        } else if (!is_credential_source(cc.source)) {
           fail_at(*ct, "source", where + " source must be \"env:VAR\", \"file:/path\" or \"command:PROGRAM ARGS...\" "
                                           "(\"command:gh auth token\")");
-        }
-        if (cc.source.rfind("command:", 0) == 0 && command_argv(cc.source).empty()) {
-          fail_at(*ct, "source", where + " source \"command:\" needs a program: \"command:gh auth token\"");
         }
         if (auto *t = ct->get("ttl")) {
           auto text = t->value<std::string>();
@@ -654,6 +691,9 @@ struct loader {
           }
           if (cc.ttl < std::chrono::seconds(1)) fail(*t, where + " ttl must be at least 1s");
           if (cc.oauth2) fail(*t, where + " ttl: an OAuth2 token is obtained again before it expires");
+          if (cc.aws && !cc.aws->process.empty()) {
+            fail(*t, where + " ttl: a credential_process's keys are obtained again before their Expiration");
+          }
           if (cc.source.rfind("env:", 0) == 0) {
             fail(*t, where + " ttl needs a source that can change: \"file:\" or \"command:\" (an environment "
                             "variable is read once)");
@@ -674,7 +714,7 @@ struct loader {
                                           "be \"basic:USER\"");
         }
         cc.env = string_of(*ct, "env", where, cc.source.rfind("env:", 0) == 0 ? cc.source.substr(4) : "");
-        cc.placeholder_shape = string_of(*ct, "placeholder", where, "");
+        cc.placeholder_shape = string_of(*ct, "placeholder", where, cc.placeholder_shape);
         bool kind = false;
         for (const auto &k : placeholder_kinds()) kind |= k.name == cc.placeholder_shape;
         if (!cc.placeholder_shape.empty() && !kind) {

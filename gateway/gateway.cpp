@@ -422,7 +422,8 @@ void gateway::start() {
 // life), reads or obtains every due one again and, where a value changed, swaps in a policy
 // holding it, unless the policy was replaced meanwhile (a reload reads every source itself). A
 // source that fails keeps its last value, logged and counted, and is tried again after its ttl
-// (an OAuth2 token after 5 s, while it may still be valid).
+// (one without a ttl, an OAuth2 token or a credential_process's keys, after 5 s, while it may
+// still be valid).
 void gateway::refresh_credentials() {
   using steady = std::chrono::steady_clock;
   for (;;) {
@@ -450,7 +451,7 @@ void gateway::refresh_credentials() {
         std::fprintf(stderr, "sluice: %s; its last value stays in use\n", e.what());
         metrics_->credential_refresh_failures.Increment();
         c = std::move(last);
-        c.refresh_at = steady::now() + (c.oauth2 ? std::chrono::milliseconds(5000) : c.ttl);
+        c.refresh_at = steady::now() + (c.ttl.count() > 0 ? c.ttl : std::chrono::milliseconds(5000));
       }
       changed = true; // at least its next refresh moved
     }

@@ -272,7 +272,7 @@ int h2_connection::on_data_chunk(nghttp2_session *ng, std::uint8_t, std::int32_t
   st.body_in.append(reinterpret_cast<const char *>(data), len);
   // Git negotiation is read whole before it is judged (bounded by its own cap), so its window
   // opens at once; any other body's opens as the origin takes it (forward()).
-  if (st.v.git_read) {
+  if (st.v.read_whole()) { // Git negotiation, or an AWS body to be hashed
     nghttp2_session_consume(ng, id, len);
   } else {
     st.unconsumed += len;

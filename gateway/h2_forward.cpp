@@ -2,6 +2,7 @@
 // credentials, framing of sluice's own), the request body as its DATA arrives (windows opened as
 // the origin takes the bytes), the response head submitted and its body buffered, bounded, for
 // nghttp2 to send as the client's window allows.
+#include "filters/aws_sigv4.hpp"
 #include "filters/git_upload_pack.hpp"
 #include "gateway/end_to_end_fields.hpp"
 #include "gateway/error.hpp"
@@ -68,6 +69,29 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   std::string key;
   key.append(o.scheme).append("://").append(o.host).append(1, ':').append(std::to_string(o.port));
 
+  // An AWS request signed over its body's hash: the whole body (bounded), then signed again.
+  if (st->v.aws_body) {
+    while (!st->request_ended && !gone() && st->body_in.size() <= filters::max_aws_body_bytes) {
+      if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
+    }
+    if (gone()) co_return aborted();
+    if (st->body_in.size() > filters::max_aws_body_bytes || !st->request_ended) {
+      refuse(*st, st->request_ended ? "body_too_large" : "bad_request_body", o.rule);
+      co_return;
+    }
+    std::vector<std::pair<std::string_view, std::string_view>> views;
+    for (auto &[n, v] : req.fields) views.emplace_back(n, v);
+    auto cr = st->policy->credentials().sign_aws(st->v.aws_credential, views, req.method, o.target, authority,
+                                                 filters::sigv4::sha256_hex(st->body_in));
+    if (!cr.reason.empty()) {
+      refuse(*st, cr.reason, "credential:" + cr.credential);
+      co_return;
+    }
+    for (auto &f : cr.set) st->v.set.push_back(std::move(f));
+    preread = std::move(st->body_in);
+    st->body_in.clear();
+  }
+
   // An origin that speaks h2 takes the stream on its one connection. While one stream of this
   // client dials it, the others wait for that dial instead of each opening a connection.
   auto &origins = owner_.worker_.h2_origins;
@@ -128,9 +152,9 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
     if (!replaced) head.append(n).append(": ").append(v).append("\r\n");
   }
   for (auto &[n, v] : st->v.set) head.append(n).append(": ").append(v).append("\r\n");
-  const bool no_body = st->request_ended && st->body_in.empty() && !st->v.git_read;
+  const bool no_body = st->request_ended && st->body_in.empty() && !st->v.read_whole();
   bool chunked = false;
-  if (st->v.git_read) {
+  if (st->v.read_whole()) {
     head.append("Content-Length: ").append(std::to_string(preread.size())).append("\r\n");
   } else if (req.content_length) {
     head.append("Content-Length: ").append(std::to_string(*req.content_length)).append("\r\n");
@@ -169,7 +193,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   o.bytes_in += preread.size();
 
   // The request body, as it arrives, each piece's window opened once the origin has it.
-  while (!st->v.git_read && !no_body) {
+  while (!st->v.read_whole() && !no_body) {
     if (!st->body_in.empty()) {
       std::string piece = std::move(st->body_in);
       st->body_in.clear();
@@ -339,7 +363,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
     for (auto &c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     fields.emplace_back(std::move(name), v);
   }
-  if (st->v.git_read) {
+  if (st->v.read_whole()) {
     fields.emplace_back("content-length", std::to_string(preread.size()));
     st->body_in = std::move(preread);
     st->in_at = 0;
@@ -386,7 +410,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
     if (gone()) co_return aborted();
     if (st->sent_up) { // the origin's session took request body bytes: the client may send more
       o.bytes_in += st->sent_up;
-      if (!st->v.git_read) {
+      if (!st->v.read_whole()) {
         nghttp2_session_consume(ng_, st->id, st->sent_up);
         st->unconsumed -= std::min(st->unconsumed, st->sent_up);
         kick();

@@ -215,6 +215,8 @@ void load_oauth2(filters::credential_config &c, const filters::config &cfg) {
 void load_credential(filters::credential_config &c, const filters::config &cfg) {
   if (c.oauth2) {
     load_oauth2(c, cfg);
+  } else if (c.aws) {
+    load_aws(c);
   } else {
     filters::load_secret(c);
   }

@@ -13,7 +13,12 @@ namespace sluice::gateway {
 // and what went wrong (never a secret). Bounded: 10 s in all.
 void load_oauth2(filters::credential_config &c, const filters::config &cfg);
 
-// The credential's value from wherever it comes: load_oauth2 or filters::load_secret.
+// Fills c.aws (the real access key id and session token), c.secret (the secret access key) and
+// c.refresh_at (80% of the way to a credential_process's Expiration, or c.ttl on). Throws
+// filters::config_error naming the credential and what is wrong (never a secret).
+void load_aws(filters::credential_config &c);
+
+// The credential's value from wherever it comes: load_oauth2, load_aws or filters::load_secret.
 void load_credential(filters::credential_config &c, const filters::config &cfg);
 
 } // namespace sluice::gateway

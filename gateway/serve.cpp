@@ -31,7 +31,7 @@ filters::policy_ptr load_policy(const std::string &text, const std::string &path
   auto cfg = filters::load_config_string(text, path);
   for (auto &c : cfg.credentials) {
     load_credential(c, cfg);
-    c.placeholder = filters::shaped_placeholder(c, false); // the same in every replica
+    filters::make_placeholders(c, false); // the same in every replica
   }
   return std::make_shared<const filters::policy>(std::move(cfg));
 }
@@ -54,7 +54,10 @@ int run_serve(const serve_options &options) {
   const auto &cfg = policy->cfg();
   // Shaped placeholders are derived from the credential's name: the operator gives them to clients.
   for (const auto &c : cfg.credentials) {
-    if (!c.placeholder_shape.empty()) {
+    if (c.aws) {
+      std::fprintf(stderr, "sluice: credential %s: clients sign with AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s\n",
+                   c.name.c_str(), c.placeholder.c_str(), c.aws->placeholder_secret.c_str());
+    } else if (!c.placeholder_shape.empty()) {
       std::fprintf(stderr, "sluice: credential %s: clients send the placeholder %s\n", c.name.c_str(),
                    c.placeholder.c_str());
     }

@@ -79,6 +79,12 @@ struct verdict {
   bool git_read = false;   // network-read: a fetch's POST to git-upload-pack; its body is checked next
   bool websocket = false;  // an upgrade the policy let through (o.protocol is "websocket")
   std::vector<std::pair<std::string, std::string>> set; // credential fields to set on the way out
+  // An AWS request whose signature covers its body's hash: the body is read whole (bounded), then
+  // signed again for credential aws_credential (credential_injector::sign_aws).
+  bool aws_body = false;
+  std::string aws_credential;
+  // The body is read whole before the request leaves (and sent with its length).
+  bool read_whole() const { return git_read || aws_body; }
 };
 
 // Relay buffers of chunk_size, kept per thread for reuse: allocating and freeing 64 KiB per request

@@ -137,9 +137,11 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
   if (!pol.credentials().empty()) {
     // Credentials: a placeholder bound for another host is refused; for the credential's own
     // hosts the gateway puts the secret in (the command never held it).
-    auto cr = pol.credentials().apply(*r.fields, r.h2 ? std::string_view(target) : r.target, o.host, o.scheme, port);
+    auto cr = pol.credentials().apply(*r.fields, target, o.host, o.scheme, port, r.method);
     if (!cr.reason.empty()) return refuse(cr.reason, false, "credential:" + cr.credential);
     v.set = std::move(cr.set);
+    v.aws_body = cr.aws_needs_body;
+    if (v.aws_body) v.aws_credential = cr.credential;
   }
   v.rule = o.rule;
   return v;

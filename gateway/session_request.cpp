@@ -2,6 +2,7 @@
 // captured connection. A head is read within its limits and checked raw, then parsed; the origin is
 // worked out and cross-checked with Host; hygiene, Git negotiation and credentials are checked; the
 // decision is the policy's. Allowed requests go on to forward().
+#include "filters/aws_sigv4.hpp"
 #include "filters/git_upload_pack.hpp"
 #include "filters/request_hygiene.hpp"
 #include "gateway/session_impl.hpp"
@@ -300,9 +301,38 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
       co_return false;
     }
   }
+  // An AWS request signed over its body's hash: the body read whole (bounded), then signed again.
+  std::string aws_body;
+  if (v.aws_body) {
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      http::response<http::empty_body> go_on{http::status::continue_, 11};
+      lowest(s).expires_after(cfg().timeouts.io);
+      co_await http::async_write(s, go_on, use_tuple);
+      req.erase(http::field::expect);
+      fields.clear(); // the views again: one pointed into the field just erased
+      for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
+    }
+    error_code bec = co_await read_whole_body(s, buf, parser, aws_body, filters::max_aws_body_bytes,
+                                              o.start + cfg().timeouts.request);
+    if (bec) {
+      co_await deny(s, o, bec == http::error::body_limit ? "body_too_large" : "bad_request_body", o.rule,
+                    false, version);
+      co_return false;
+    }
+    std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+    if (o.port != (o.scheme == "https" ? 443u : 80u)) authority += ":" + std::to_string(o.port);
+    auto cr = pol.credentials().sign_aws(v.aws_credential, fields, req.method_string(), o.target, authority,
+                                         filters::sigv4::sha256_hex(aws_body));
+    if (!cr.reason.empty()) {
+      co_await deny(s, o, cr.reason, "credential:" + cr.credential, false, version);
+      co_return false;
+    }
+    for (auto &f : cr.set) v.set.push_back(std::move(f));
+  }
   fields.clear(); // views into the head, which the credentials below change
   for (auto &[name, value] : v.set) req.set(name, value);
-  co_return co_await forward(s, buf, parser, o, v.ip, version, git_read ? &git_body : nullptr);
+  co_return co_await forward(s, buf, parser, o, v.ip, version,
+                             git_read ? &git_body : v.aws_body ? &aws_body : nullptr);
 }
 
 // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond), within the
