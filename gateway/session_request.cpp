@@ -278,13 +278,19 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   }
   const bool git_read = v.git_read;
   std::string git_body;
+  // An allowed request that waits for 100 Continue gets it from sluice, which reads its body next,
+  // and Expect is not passed on: the origin's own 100 would come only once sluice reads the
+  // origin, after the body (a client that takes any readable byte for the answer, such as
+  // botocore after a TLS 1.3 session ticket, would wait until the I/O deadline).
+  if (has_body && beast::iequals(req[http::field::expect], "100-continue")) {
+    http::response<http::empty_body> go_on{http::status::continue_, 11};
+    lowest(s).expires_after(cfg().timeouts.io);
+    co_await http::async_write(s, go_on, use_tuple);
+    req.erase(http::field::expect);
+    fields.clear(); // the views again: one pointed into the field just erased
+    for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
+  }
   if (git_read) {
-    if (beast::iequals(req[http::field::expect], "100-continue")) {
-      http::response<http::empty_body> go_on{http::status::continue_, 11};
-      lowest(s).expires_after(cfg().timeouts.io);
-      co_await http::async_write(s, go_on, use_tuple);
-      req.erase(http::field::expect);
-    }
     error_code bec = co_await read_whole_body(s, buf, parser, git_body, filters::max_git_request_bytes,
                                               o.start + cfg().timeouts.request);
     if (bec) {
@@ -304,14 +310,6 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   // An AWS request signed over its body's hash: the body read whole (bounded), then signed again.
   std::string aws_body;
   if (v.aws_body) {
-    if (beast::iequals(req[http::field::expect], "100-continue")) {
-      http::response<http::empty_body> go_on{http::status::continue_, 11};
-      lowest(s).expires_after(cfg().timeouts.io);
-      co_await http::async_write(s, go_on, use_tuple);
-      req.erase(http::field::expect);
-      fields.clear(); // the views again: one pointed into the field just erased
-      for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
-    }
     error_code bec = co_await read_whole_body(s, buf, parser, aws_body, filters::max_aws_body_bytes,
                                               o.start + cfg().timeouts.request);
     if (bec) {

@@ -386,5 +386,161 @@ class OAuth2AsNobody(OAuth2AsRoot):
     user = 65534
 
 
+class AwsAsRoot(base.ExecCase):
+    """An AWS key pair as a credential: Debian's awscli inside holds a placeholder pair shaped like a
+    real one, signs with it, and sluice checks that signature and signs again with the real pair
+    and its session token. The origin (aws_origin.py, S3 and STS on loopback as aws.test) checks
+    every signature with botocore's signer and the real pair, as AWS would. Nothing of the real
+    pair is inside; a request signed with another key is refused and never reaches the origin."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not shutil.which("aws", path="/usr/bin"):
+            raise unittest.SkipTest("Debian's awscli (/usr/bin/aws) is not installed")
+        cls.dir = tempfile.mkdtemp(dir=M["tmp"])  # outside the workspace: the sandbox never sees it
+        os.chmod(cls.dir, 0o755)
+        ca = (os.path.join(M["tmp"], "origin-ca.pem"), os.path.join(M["tmp"], "origin-ca.key"))
+        cert, key = make_leaf(cls.dir, ca, "aws", "DNS:aws.test")
+        for f in (cert, key):
+            os.chmod(f, 0o644)
+        cls.port = free_port()
+        cls.key_id = "AKIA" + os.urandom(8).hex().upper()
+        cls.secret = "real/" + os.urandom(17).hex()
+        cls.token = "FwoG" + os.urandom(24).hex()
+        cls.log = os.path.join(cls.dir, "origin.jsonl")
+        env = dict(os.environ, AWS_ORIGIN_KEY_ID=cls.key_id, AWS_ORIGIN_SECRET=cls.secret,
+                   AWS_ORIGIN_TOKEN=cls.token, AWS_ORIGIN_LOG=cls.log)
+        cls.server = subprocess.Popen([PYTHON, os.path.join(HERE, "aws_origin.py"), str(cls.port), cert, key],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        assert cls.server.stdout.readline().strip() == b"ready"
+        for name, value in (("key-id", cls.key_id), ("secret", cls.secret), ("token", cls.token)):
+            with open(os.path.join(cls.dir, name), "w") as f:
+                f.write(value + "\n")
+            os.chmod(os.path.join(cls.dir, name), 0o644)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.kill()
+        cls.server.wait()
+        cls.server.stdout.close()
+
+    def policy(self, aws):
+        with open(M["policy"]) as f:
+            text = f.read()
+        text = text.replace('credentials = ["api", "gitpriv"]', 'credentials = ["api", "gitpriv", "aws"]', 1)
+        text = text.replace('allow_domains = ["origin.test:8443"]',
+                            'allow_domains = ["origin.test:8443", "aws.test:%d"]' % self.port, 1)
+        text = text.replace('allow_addresses = ["198.18.0.0/15"]', 'allow_addresses = ["198.18.0.0/15", "127.0.0.1/32"]', 1)
+        text = text.replace('[upstream.resolve]\n', '[upstream.resolve]\n"aws.test" = "127.0.0.1"\n', 1)
+        text += '\n[credentials.aws]\nhosts = ["aws.test:%d"]\n\n[credentials.aws.aws]\n' % self.port + aws
+        d = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(d, 0o755)
+        path = os.path.join(d, "policy.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+        return path
+
+    def sources(self):
+        return ('access_key_id = "file:{0}/key-id"\nsecret_access_key = "file:{0}/secret"\n'
+                'session_token = "file:{0}/token"\n'.format(self.dir))
+
+    def run_aws(self, policy, script, log=None):
+        # Path-style S3 addressing (the origin is one host), the region, and the endpoint.
+        with open(os.path.join(self.work, "aws-config"), "w") as f:
+            f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
+        os.chmod(os.path.join(self.work, "aws-config"), 0o644)
+        script = ("export AWS_CONFIG_FILE=$PWD/aws-config; aws() { /usr/bin/aws --endpoint-url "
+                  "https://aws.test:%d \"$@\"; }; " % self.port) + script
+        cmd = self.prefix() + [SLUICE, "exec", "--policy", policy, "--sandbox-profile", "publish",
+                               "--confirm-external-side-effects", "--credential", "aws"] + (["--access-log", log] if log else []) + ["--", "sh", "-c", script]
+        return subprocess.run(cmd, capture_output=True, env=self.env(), timeout=180, cwd=self.work)
+
+    def origin_lines(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(l) for l in f]
+
+    def assertNothingReal(self, *texts):
+        for t in texts:
+            t = t.decode(errors="replace") if isinstance(t, bytes) else t
+            for real in (self.key_id, self.secret, self.token):
+                self.assertNotIn(real, t)
+
+    def test_awscli_s3_and_sts_signed_again(self):
+        before = len(self.origin_lines())
+        log = os.path.join(self.work, "access.log")
+        with open(os.path.join(self.work, "hello.txt"), "w") as f:
+            f.write("hello from inside\n")
+        p = self.run_aws(self.policy(self.sources()),
+                         "set -e; aws s3 cp hello.txt s3://bucket/hello.txt; aws s3 ls s3://bucket/; "
+                         "aws s3 cp s3://bucket/hello.txt -; aws sts get-caller-identity --output text; "
+                         "echo \"id=$AWS_ACCESS_KEY_ID secret=$AWS_SECRET_ACCESS_KEY token=${AWS_SESSION_TOKEN:-none}\"; "
+                         "env; grep -r . /.sluice $HOME 2>/dev/null || true", log=log)
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-3000:])
+        out = p.stdout.decode()
+        self.assertIn("hello.txt", out)                       # listed
+        self.assertIn("hello from inside", out)               # read back
+        self.assertIn("arn:aws:iam::123456789012:user/sluice-test", out)
+        placeholder = [l for l in out.splitlines() if l.startswith("id=")][0].split()
+        self.assertRegex(placeholder[0], r"^id=AKIA[A-Z2-7]{16}$")   # shaped like a real key id
+        self.assertEqual(len(placeholder[1]), len("secret=") + 40)
+        self.assertEqual(placeholder[2], "token=none")
+        with open(log) as f:
+            self.assertNothingReal(p.stdout, p.stderr, f.read())
+        # At the origin: every request signed with the real key and its token, and verified.
+        seen = self.origin_lines()[before:]
+        self.assertGreaterEqual(len(seen), 4, seen)
+        self.assertEqual({(l["key"], l["verified"]) for l in seen}, {(self.key_id, True)}, seen)
+        self.assertTrue(all("x-amz-security-token" in l["signed"] for l in seen))
+        self.assertIn(("POST", "/"), {(l["method"], l["path"]) for l in seen})  # STS: its body hashed
+        self.assertIn("PUT", {l["method"] for l in seen})
+
+    def test_another_key_refused_and_nothing_sent(self):
+        before = len(self.origin_lines())
+        log = os.path.join(self.work, "access.log")
+        p = self.run_aws(self.policy(self.sources()),
+                         "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE AWS_SECRET_ACCESS_KEY=x aws sts get-caller-identity; "
+                         "echo status=$?; AWS_SECRET_ACCESS_KEY=not-the-placeholder aws s3 ls s3://bucket/; echo status=$?",
+                         log=log)
+        out = p.stdout.decode()
+        self.assertEqual(out.count("status=0"), 0, out + p.stderr.decode())
+        self.assertEqual(self.origin_lines()[before:], [])   # refused at the gateway, never re-signed
+        with open(log) as f:
+            reasons = {json.loads(l)["reason"] for l in f}
+        self.assertIn("aws_signature_refused", reasons)
+        self.assertIn("aws_signature_invalid", reasons)
+
+    def test_credential_process_obtained_again_before_expiration(self):
+        runs = os.path.join(self.dir, "runs-%d" % os.getpid())
+        script = os.path.join(self.dir, "process-%s.sh" % (self.user or 0))
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho run >> %s\nexp=$(date -u -d '+3 seconds' +%%Y-%%m-%%dT%%H:%%M:%%SZ)\n"
+                    "printf '{\"Version\": 1, \"AccessKeyId\": \"%s\", \"SecretAccessKey\": \"%s\", "
+                    "\"SessionToken\": \"%s\", \"Expiration\": \"%%s\"}\\n' \"$exp\"\n"
+                    % (runs, self.key_id, self.secret, self.token))
+        os.chmod(script, 0o755)
+        if os.path.exists(runs):
+            os.unlink(runs)
+        open(runs, "w").close()
+        os.chmod(runs, 0o666)
+        p = self.run_aws(self.policy('process = "%s"\n' % script),
+                         "aws sts get-caller-identity --output text; sleep 4; aws sts get-caller-identity --output text")
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-3000:])
+        self.assertEqual(p.stdout.decode().count("sluice-test"), 2)
+        with open(runs) as f:
+            self.assertGreaterEqual(len(f.read().split()), 2)  # run again before its keys expired
+        # A process that prints no key pair stops the start, naming the credential.
+        p = self.run_aws(self.policy('process = "echo {}"\n'), "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("credential 'aws'", p.stderr.decode())
+        self.assertIn("AccessKeyId", p.stderr.decode())
+
+
+class AwsAsNobody(AwsAsRoot):
+    user = 65534
+
+
 if __name__ == "__main__":
     unittest.main()
