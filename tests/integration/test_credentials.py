@@ -537,6 +537,39 @@ class AwsAsRoot(base.ExecCase):
         self.assertIn("credential 'aws'", p.stderr.decode())
         self.assertIn("AccessKeyId", p.stderr.decode())
 
+    def test_serve_signs_again_for_its_clients(self):
+        """serve: the placeholder pair is derived from the credential's name and printed at the
+        start; awscli outside, through the proxy, signs with it and sluice signs again."""
+        if self.user is not None:
+            self.skipTest("serve runs as root here; its clients are the test's own processes")
+        procs = Processes()
+        with open(self.policy(self.sources())) as f:
+            policy = f.read()
+        cfg = ('profile = "publish"\n[policy]\nallow = ["aws.test:%d"]\n' % self.port
+               + policy[policy.index("[credentials.aws]"):policy.index("[credentials.aws.aws]")]
+               + policy[policy.index("[credentials.aws.aws]"):] + "\n" + policy[policy.index("[tls]"):policy.index("[credentials.aws]")])
+        try:
+            gw = Gateway(procs, self.dir, cfg, "aws-serve")
+            line = [l for l in gw.stderr_text().splitlines() if "clients sign with" in l][0]
+            pair = dict(kv.split("=", 1) for kv in line.split()[-2:])
+            env = {"PATH": "/usr/bin:/bin", "HOME": self.home, "HTTPS_PROXY": gw.proxy, "AWS_CA_BUNDLE": gw.ca,
+                   "AWS_DEFAULT_REGION": "us-east-1", **pair}
+            before = len(self.origin_lines())
+            p = subprocess.run(["/usr/bin/aws", "--endpoint-url", "https://aws.test:%d" % self.port, "sts",
+                                "get-caller-identity", "--output", "text"], capture_output=True, env=env, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            self.assertIn("sluice-test", p.stdout.decode())
+            self.assertEqual({(l["key"], l["verified"]) for l in self.origin_lines()[before:]}, {(self.key_id, True)})
+            env["AWS_SECRET_ACCESS_KEY"] = "not-the-placeholder"
+            p = subprocess.run(["/usr/bin/aws", "--endpoint-url", "https://aws.test:%d" % self.port, "sts",
+                                "get-caller-identity"], capture_output=True, env=env, timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertTrue(gw.logged(lambda l: l.get("reason") == "aws_signature_invalid"))
+            with open(gw.log) as f:
+                self.assertNothingReal(f.read(), gw.stderr_text())
+        finally:
+            procs.stop_all()
+
 
 class AwsAsNobody(AwsAsRoot):
     user = 65534
