@@ -1,4 +1,5 @@
 #include "gateway/gateway.hpp"
+#include "filters/aws_sigv4.hpp"
 #include "gateway/oauth2.hpp"
 #include "gateway/admin_server.hpp"
 #include "gateway/local_addresses.hpp"
@@ -157,6 +158,13 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   state_->ssh_host_key = options_.ssh_host_key;
   state_->ssh_agent_socket = options_.ssh_agent_socket;
   state_->ssh_known_hosts = options_.ssh_known_hosts;
+  state_->credential_refused = [this](const std::string &name) {
+    {
+      std::lock_guard lock(refresh_m_);
+      if (!refused_.insert(name).second) return;
+    }
+    refresh_cv_.notify_all();
+  };
 
   unsigned n = options_.threads;
   if (n == 0) n = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
@@ -434,16 +442,32 @@ void gateway::refresh_credentials() {
     }
     // None due (a reload may bring some): look again in a minute.
     if (due == steady::time_point::max()) due = steady::now() + std::chrono::seconds(60);
+    std::set<std::string> refused;
     {
       std::unique_lock lock(refresh_m_);
-      if (refresh_cv_.wait_until(lock, due, [this] { return refresh_stop_; })) return;
+      refresh_cv_.wait_until(lock, due, [this] { return refresh_stop_ || !refused_.empty(); });
+      if (refresh_stop_) return;
+      refused.swap(refused_);
     }
     current = state_->policy.load();
     auto cfg = current->cfg();
     bool changed = false;
     auto now = steady::now();
     for (auto &c : cfg.credentials) {
-      if (c.refresh_at == steady::time_point{} || c.refresh_at > now + std::chrono::milliseconds(50)) continue;
+      // An OAuth2 token an API refused with 401 is obtained again now: once for each token (an API
+      // that refuses every token does not make sluice ask the token endpoint for each request),
+      // and at most every 10 s.
+      bool refused_now = false;
+      if (c.oauth2 && refused.count(c.name)) {
+        auto token = filters::sigv4::sha256_hex(c.secret);
+        auto &last = refused_last_[c.name];
+        if (last.first != token && (last.second == steady::time_point{} || now - last.second >= std::chrono::seconds(10))) {
+          last = {token, now};
+          refused_now = true;
+          std::fprintf(stderr, "sluice: credential '%s': the API answered 401; obtaining a new token\n", c.name.c_str());
+        }
+      }
+      if (!refused_now && (c.refresh_at == steady::time_point{} || c.refresh_at > now + std::chrono::milliseconds(50))) continue;
       auto last = c;
       try {
         load_credential(c, cfg);

@@ -15,6 +15,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <map>
+#include <set>
 #include <vector>
 
 namespace sluice::gateway {
@@ -127,6 +129,10 @@ private:
   std::mutex refresh_m_;
   std::condition_variable refresh_cv_;
   bool refresh_stop_ = false;
+  // OAuth2 credentials an API answered 401 while they were added (gateway_state::credential_refused):
+  // obtained again at once, once per token and at most every 10 s.
+  std::set<std::string> refused_;
+  std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>> refused_last_;
   std::vector<net::executor_work_guard<net::io_context::executor_type>> guards_;
 };
 

@@ -61,6 +61,8 @@ struct gateway_state {
   std::string ssh_host_key;
   std::string ssh_agent_socket;
   std::vector<std::string> ssh_known_hosts;
+  // An origin answered 401 to a request the credential NAME was added to (OAuth2: obtained again).
+  std::function<void(const std::string &)> credential_refused;
   // Sessions origins issued, for resumption (a few KiB each with the origin's chain: 2 MiB at most).
   upstream_sessions origin_sessions{512};
 };

@@ -170,6 +170,7 @@ void session::finish(outcome &o) {
   if (state_.keep_summary) {
     state_.summary.record(o.host, o.port, std::string(o.decision), std::string(o.reason), o.method);
   }
+  if (o.status == 401 && !o.credential.empty() && state_.credential_refused) state_.credential_refused(o.credential);
 }
 
 std::string_view session::refresh_policy() {

@@ -56,6 +56,7 @@ struct outcome {
   int grpc_status = -1; // a gRPC call answered with a grpc-status (sluice's own refusals, for now)
   // Git over SSH (protocol "ssh"): the user the client named, its request, the exit status passed back.
   std::string ssh_user, ssh_command;
+  std::string credential; // the credential whose value the gateway added, if any
   int exit_status = -1;
 };
 

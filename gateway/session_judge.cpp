@@ -140,6 +140,7 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
     auto cr = pol.credentials().apply(*r.fields, target, o.host, o.scheme, port, r.method);
     if (!cr.reason.empty()) return refuse(cr.reason, false, "credential:" + cr.credential);
     v.set = std::move(cr.set);
+    if (!v.set.empty()) o.credential = cr.credential;
     v.aws_body = cr.aws_needs_body;
     if (v.aws_body) v.aws_credential = cr.credential;
   }

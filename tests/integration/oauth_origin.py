@@ -7,6 +7,8 @@ POST /oauth/token   RFC 6749: client authentication by HTTP Basic (OAUTH_CLIENT 
                     {"access_token", "token_type", "expires_in": OAUTH_TTL, "refresh_token"}.
 GET /api            200 "api ok <token's number>" with a Bearer token that is issued and not
                     expired; 401 otherwise.
+GET /api/revoke     every token issued so far is revoked (as a provider does on a key rotation).
+A grant with the scope "long" gets tokens that live an hour instead of OAUTH_TTL.
 Each grant is appended to OAUTH_LOG as one JSON line (grant type, scope)."""
 import base64
 import http.server
@@ -54,8 +56,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send(400, json.dumps({"error": "unsupported_grant_type"}), "application/json")
             STATE["n"] += 1
             token = "at-%d-%s" % (STATE["n"], os.urandom(6).hex())
-            STATE["tokens"][token] = (STATE["n"], time.time() + TTL)
-            answer = {"access_token": token, "token_type": "Bearer", "expires_in": int(TTL)}
+            ttl = 3600 if "long" in form.get("scope", "").split() else TTL
+            STATE["tokens"][token] = (STATE["n"], time.time() + ttl)
+            answer = {"access_token": token, "token_type": "Bearer", "expires_in": int(ttl)}
             if grant == "refresh_token":
                 STATE["refresh"] = "rt-%d-%s" % (STATE["n"], os.urandom(6).hex())
                 answer["refresh_token"] = STATE["refresh"]
@@ -64,6 +67,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(200, json.dumps(answer), "application/json")
 
     def do_GET(self):
+        if self.path == "/api/revoke":  # the provider revokes every token issued so far
+            with LOCK:
+                STATE["tokens"].clear()
+            return self.send(200, "revoked\n")
         if self.path != "/api":
             return self.send(404, "no\n")
         auth = self.headers.get("Authorization", "")

@@ -368,6 +368,28 @@ class OAuth2AsRoot(base.ExecCase):
         for secret in (self.client_secret, self.refresh):
             self.assertNotIn(secret, p.stdout.decode() + p.stderr.decode())
 
+    def test_a_token_the_api_refuses_is_obtained_again(self):
+        """A 401 from the API for a token sluice added (revoked before its expiry): sluice obtains a
+        new token at once, and the next request carries it. Once per token: one more 401 for the
+        same token does not ask the token endpoint again."""
+        if os.path.exists(self.grants):
+            os.unlink(self.grants)
+        policy = self.policy('client_secret = "file:%s/client-secret"\nscopes = ["long"]\n' % self.dir)
+        url = "https://api.test:%d/api" % self.port
+        p = self.run_policy(policy, f"curl -sS {url}; curl -sS {url}/revoke; curl -sS {url}; curl -sS {url}; "
+                                    f"for i in $(seq 50); do out=$(curl -sS {url}); case $out in 'api ok'*) break;; esac; "
+                                    f"sleep 0.1; done; echo \"$out\"")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        out = p.stdout.decode().split("\n")
+        self.assertTrue(out[0].startswith("api ok "), out)
+        self.assertEqual(out[1], "revoked")
+        self.assertEqual(out[2], "token missing or expired")   # the client sees the 401 itself
+        self.assertTrue(out[-2].startswith("api ok "), out)   # and then a new token
+        self.assertNotEqual(out[0], out[-2])
+        with open(self.grants) as f:
+            self.assertEqual(len(f.readlines()), 2)  # the first token and one new one, not one per 401
+        self.assertIn("the API answered 401", p.stderr.decode())
+
     def test_client_credentials_and_a_refused_client(self):
         url = "https://api.test:%d/api" % self.port
         policy = self.policy('client_secret = "file:%s/client-secret"\n' % self.dir)
