@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sstream>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -247,6 +248,13 @@ std::string run_source_command(const credential_config &c) {
 
 std::string command_output(const credential_config &c) { return run_source_command(c); }
 
+std::string file_stamp(std::string_view source) {
+  struct stat st {};
+  if (source.substr(0, 5) != "file:" || ::stat(std::string(source.substr(5)).c_str(), &st) != 0) return "missing";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
 void make_placeholders(credential_config &c, bool random) {
   c.placeholder = shaped_placeholder(c, random);
   if (c.aws) {
@@ -272,6 +280,7 @@ void load_secret(credential_config &c) {
     }
     value = v;
   } else if (c.source.rfind("file:", 0) == 0) {
+    c.file_stamp = file_stamp(c.source); // before the read: a change during it is read again
     std::ifstream f(c.source.substr(5), std::ios::binary);
     std::stringstream ss;
     ss << f.rdbuf();

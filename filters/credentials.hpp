@@ -61,6 +61,9 @@ struct credential_config {
   // life; the epoch: never.
   std::chrono::steady_clock::time_point refresh_at{};
   std::string secret;                     // filled by load_secret; never logged or printed
+  // A file: source without a ttl is read again when the file changes: its device, inode, size and
+  // modification time when it was read ("missing" once it could not be).
+  std::string file_stamp;
 };
 
 // The known kinds of `placeholder`: name, prefix, length and the alphabet of the rest.
@@ -92,6 +95,9 @@ std::string command_output(const credential_config &c);
 // command_timeout; the secret is its standard output, one line.
 void load_secret(credential_config &c);
 inline constexpr std::chrono::seconds command_timeout{10};
+
+// The stamp (credential_config::file_stamp) of the file a "file:" source names now.
+std::string file_stamp(std::string_view source);
 
 // The argv of a "command:" source (empty when the source is not one, or names nothing).
 std::vector<std::string> command_argv(std::string_view source);

@@ -409,7 +409,7 @@ void gateway::start() {
   }
   bool ttl = false;
   for (const auto &c : state_->policy.load()->cfg().credentials) {
-    ttl |= c.refresh_at != std::chrono::steady_clock::time_point{};
+    ttl |= c.refresh_at != std::chrono::steady_clock::time_point{} || !c.file_stamp.empty();
   }
   if (ttl) refresher_ = std::thread([this] { refresh_credentials(); });
   for (auto &w : workers_) {
@@ -439,6 +439,8 @@ void gateway::refresh_credentials() {
     auto due = steady::time_point::max();
     for (const auto &c : current->cfg().credentials) {
       if (c.refresh_at != steady::time_point{}) due = std::min(due, c.refresh_at);
+      // A file without a ttl is looked at every second, and read again once it changed.
+      if (c.refresh_at == steady::time_point{} && !c.file_stamp.empty()) due = std::min(due, steady::now() + std::chrono::seconds(1));
     }
     // None due (a reload may bring some): look again in a minute.
     if (due == steady::time_point::max()) due = steady::now() + std::chrono::seconds(60);
@@ -467,7 +469,12 @@ void gateway::refresh_credentials() {
           std::fprintf(stderr, "sluice: credential '%s': the API answered 401; obtaining a new token\n", c.name.c_str());
         }
       }
-      if (!refused_now && (c.refresh_at == steady::time_point{} || c.refresh_at > now + std::chrono::milliseconds(50))) continue;
+      bool file_changed = c.refresh_at == steady::time_point{} && !c.file_stamp.empty() &&
+                          filters::file_stamp(c.source) != c.file_stamp;
+      if (!refused_now && !file_changed &&
+          (c.refresh_at == steady::time_point{} || c.refresh_at > now + std::chrono::milliseconds(50))) {
+        continue;
+      }
       auto last = c;
       try {
         load_credential(c, cfg);
@@ -475,7 +482,11 @@ void gateway::refresh_credentials() {
         std::fprintf(stderr, "sluice: %s; its last value stays in use\n", e.what());
         metrics_->credential_refresh_failures.Increment();
         c = std::move(last);
-        c.refresh_at = steady::now() + (c.ttl.count() > 0 ? c.ttl : std::chrono::milliseconds(5000));
+        if (file_changed) {
+          c.file_stamp = filters::file_stamp(c.source); // read again when it changes again
+        } else {
+          c.refresh_at = steady::now() + (c.ttl.count() > 0 ? c.ttl : std::chrono::milliseconds(5000));
+        }
       }
       changed = true; // at least its next refresh moved
     }

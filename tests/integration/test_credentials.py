@@ -287,6 +287,41 @@ class ServeCredentials(unittest.TestCase):
             procs.stop_all()
 
 
+    def test_serve_reads_a_file_source_again_when_it_changes(self):
+        """serve: a file source without a ttl is read again once the file changes (a token another
+        tool rotates in place); a file that goes away keeps the last value, counted."""
+        procs = Processes()
+        self.outside = tempfile.mkdtemp(dir=M["tmp"])
+        self.addCleanup(shutil.rmtree, self.outside, True)
+        token = os.path.join(self.outside, "token")
+        with open(token, "w") as f:
+            f.write("expired-token\n")
+        policy = open(M["policy"]).read()
+        cfg = ('profile = "network-read"\n[policy]\nallow = ["origin.test:8443"]\n'
+               f'[credentials.rotated]\nsource = "file:{token}"\nhosts = ["origin.test:8443"]\n'
+               + policy[policy.index("[tls]"):])
+        try:
+            gw = Gateway(procs, self.outside, cfg, "cred-file")
+            url = "https://origin.test:8443/private/repo.git/HEAD"
+            self.assertNotEqual(status_of(curl(gw, url).stderr.decode()), 200)
+            with open(token + ".new", "w") as f:
+                f.write(M["secret"] + "\n")
+            os.rename(token + ".new", token)  # as tools rotate a file: a new one moved in place
+            deadline = time.time() + 10
+            while time.time() < deadline and status_of(curl(gw, url).stderr.decode()) != 200:
+                time.sleep(0.2)
+            self.assertEqual(status_of(curl(gw, url).stderr.decode()), 200)
+            os.unlink(token)
+            deadline = time.time() + 10
+            while time.time() < deadline and gw.metric("sluice_credential_refresh_failures_total") < 1:
+                time.sleep(0.2)
+            time.sleep(2.5)  # the file is looked at each second: still one failure, not one a second
+            self.assertEqual(gw.metric("sluice_credential_refresh_failures_total"), 1)
+            self.assertEqual(status_of(curl(gw, url).stderr.decode()), 200)
+            self.assertNotIn(M["secret"], open(gw.log).read() + gw.stderr_text())
+        finally:
+            procs.stop_all()
+
 
 class OAuth2AsRoot(base.ExecCase):
     """An OAuth2 client as a credential: sluice obtains the access token from the token endpoint
