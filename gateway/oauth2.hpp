@@ -5,6 +5,10 @@
 // to ask again. Nothing of it is ever inside the sandbox.
 #include "filters/policy.hpp"
 
+#include <chrono>
+#include <optional>
+#include <string_view>
+
 namespace sluice::gateway {
 
 // Fills c.secret with an access token from c.oauth2 (and c.oauth2->refresh_token when the server
@@ -18,7 +22,11 @@ void load_oauth2(filters::credential_config &c, const filters::config &cfg);
 // filters::config_error naming the credential and what is wrong (never a secret).
 void load_aws(filters::credential_config &c);
 
-// The credential's value from wherever it comes: load_oauth2, load_aws or filters::load_secret.
+// When a JSON Web Token says it expires (its payload's "exp"); nullopt for anything else.
+std::optional<std::chrono::system_clock::time_point> jwt_expiry(std::string_view token);
+
+// The credential's value from wherever it comes: load_oauth2, load_aws or filters::load_secret
+// (a JWT read from a file or a command is read again 80% of the way to its exp).
 void load_credential(filters::credential_config &c, const filters::config &cfg);
 
 } // namespace sluice::gateway

@@ -9,7 +9,7 @@ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target fuzzers
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-for pair in request_head:request_head_fuzz host_pattern:host_pattern_fuzz address:address_class_fuzz config:config_fuzz git:git_upload_pack_fuzz dns:dns_query_fuzz route_path:route_path_fuzz h2_translation:h2_translation_fuzz ssh_command:ssh_command_fuzz; do
+for pair in request_head:request_head_fuzz host_pattern:host_pattern_fuzz address:address_class_fuzz config:config_fuzz git:git_upload_pack_fuzz dns:dns_query_fuzz route_path:route_path_fuzz h2_translation:h2_translation_fuzz ssh_command:ssh_command_fuzz aws_sigv4:aws_sigv4_fuzz; do
   corpus="${pair%%:*}"; target="${pair##*:}"
   mkdir -p "$work/$corpus"
   echo "fuzz: $target for ${seconds}s"

@@ -287,6 +287,36 @@ class ServeCredentials(unittest.TestCase):
             procs.stop_all()
 
 
+    def test_serve_reads_a_token_again_before_its_jwt_exp(self):
+        """serve: a command source that prints a JSON Web Token is run again 80% of the way to the
+        token's exp, without a ttl."""
+        procs = Processes()
+        self.outside = tempfile.mkdtemp(dir=M["tmp"])
+        self.addCleanup(shutil.rmtree, self.outside, True)
+        runs = os.path.join(self.outside, "runs")
+        token = os.path.join(self.outside, "jwt.sh")
+        with open(token, "w") as f:
+            f.write("#!/bin/sh\necho run >> %s\nb64() { base64 -w0 | tr '+/' '-_' | tr -d '='; }\n"
+                    "h=$(printf '{\"alg\":\"none\"}' | b64)\n"
+                    "p=$(printf '{\"sub\":\"t\",\"exp\":%%d}' $(( $(date +%%s) + 3 )) | b64)\n"
+                    "echo \"$h.$p.sig\"\n" % runs)
+        os.chmod(token, 0o755)
+        policy = open(M["policy"]).read()
+        cfg = ('profile = "network-read"\n[policy]\nallow = ["origin.test:8443"]\n'
+               f'[credentials.jwt]\nsource = "command:{token}"\nhosts = ["origin.test:8443"]\n'
+               + policy[policy.index("[tls]"):])
+        def count():
+            with open(runs) as f:
+                return len(f.read().split())
+        try:
+            Gateway(procs, self.outside, cfg, "cred-jwt")
+            deadline = time.time() + 10
+            while time.time() < deadline and count() < 3:
+                time.sleep(0.2)
+            self.assertGreaterEqual(count(), 3)  # at the start, then before each exp
+        finally:
+            procs.stop_all()
+
     def test_serve_reads_a_file_source_again_when_it_changes(self):
         """serve: a file source without a ttl is read again once the file changes (a token another
         tool rotates in place); a file that goes away keeps the last value, counted."""
