@@ -194,6 +194,18 @@ int main(int argc, char **argv) {
                          "named NAME in the log and metrics; other users refused)");
   ad_status->add_flag("--json", adapter_json, "machine-readable output");
 
+  sluice::gateway::approvals_options appr;
+  auto *approvals_cmd = app.add_subcommand("approvals", "list the requests waiting for a person's decision ([approvals])");
+  auto *approve_cmd = app.add_subcommand("approve", "let a waiting request through: once, or with --run for the rest of the run");
+  auto *deny_cmd = app.add_subcommand("deny", "refuse a waiting request (403 approval_denied)");
+  bool approve_run = false;
+  for (auto *c : {approvals_cmd, approve_cmd, deny_cmd}) {
+    c->add_option("--admin", appr.admin, "the admin listener HOST:PORT (default: SLUICE_ADMIN)");
+    c->add_option("--token-file", appr.token_file, "file holding the approvals token (default: SLUICE_APPROVALS_TOKEN)");
+  }
+  for (auto *c : {approve_cmd, deny_cmd}) c->add_option("ID", appr.id, "the request's id (sluice approvals)")->required();
+  approve_cmd->add_flag("--run", approve_run, "allow the host for the rest of the run, not only this request");
+
   bool doctor_json = false;
   auto *doctor_cmd = app.add_subcommand("doctor", "preflight checks for exec");
   doctor_cmd->add_flag("--json", doctor_json, "machine-readable output");
@@ -344,6 +356,10 @@ int main(int argc, char **argv) {
     }
     if (*suggest_cmd) return sluice::gateway::run_policy_suggest(suggest_log, suggest_client, std::cout);
     if (*token_cmd) return sluice::gateway::run_policy_token(token_name, token_role, std::cout);
+    if (*approvals_cmd || *approve_cmd || *deny_cmd) {
+      appr.action = *approvals_cmd ? "list" : *deny_cmd ? "deny" : approve_run ? "run" : "once";
+      return sluice::gateway::run_approvals(appr);
+    }
     if (*ca_init) {
       sluice::certs::write_ca_files(ca_cert, ca_key, ca_days, ca_name, ca_force);
       std::printf("wrote %s and %s\n", ca_cert.c_str(), ca_key.c_str());

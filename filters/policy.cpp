@@ -41,7 +41,7 @@ std::vector<std::string> with_route_hosts(std::vector<std::string> hosts, const 
 
 policy::policy(config cfg)
     : cfg_(std::move(cfg)), allow_(with_route_hosts(cfg_.allow, cfg_.allow_routes)), plain_(cfg_.allow),
-      deny_(cfg_.deny, true), allow_routes_(cfg_.allow_routes, false), deny_routes_(cfg_.deny_routes, true),
+      deny_(cfg_.deny, true), askable_(cfg_.approvals.hosts), allow_routes_(cfg_.allow_routes, false), deny_routes_(cfg_.deny_routes, true),
       credentials_(cfg_.credentials) {
   for (const auto &[name, r] : cfg_.roles) {
     auto p = std::make_shared<policy>(role_view(cfg_, r));
@@ -72,7 +72,7 @@ host_parse_result policy::normalized(std::string_view raw_host) {
 }
 
 decision policy::decide_host(std::string_view scheme, const host_name &h, unsigned port,
-                             const std::string *&rule) const {
+                             const std::string *&rule, bool approved) const {
   const auto &host = h.name;
   // "localhost" names this machine whatever DNS says; refuse it before any lookup.
   if (!h.ip && (host == "localhost" || host.ends_with(".localhost"))) {
@@ -84,6 +84,10 @@ decision policy::decide_host(std::string_view scheme, const host_name &h, unsign
     return decision::deny("host_denied", *d);
   }
   rule = allow_.match(host, scheme, port);
+  if (!rule && approved) {
+    static const std::string approved_rule = "approved";
+    rule = &approved_rule;
+  }
   if (!rule) {
     return decision::deny("host_not_allowlisted");
   }
@@ -108,6 +112,19 @@ decision policy::decide_connect(std::string_view raw_host, unsigned port) const 
   return reported(connect_rules(raw_host, port));
 }
 
+decision policy::decide_approved(std::string_view method, std::string_view scheme, const host_name &host,
+                                 unsigned port, std::string_view target) const {
+  return decide_rules(method, scheme, host, port, target, true);
+}
+
+decision policy::decide_connect_approved(std::string_view raw_host, unsigned port) const {
+  return connect_rules(raw_host, port, true);
+}
+
+bool policy::askable(std::string_view host, std::string_view scheme, unsigned port) const {
+  return !cfg_.approvals.hosts.empty() && askable_.match(host, scheme, port) != nullptr;
+}
+
 decision policy::reported(decision d) const {
   if (d.allowed || !cfg_.report) return d;
   // What the role's lists, profile and routes refuse; never a malformed name, "localhost" or an
@@ -126,9 +143,9 @@ decision policy::reported(decision d) const {
 }
 
 decision policy::decide_rules(std::string_view method, std::string_view scheme, const host_name &h, unsigned port,
-                              std::string_view target) const {
+                              std::string_view target, bool approved) const {
   const std::string *rule = nullptr; // set once the host is allowed
-  auto d = decide_host(scheme, h, port, rule);
+  auto d = decide_host(scheme, h, port, rule, approved);
   if (!d.allowed) {
     return d;
   }
@@ -139,6 +156,7 @@ decision policy::decide_rules(std::string_view method, std::string_view scheme, 
   // TRACE (and CONNECT inside a tunnel) pass no profile and no route.
   const bool profile_allows = method_allowed(cfg_.mode, method);
   const auto *plain = plain_.match(host, scheme, port);
+  if (!plain && approved && !allow_.match(host, scheme, port)) plain = rule; // allowed by a person: as a plain entry
   if (plain && profile_allows) {
     return decision::allow(*plain);
   }
@@ -184,7 +202,7 @@ decision policy::decide_ssh(std::string_view host, unsigned port, git_ssh_servic
   return decision::allow(r->text);
 }
 
-decision policy::connect_rules(std::string_view raw_host, unsigned port) const {
+decision policy::connect_rules(std::string_view raw_host, unsigned port, bool approved) const {
   if (cfg_.mode == profile::offline) {
     return decision::deny("offline");
   }
@@ -194,10 +212,10 @@ decision policy::connect_rules(std::string_view raw_host, unsigned port) const {
   }
   const auto &host = parsed.host->name;
   const std::string *rule = nullptr;
-  auto d = decide_host("https", *parsed.host, port, rule);
+  auto d = decide_host("https", *parsed.host, port, rule, approved);
   if (!d.allowed) return d;
   // allowlist passes tunnels it does not open: a route's methods and paths could not be held there.
-  if (cfg_.mode == profile::allowlist && !plain_.match(host, "https", port)) {
+  if (cfg_.mode == profile::allowlist && !approved && !plain_.match(host, "https", port)) {
     return decision::deny("route_needs_termination", *rule);
   }
   return decision::allow(*rule);

@@ -123,6 +123,15 @@ struct config {
   profile mode = profile::network_read;
   std::string proxy_listen = "127.0.0.1:3128";
   std::string admin_listen;         // empty: no admin listener
+  // [approvals] (trusted policy only): requests to these hosts that the allowlist refuses wait for a
+  // person's decision instead (gateway/approvals.hpp), at most `timeout`, `max_pending` at once;
+  // decisions come with the token in `token_file` (serve; exec makes one for each run).
+  struct approvals_config {
+    std::vector<std::string> hosts;
+    std::chrono::milliseconds timeout{60000};
+    std::size_t max_pending = 16;
+    std::string token_file;
+  } approvals;
   std::string proxy_tls_listen;     // [listen] proxy_tls: the HTTPS proxy listener (serve); empty: none
   std::vector<agent_listener> agents; // [listen.agents.NAME]
   std::vector<std::string> allow;   // host patterns
@@ -184,6 +193,14 @@ public:
   // The same for a host parse_host has already normalized (the gateway's): not parsed again.
   decision decide(std::string_view method, std::string_view scheme, const host_name &host, unsigned port,
                   std::string_view target = "/") const;
+  // The same for a host a person approved while the command runs ([approvals]): the host counts
+  // as allowlisted (rule "approved"); its deny entries, methods and routes still apply.
+  decision decide_approved(std::string_view method, std::string_view scheme, const host_name &host, unsigned port,
+                           std::string_view target) const;
+  decision decide_connect_approved(std::string_view raw_host, unsigned port) const;
+  // [approvals]: whether a person may be asked about a request to this host that the allowlist
+  // refuses (host_not_allowlisted).
+  bool askable(std::string_view host, std::string_view scheme, unsigned port) const;
   // A WebSocket upgrade of a GET that decide() allowed: publish and allowlist let it through;
   // network-read only where an allow route with websocket = true covers the request
   // ("websocket_refused" otherwise). `rule` is the GET's.
@@ -206,6 +223,8 @@ public:
 
   // Every allowed host pattern, routes' included (name constraints, capture ports).
   const host_matcher &allow_matcher() const { return allow_; }
+  // [approvals] hosts (the per-command CA's name constraints include them: a person may allow them).
+  const host_matcher &askable_matcher() const { return askable_; }
   const credential_injector &credentials() const { return credentials_; }
 
   // [clients]: once any client is named, the proxy listener serves only clients that identify
@@ -225,18 +244,19 @@ private:
   // Address classes, framing and protocol checks are never relaxed.
   decision reported(decision d) const;
   decision decide_rules(std::string_view method, std::string_view scheme, const host_name &host, unsigned port,
-                        std::string_view target) const;
-  decision connect_rules(std::string_view raw_host, unsigned port) const;
+                        std::string_view target, bool approved = false) const;
+  decision connect_rules(std::string_view raw_host, unsigned port, bool approved = false) const;
   // A raw host as decide() takes it: bracketed first if it is a bare IPv6 literal.
   static host_parse_result normalized(std::string_view raw_host);
   // `rule` points at the matching allowlist entry's text (the matcher's own).
   decision decide_host(std::string_view scheme, const host_name &host, unsigned port,
-                       const std::string *&rule) const;
+                       const std::string *&rule, bool approved = false) const;
 
   config cfg_;
   host_matcher allow_; // plain entries and routes' hosts
   host_matcher plain_; // plain entries only
   host_matcher deny_;
+  host_matcher askable_; // [approvals] hosts
   route_matcher allow_routes_, deny_routes_;
   credential_injector credentials_;
   std::map<std::string, std::shared_ptr<const policy>, std::less<>> roles_;

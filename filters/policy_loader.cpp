@@ -398,7 +398,7 @@ struct loader {
     c.source = source;
     check_keys(root, "the top level",
                {"profile", "listen", "policy", "tls", "upstream", "timeouts", "limits", "log",
-                "skills", "default_skill", "sandbox", "credentials", "roles", "clients"});
+                "skills", "default_skill", "sandbox", "credentials", "roles", "clients", "approvals"});
     if (auto *n = root.get("profile")) c.mode = profile_of(*n, "profile");
     c.default_skill = string_of(root, "default_skill", "", c.default_skill);
 
@@ -599,6 +599,35 @@ struct loader {
         }
       }
       c.caches = strings_of(*t, "caches", "sandbox");
+    }
+    if (auto *n = root.get("approvals")) {
+      auto *t = n->as_table();
+      if (!t) fail(*n, "approvals must be a table: [approvals] with hosts = [...]");
+      check_keys(*t, "[approvals]", {"hosts", "timeout", "max_pending", "token_file"});
+      check_patterns(*t, "hosts", "approvals");
+      c.approvals.hosts = strings_of(*t, "hosts", "[approvals]");
+      if (c.approvals.hosts.empty()) {
+        fail(*n, "[approvals] needs hosts = [...]: the host patterns a person may let through while a command runs");
+      }
+      if (auto *d = t->get("timeout")) {
+        auto text = d->value<std::string>();
+        std::chrono::milliseconds ms{0};
+        try {
+          if (text) ms = parse_duration(*text);
+        } catch (const std::exception &) {
+          text.reset();
+        }
+        if (!text || ms < std::chrono::seconds(1) || ms > std::chrono::minutes(10)) {
+          fail(*d, "[approvals] timeout must be a duration from \"1s\" to \"10m\" (how long a request waits for a person)");
+        }
+        c.approvals.timeout = ms;
+      }
+      if (auto *m = t->get("max_pending")) {
+        auto v = m->value<std::int64_t>();
+        if (!v || *v < 1 || *v > 1000) fail(*m, "[approvals] max_pending must be a number from 1 to 1000");
+        c.approvals.max_pending = static_cast<std::size_t>(*v);
+      }
+      c.approvals.token_file = string_of(*t, "token_file", "approvals", "");
     }
     if (auto *t = root["credentials"].as_table()) {
       for (auto &&[k, v] : *t) {

@@ -1,6 +1,7 @@
 #pragma once
 #include "gateway/net.hpp"
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -14,8 +15,19 @@ struct admin_handlers {
   std::function<bool()> ready;
   std::function<std::string()> ca_pem;
   std::function<std::string()> stats; // GET /api/stats (JSON); the page at / reads it
+  // [approvals]: GET /api/approvals (the held requests, JSON) and POST /api/approvals/ID (a
+  // decision), each with `Authorization: Bearer TOKEN`; empty token: not served.
+  std::string approvals_token;
+  std::function<std::string()> approvals_pending;
+  std::function<bool(std::uint64_t id, std::string_view decision, std::string_view by)> approvals_decide;
 };
 
 net::awaitable<void> run_admin(tcp::acceptor &acceptor, admin_handlers handlers);
+
+// One request to an admin listener at `address` ("HOST:PORT"), for `sluice approvals`, `approve`
+// and `deny`: the status and body. Throws std::runtime_error naming the address when it cannot
+// be reached within 10 s.
+std::pair<unsigned, std::string> admin_call(const std::string &address, http::verb method, const std::string &target,
+                                            const std::string &token, const std::string &json_body);
 
 } // namespace sluice::gateway

@@ -64,8 +64,13 @@ certs::name_constraint_set gateway::constraints_for(const filters::policy &p) {
     if (r->cfg().report) return certs::name_constraint_set{};
     all.push_back(r.get());
   }
+  std::vector<const filters::host_matcher *> lists;
   for (const auto *each : all) {
-    for (const auto &pat : each->allow_matcher().patterns()) {
+    lists.push_back(&each->allow_matcher());
+    lists.push_back(&each->askable_matcher()); // hosts a person may allow while it runs
+  }
+  for (const auto *list : lists) {
+    for (const auto &pat : list->patterns()) {
       if (pat.type == filters::host_pattern::kind::regex) {
         filters::require_constrainable(pat); // the loader refused these already; this is the backstop
         for (const auto &d : pat.domains) nc.dns.push_back(d);
@@ -158,6 +163,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   state_->ssh_host_key = options_.ssh_host_key;
   state_->ssh_agent_socket = options_.ssh_agent_socket;
   state_->ssh_known_hosts = options_.ssh_known_hosts;
+  state_->held = std::make_unique<approvals>(cfg.approvals.max_pending);
   state_->credential_refused = [this](const std::string &name) {
     {
       std::lock_guard lock(refresh_m_);
@@ -405,6 +411,12 @@ void gateway::start() {
                      [this] { return !state_->draining.load() && !state_->unready.load(); },
                      [this] { return ca_->cert_pem(); },
                      [this] { return stats_json(); }};
+    h.approvals_token = options_.approvals_token;
+    h.approvals_pending = [this] { return state_->held->pending_json(); };
+    h.approvals_decide = [this](std::uint64_t id, std::string_view decision, std::string_view by) {
+      auto a = decision == "once" ? approval::once : decision == "run" ? approval::run : approval::deny;
+      return state_->held->decide(id, a, std::string(by));
+    };
     net::co_spawn(workers_[0]->ioc, run_admin(*admin_, std::move(h)), net::detached);
   }
   bool ttl = false;

@@ -23,6 +23,8 @@ namespace sluice::gateway {
 
 struct gateway_options {
   unsigned threads = 0;        // 0: one per core, at most 8
+  // [approvals]: the token the admin listener's approvals API asks for (empty: not served).
+  std::string approvals_token;
   std::string command_id;      // carried in every access-log line
   std::string skill;           // exec: the skill whose policy is enforced; a metric label and log field
   // CA for TLS termination. Null: an ephemeral CA is generated, name-constrained to the allowlist

@@ -1,5 +1,6 @@
 #pragma once
 #include "certs/leaf_cache.hpp"
+#include "gateway/approvals.hpp"
 #include "gateway/client_meters.hpp"
 #include "filters/policy.hpp"
 #include "gateway/net.hpp"
@@ -61,6 +62,8 @@ struct gateway_state {
   std::string ssh_host_key;
   std::string ssh_agent_socket;
   std::vector<std::string> ssh_known_hosts;
+  // Requests held for a person's decision ([approvals]).
+  std::unique_ptr<approvals> held;
   // An origin answered 401 to a request the credential NAME was added to (OAuth2: obtained again).
   std::function<void(const std::string &)> credential_refused;
   // Sessions origins issued, for resumption (a few KiB each with the origin's chain: 2 MiB at most).

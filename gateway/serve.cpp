@@ -1,4 +1,6 @@
 #include "gateway/serve.hpp"
+
+#include <openssl/rand.h>
 #include "certs/ca_files.hpp"
 #include "filters/policy_loader.hpp"
 #include "filters/request_hygiene.hpp"
@@ -65,6 +67,34 @@ int run_serve(const serve_options &options) {
   gateway_options go;
   go.threads = options.threads;
   go.command_id = "serve";
+  // [approvals]: decided on the admin listener with a token: the token_file's, else one made now.
+  bool token_made = false;
+  if (!cfg.approvals.hosts.empty()) {
+    if (cfg.admin_listen.empty()) {
+      throw std::runtime_error("[approvals] needs an admin listener, where a person decides: set [listen] admin = \"127.0.0.1:9090\"");
+    }
+    if (!cfg.approvals.token_file.empty()) {
+      bool ok = false;
+      go.approvals_token = read_text(cfg.approvals.token_file, ok);
+      while (!go.approvals_token.empty() && std::isspace(static_cast<unsigned char>(go.approvals_token.back()))) {
+        go.approvals_token.pop_back();
+      }
+      if (!ok || go.approvals_token.size() < 16 ||
+          go.approvals_token.find_first_of(" \t\r\n") != std::string::npos) {
+        throw std::runtime_error("[approvals] token_file " + cfg.approvals.token_file +
+                                 " must hold a token of at least 16 characters without spaces (openssl rand -hex 16 > FILE)");
+      }
+    } else {
+      unsigned char raw[16];
+      if (RAND_bytes(raw, sizeof raw) != 1) throw std::runtime_error("no random bytes for the approvals token");
+      static constexpr char hex[] = "0123456789abcdef";
+      for (unsigned char b : raw) {
+        go.approvals_token += hex[b >> 4];
+        go.approvals_token += hex[b & 15];
+      }
+      token_made = true;
+    }
+  }
   if (!cfg.ca_cert.empty()) {
     go.ca = std::make_shared<certs::certificate_authority>(
         certs::certificate_authority::load(cfg.ca_cert, cfg.ca_key));
@@ -115,6 +145,11 @@ int run_serve(const serve_options &options) {
     if (!f) throw std::runtime_error("cannot write --ca-out file '" + options.ca_out + "'");
   }
   g.start();
+  if (!go.approvals_token.empty()) {
+    std::fprintf(stderr, "sluice: approvals: decide on http://%s/#token=%s or with sluice approvals --admin %s%s\n",
+                 admin.c_str(), token_made ? go.approvals_token.c_str() : "(the token_file's)", admin.c_str(),
+                 token_made ? "" : (" --token-file " + cfg.approvals.token_file).c_str());
+  }
   std::fprintf(stderr, "sluice: serving %s profile on %s:%u%s%s%s%s (config %s)\n",
                std::string(filters::to_string(cfg.mode)).c_str(), ep.address().to_string().c_str(),
                ep.port(), clients_note(cfg).c_str(), agents.c_str(), admin.empty() ? "" : ", admin on ",

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,15 @@ int run_check(const std::string &config_file, const std::string &profile,
               const std::vector<std::string> &allow, const std::vector<std::string> &deny,
               const std::string &method, const std::string &url, const std::string &client = {},
               const std::string &skill = {});
+
+// `sluice approvals` (list what waits), `sluice approve ID [--run]` and `sluice deny ID`: the
+// admin listener's approvals API, with the token from `token_file` or SLUICE_APPROVALS_TOKEN.
+struct approvals_options {
+  std::string action; // "list", "once", "run" or "deny"
+  std::uint64_t id = 0;
+  std::string admin;      // HOST:PORT; default SLUICE_ADMIN
+  std::string token_file;
+};
+int run_approvals(const approvals_options &o);
 
 } // namespace sluice::gateway

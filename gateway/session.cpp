@@ -149,7 +149,41 @@ void session::read_peer_certificate(SSL *ssl, int verify_error) {
   id().peer_names = std::move(names);
 }
 
+net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const filters::policy &pol) {
+  held_request r;
+  r.client = who();
+  r.method = o.method;
+  r.scheme = o.scheme;
+  r.host = o.host;
+  r.port = o.port;
+  r.path = metrics::redact_target(o.target, state_.log.redact_query());
+  r.profile = filters::to_string(pol.mode());
+  r.kind = kind;
+  r.timeout = pol.cfg().approvals.timeout;
+  auto ex = co_await net::this_coro::executor;
+  auto timer = std::make_shared<net::steady_timer>(ex);
+  // A decision comes on another thread: it wakes this one by cancelling the timer there.
+  auto e = state_.held->hold(r, [timer, ex] { net::post(ex, [timer] { timer->cancel(); }); });
+  if (!e) {
+    o.approval = "refused";
+    co_return approval::pending;
+  }
+  std::fprintf(stderr, "sluice: %s %s:%u is waiting for a decision (request %llu): sluice approve %llu\n",
+               r.method.c_str(), r.host.c_str(), r.port, static_cast<unsigned long long>(approvals::id_of(e)),
+               static_cast<unsigned long long>(approvals::id_of(e)));
+  timer->expires_after(r.timeout);
+  auto [ec] = co_await timer->async_wait(use_tuple);
+  auto a = state_.held->result(e, !ec);
+  o.approval = to_string(a);
+  o.decided_by = state_.held->decided_by(e);
+  co_return a;
+}
+
 void session::finish(outcome &o) {
+  if (o.approval.empty() && !tunnel_approval_.empty()) {
+    o.approval = tunnel_approval_;
+    o.decided_by = tunnel_decided_by_;
+  }
   if (!o.would_deny.empty() && o.decision == "allow") {
     o.decision = "would_deny";
     o.reason = o.would_deny;
@@ -163,7 +197,7 @@ void session::finish(outcome &o) {
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
                     captured_ ? "capture" : "proxy", agent_, who(), cfg().role, o.protocol,
                     o.ws_messages_in, o.ws_messages_out, o.ws_close_code, o.grpc_status, o.ssh_user,
-                    o.ssh_command, o.exit_status});
+                    o.ssh_command, o.exit_status, o.approval, o.decided_by});
   if (!agent_.empty()) state_.metrics.agent_request(agent_, o.decision);
   state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                        o.bytes_in, o.bytes_out});

@@ -57,6 +57,8 @@ struct outcome {
   // Git over SSH (protocol "ssh"): the user the client named, its request, the exit status passed back.
   std::string ssh_user, ssh_command;
   std::string credential; // the credential whose value the gateway added, if any
+  std::string_view approval; // held for a person: what was decided ("once", "run", "deny", "timeout")
+  std::string decided_by;
   int exit_status = -1;
 };
 
@@ -86,6 +88,7 @@ struct verdict {
   std::string aws_credential;
   // The body is read whole before the request leaves (and sent with its length).
   bool read_whole() const { return git_read || aws_body; }
+  bool ask = false; // host_not_allowlisted, but a person may be asked ([approvals])
 };
 
 // Relay buffers of chunk_size, kept per thread for reuse: allocating and freeing 64 KiB per request
@@ -222,6 +225,17 @@ private:
   // cross-checked (Host, :authority, the tunnel), hygiene, Git negotiation, WebSocket upgrades,
   // the policy's decision, credentials. Fills `o` as it goes; no I/O.
   verdict judge(const request_in &r, const tunnel_target *tunnel, const filters::policy &pol, outcome &o);
+  // [approvals]: holds the request `o` describes until a person decides or its time runs out
+  // (session.cpp). `pending` when no more may wait (refused at once: approval_queue_full).
+  net::awaitable<approval> ask(outcome &o, std::string_view kind, const filters::policy &pol);
+  // Where a person allowed a host: the tunnel (or plain connection) it was allowed for "once",
+  // and the next request judged (a request held on its own).
+  std::string approved_host_;
+  unsigned approved_port_ = 0;
+  bool approved_next_ = false;
+  // The decision that opened this tunnel, carried in the log lines of the requests inside it.
+  std::string_view tunnel_approval_;
+  std::string tunnel_decided_by_;
 
   template <class Stream>
   net::awaitable<bool> handle(Stream &s, beast::flat_buffer &buf,

@@ -121,7 +121,19 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
       v.git_read = filters::is_git_upload_pack("POST", path, content_type);
     }
   }
-  auto d = pol.decide(v.git_read ? std::string_view("GET") : r.method, o.scheme, *parsed.host, port, target);
+  std::string_view method = v.git_read ? std::string_view("GET") : r.method;
+  auto d = pol.decide(method, o.scheme, *parsed.host, port, target);
+  if (!d.allowed && d.reason == "host_not_allowlisted") {
+    // A host a person allowed: for this tunnel or connection, this one request, or the run.
+    bool approved = approved_next_ || (approved_port_ == port && approved_host_ == o.host) ||
+                    state_.held->allowed_for_run(o.host, port);
+    approved_next_ = false;
+    if (approved) {
+      d = pol.decide_approved(method, o.scheme, *parsed.host, port, target);
+    } else if (!r.h2 && pol.askable(o.host, o.scheme, port)) {
+      v.ask = true;
+    }
+  }
   if (!d.allowed) return refuse(d.reason, v.git_read, d.rule);
   o.rule = d.rule;
   if (d.would_deny && o.would_deny.empty()) o.would_deny = d.reason;

@@ -262,6 +262,16 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   in.fields = &fields;
   in.version = version;
   verdict v = judge(in, tunnel, pol, o);
+  if (v.ask) { // not on the allowlist, but a person may let it through ([approvals])
+    auto a = co_await ask(o, "request", pol);
+    if (a == approval::once || a == approval::run) {
+      approved_next_ = true;
+      v = judge(in, tunnel, pol, o);
+    } else {
+      v.reason = a == approval::deny ? "approval_denied" : a == approval::timeout ? "approval_timeout" : "approval_queue_full";
+      v.close = false;
+    }
+  }
   if (!v.reason.empty()) {
     if (v.reason == "not_a_proxy_request") {
       o.reason = v.reason;

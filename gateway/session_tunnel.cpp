@@ -227,6 +227,26 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
     co_return;
   }
   auto d = pol.decide_connect(raw_host, port);
+  if (!d.allowed && d.reason == "host_not_allowlisted") {
+    // A host a person allowed for the run, or may allow now ([approvals]): held before the tunnel.
+    if (state_.held->allowed_for_run(o.host, port)) {
+      d = pol.decide_connect_approved(raw_host, port);
+    } else if (pol.askable(o.host, "https", port)) {
+      o.method = "CONNECT";
+      auto a = co_await ask(o, "connect", pol);
+      if (a == approval::once || a == approval::run) {
+        d = pol.decide_connect_approved(raw_host, port);
+        approved_host_ = o.host; // the requests inside this tunnel
+        approved_port_ = port;
+        tunnel_approval_ = o.approval;
+        tunnel_decided_by_ = o.decided_by;
+      } else {
+        d = filters::decision::deny(a == approval::deny      ? "approval_denied"
+                                    : a == approval::timeout ? "approval_timeout"
+                                                             : "approval_queue_full");
+      }
+    }
+  }
   if (!d.allowed) {
     co_await deny(s, o, d.reason, d.rule, false);
     co_return;

@@ -165,6 +165,10 @@ void access_log::write(const access_record &r) {
     field(line, ",\"ssh_command\":", r.ssh_command);
     if (r.exit_status >= 0) field(line, ",\"exit_status\":", static_cast<std::uint64_t>(r.exit_status));
   }
+  if (!r.approval.empty()) {
+    field(line, ",\"approval\":", r.approval);
+    if (!r.decided_by.empty()) field(line, ",\"decided_by\":", r.decided_by);
+  }
   line.append("}\n");
   std::lock_guard lock(mutex_);
   std::fwrite(line.data(), 1, line.size(), file_);

@@ -31,6 +31,9 @@ struct access_record {
   // exit status the server's command ended with (-1: none).
   std::string_view ssh_user, ssh_command;
   int exit_status = -1;
+  // A request held for a person ([approvals]): the decision ("once", "run", "deny", "timeout") and
+  // where it was made ("page", "cli"; empty for a timeout).
+  std::string_view approval, decided_by;
 };
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never

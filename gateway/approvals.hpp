@@ -1,0 +1,64 @@
+#pragma once
+// Requests held for a person's decision ([approvals], docs/policy.md "Approvals"): a request to an
+// askable host that the allowlist refuses waits here until someone allows it once, for the run, or
+// denies it, from the live page, `sluice approve` / `sluice deny`, or the timeout. Shared by every
+// worker (a mutex); a decision wakes the held session through the function it registered, which
+// posts to that session's own thread. Private to gateway/.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace sluice::gateway {
+
+enum class approval { pending, once, run, deny, timeout };
+std::string_view to_string(approval a);
+
+struct held_request {
+  std::uint64_t id = 0;
+  std::string client, method, scheme, host, path, profile, kind; // kind: "connect" or "request"
+  unsigned port = 0;
+  std::chrono::system_clock::time_point since;
+  std::chrono::milliseconds timeout{0};
+};
+
+class approvals {
+public:
+  struct entry;
+  using entry_ptr = std::shared_ptr<entry>;
+
+  // `max_pending`: requests held at once; beyond it a request is refused at once.
+  explicit approvals(std::size_t max_pending) : max_(max_pending) {}
+
+  // Holds `r` (its id is assigned here); `wake` is called once, from any thread, when it is
+  // decided. Null when max_pending requests are held already.
+  entry_ptr hold(held_request r, std::function<void()> wake);
+  static std::uint64_t id_of(const entry_ptr &e);
+  // The decision so far; a held request whose time ran out is `timeout` and forgotten.
+  approval result(const entry_ptr &e, bool timed_out);
+  // Who decided (for the log): "page", "cli", "webhook" or empty.
+  std::string decided_by(const entry_ptr &e);
+  // The session gave up (its client left): forgotten, undecided.
+  void forget(const entry_ptr &e);
+  // A person's decision for request `id`; false when no such request is held any more.
+  bool decide(std::uint64_t id, approval a, const std::string &by);
+  // Hosts allowed for the rest of the run (host:port), by a decision "run".
+  bool allowed_for_run(const std::string &host, unsigned port) const;
+  // The held requests, oldest first, as the JSON the page and the CLI read.
+  std::string pending_json() const;
+  std::size_t pending() const;
+
+private:
+  mutable std::mutex m_;
+  std::size_t max_;
+  std::uint64_t next_ = 1;
+  std::map<std::uint64_t, entry_ptr> held_;
+  std::set<std::string> run_;
+};
+
+} // namespace sluice::gateway

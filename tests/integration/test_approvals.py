@@ -1,0 +1,163 @@
+"""Approvals while the agent runs ([approvals]): a request to an askable host that the allowlist
+refuses is held until a person decides on the admin listener, by `sluice approvals` / `approve` /
+`deny` or the API the live page uses. Real curl through `sluice serve` to the test host's origin
+(origin.test, 198.18.0.2 in its network namespace); the hostile rows call the API as a cross-site
+page or a guesser would."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import test_exec as base
+from harness import SLUICE, Gateway, Processes, curl, status_of
+
+M = base.M
+setUpModule = base.setUpModule
+tearDownModule = base.tearDownModule
+
+URL = "https://origin.test:8443/hello"
+
+
+class Approvals(unittest.TestCase):
+
+    def start(self, approvals):
+        self.procs = Processes()
+        self.addCleanup(self.procs.stop_all)
+        self.dir = tempfile.mkdtemp(dir=M["tmp"])
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.token = os.urandom(16).hex()
+        self.token_file = os.path.join(self.dir, "token")
+        with open(self.token_file, "w") as f:
+            f.write(self.token + "\n")
+        with open(M["policy"]) as f:
+            policy = f.read()
+        cfg = ('profile = "network-read"\n[policy]\nallow = ["other.test:8443"]\n'
+               '[approvals]\nhosts = ["origin.test:8443"]\ntoken_file = "%s"\n' % self.token_file + approvals
+               + policy[policy.index("[tls]"):])
+        self.gw = Gateway(self.procs, self.dir, cfg, "approvals")
+        self.admin = "127.0.0.1:%d" % self.gw.admin
+
+    def cli(self, *args):
+        return subprocess.run([SLUICE, *args, "--admin", self.admin, "--token-file", self.token_file],
+                              capture_output=True, timeout=30)
+
+    def pending(self):
+        req = urllib.request.Request("http://%s/api/approvals" % self.admin,
+                                     headers={"Authorization": "Bearer " + self.token})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.load(r)["pending"]
+
+    def wait_pending(self, n=1):
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            p = self.pending()
+            if len(p) >= n:
+                return p
+            time.sleep(0.05)
+        self.fail("no request was held within 5 s")
+
+    def curl_in_background(self):
+        result = {}
+
+        def go():
+            result["p"] = curl(self.gw, URL)
+        t = threading.Thread(target=go)
+        t.start()
+        return t, result
+
+    def test_once_deny_and_for_the_run_from_the_command_line(self):
+        self.start("")
+        t, r = self.curl_in_background()
+        held = self.wait_pending()
+        self.assertEqual((held[0]["host"], held[0]["port"], held[0]["method"], held[0]["kind"]),
+                         ("origin.test", 8443, "CONNECT", "connect"))
+        listed = self.cli("approvals")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("origin.test:8443", listed.stdout.decode())
+        p = self.cli("approve", str(held[0]["id"]))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200, r["p"].stderr)
+        # Once: the next request is held again; denied, it gets 403 with the reason.
+        t, r = self.curl_in_background()
+        held = self.wait_pending()
+        self.assertEqual(self.cli("deny", str(held[0]["id"])).returncode, 0)
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 403)
+        self.assertIn(b"approval_denied", r["p"].stderr + r["p"].stdout)
+        # A decision for a request no longer waiting says so.
+        again = self.cli("approve", str(held[0]["id"]))
+        self.assertEqual(again.returncode, 1)
+        self.assertIn(b"no longer waiting", again.stderr)
+        # For the run: this one and the next ones pass without waiting.
+        t, r = self.curl_in_background()
+        held = self.wait_pending()
+        self.assertEqual(self.cli("approve", "--run", str(held[0]["id"])).returncode, 0)
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200)
+        self.assertEqual(status_of(curl(self.gw, URL).stderr.decode()), 200)
+        self.assertEqual(self.pending(), [])
+        lines = [l for l in self.gw.access_log() if l.get("approval")]
+        self.assertEqual([(l["approval"], l.get("decided_by"), l["decision"]) for l in lines],
+                         [("once", "cli", "allow"), ("deny", "cli", "deny"), ("run", "cli", "allow")], lines)
+        self.assertEqual(lines[1]["reason"], "approval_denied")
+        # A host outside [approvals] is refused at once, as without approvals.
+        p = curl(self.gw, "https://elsewhere.test:8443/hello")
+        self.assertEqual(status_of(p.stderr.decode()), 403)
+        self.assertEqual(self.pending(), [])
+
+    def test_timeout_and_a_bounded_queue(self):
+        self.start('timeout = "2s"\nmax_pending = 2\n')
+        threads = [self.curl_in_background() for _ in range(2)]
+        self.wait_pending(2)
+        # A third while two wait: refused at once, not queued.
+        started = time.time()
+        p = curl(self.gw, URL)
+        self.assertLess(time.time() - started, 1.5)
+        self.assertEqual(status_of(p.stderr.decode()), 403)
+        self.assertIn(b"approval_queue_full", p.stderr + p.stdout)
+        for t, r in threads:
+            t.join(30)
+            self.assertEqual(status_of(r["p"].stderr.decode()), 403)
+            self.assertIn(b"approval_timeout", r["p"].stderr + r["p"].stdout)
+        self.assertEqual(self.pending(), [])
+
+    def test_the_api_refuses_guessers_and_other_sites(self):
+        self.start("")
+        t, r = self.curl_in_background()
+        held = self.wait_pending()
+        url = "http://%s/api/approvals/%d" % (self.admin, held[0]["id"])
+
+        def post(headers, body=b'{"decision":"once"}'):
+            req = urllib.request.Request(url, data=body, method="POST", headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return resp.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        auth = {"Authorization": "Bearer " + self.token}
+        self.assertEqual(post({"Content-Type": "application/json"}), 401)                       # no token
+        self.assertEqual(post({"Content-Type": "application/json", "Authorization": "Bearer " + "0" * 32}), 401)
+        self.assertEqual(post({**auth, "Content-Type": "text/plain"}), 415)                       # a form post
+        self.assertEqual(post({**auth, "Content-Type": "application/json", "Origin": "http://evil.test"}), 403)
+        self.assertEqual(post({**auth, "Content-Type": "application/json"}, b'{"decision":"always"}'), 400)
+        req = urllib.request.Request(url.rsplit("/", 1)[0], headers={})
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=10)
+        self.assertEqual(e.exception.code, 401)
+        self.assertEqual(len(self.pending()), 1)  # nothing above decided it
+        self.assertEqual(post({**auth, "Content-Type": "application/json",
+                               "Origin": "http://" + self.admin}, b'{"decision":"once","by":"page"}'), 200)
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200)
+        self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page"))
+
+
+if __name__ == "__main__":
+    unittest.main()
