@@ -393,8 +393,29 @@ public:
       if (!plan.caller_home.empty()) go.ssh_known_hosts.push_back(plan.caller_home + "/.ssh/known_hosts");
       go.ssh_known_hosts.push_back("/etc/ssh/ssh_known_hosts");
     }
+    // [approvals]: decided on an admin listener on this machine's loopback (the sandbox's network
+    // has no route to it) with a token made for this run, which the CLI finds in a file of the
+    // caller's (outside the view); the page's address with the token only on a terminal.
+    std::string approvals_file;
+    if (!plan.policy->cfg().approvals.hosts.empty()) {
+      unsigned char raw[16];
+      if (::getrandom(raw, sizeof raw, 0) != sizeof raw) throw setup_error("approvals", "getrandom failed");
+      static constexpr char hex[] = "0123456789abcdef";
+      for (unsigned char b : raw) {
+        go.approvals_token += hex[b >> 4];
+        go.approvals_token += hex[b & 15];
+      }
+      if (!plan.caller_home.empty()) {
+        std::string dir = plan.caller_home + "/.local/state/sluice/approvals";
+        for (std::size_t i = 1; i <= dir.size(); ++i) {
+          if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0700);
+        }
+        approvals_file = dir + "/" + plan.command_id;
+        approvals_file_ = approvals_file;
+      }
+    }
     thread_ = std::thread([bs = state_, policy = plan.policy, go, truststore = plan.truststore, init,
-                           fault = plan.so.fault]() mutable {
+                           fault = plan.so.fault, approvals_file]() mutable {
       try {
         if (fault == "ca") throw setup_error("ca", "fault injected (SLUICE_FAULT=ca)");
         try {
@@ -427,6 +448,25 @@ public:
       try {
         auto gw = std::make_unique<gateway::gateway>(policy, go);
         gw->adopt_listener(fd);
+        if (!go.approvals_token.empty()) {
+          auto ep = gw->listen_admin("127.0.0.1:0");
+          std::string admin = "127.0.0.1:" + std::to_string(ep.port());
+          if (!approvals_file.empty()) {
+            int f = ::open(approvals_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            std::string text = admin + "\n" + go.approvals_token + "\n";
+            if (f >= 0) {
+              if (::write(f, text.data(), text.size()) != static_cast<ssize_t>(text.size())) approvals_file.clear();
+              ::close(f);
+            }
+          }
+          if (::isatty(STDERR_FILENO)) {
+            std::fprintf(stderr, "sluice: requests to hosts a person may allow wait for a decision: http://%s/#token=%s "
+                                 "or `sluice approvals`\n", admin.c_str(), go.approvals_token.c_str());
+          } else {
+            std::fprintf(stderr, "sluice: requests to hosts a person may allow wait for a decision: `sluice approvals` "
+                                 "(admin %s)\n", admin.c_str());
+          }
+        }
         if (capture.dns_udp >= 0) gw->adopt_capture(capture.listeners, capture.dns_udp, capture.dns_tcp);
         std::lock_guard lock(bs->m);
         if (bs->abandoned) return; // the command is over
@@ -443,6 +483,7 @@ public:
   }
   ~gateway_build() {
     if (thread_.joinable()) thread_.join();
+    if (!approvals_file_.empty()) ::unlink(approvals_file_.c_str());
   }
   gateway_build(const gateway_build &) = delete;
   gateway_build &operator=(const gateway_build &) = delete;
@@ -488,6 +529,7 @@ private:
   std::shared_ptr<state> state_ = std::make_shared<state>();
   std::future<files_t> files_;
   std::thread thread_;
+  std::string approvals_file_; // where `sluice approvals` finds this run's admin listener and token
 };
 
 // Steps 3 and 4 on the main thread, while init builds the view: the guard's walk (init waits for

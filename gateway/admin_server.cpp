@@ -1,6 +1,7 @@
 #include "gateway/admin_server.hpp"
 #include "gateway/serve.hpp"
 
+#include <filesystem>
 #include <fstream>
 
 #include <boost/asio/as_tuple.hpp>
@@ -205,8 +206,31 @@ int run_approvals(const approvals_options &o) {
     const char *e = std::getenv("SLUICE_ADMIN");
     admin = e ? e : "";
   }
-  if (admin.empty()) throw std::runtime_error("say where to decide: --admin HOST:PORT (the [listen] admin of sluice serve) or SLUICE_ADMIN");
   std::string token;
+  if (admin.empty()) {
+    // A running `sluice exec` or `sluice agent` of this user: the newest run's admin and token.
+    const char *home = std::getenv("HOME");
+    std::string dir = std::string(home ? home : "") + "/.local/state/sluice/approvals";
+    std::error_code ec;
+    std::filesystem::file_time_type newest{};
+    std::string chosen;
+    for (const auto &f : std::filesystem::directory_iterator(dir, ec)) {
+      auto t = f.last_write_time(ec);
+      if (!ec && (chosen.empty() || t > newest)) {
+        newest = t;
+        chosen = f.path().string();
+      }
+    }
+    if (!chosen.empty()) {
+      std::ifstream f(chosen);
+      std::getline(f, admin);
+      std::getline(f, token);
+    }
+  }
+  if (admin.empty()) {
+    throw std::runtime_error("no run waits for decisions here; say where to decide: --admin HOST:PORT (the "
+                             "[listen] admin of sluice serve) or SLUICE_ADMIN");
+  }
   if (!o.token_file.empty()) {
     std::ifstream f(o.token_file);
     std::getline(f, token);

@@ -365,7 +365,8 @@ gateway::listener_set &gateway::add_listener(int fd, bool captured) {
 }
 
 tcp::endpoint gateway::listen_admin(const std::string &address) {
-  auto ep = parse_endpoint(address);
+  // "127.0.0.1:0": a port the system picks (exec's admin listener for approvals).
+  auto ep = address == "127.0.0.1:0" ? tcp::endpoint(net::ip::address_v4::loopback(), 0) : parse_endpoint(address);
   admin_ = std::make_unique<tcp::acceptor>(workers_[0]->ioc);
   admin_->open(ep.protocol());
   admin_->set_option(tcp::acceptor::reuse_address(true));

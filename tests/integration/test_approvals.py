@@ -159,5 +159,69 @@ class Approvals(unittest.TestCase):
         self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page"))
 
 
+class ExecApprovalsAsRoot(base.ExecCase):
+    """Inside `sluice exec`: a held curl is decided with `sluice approvals` / `approve` / `deny` from
+    outside, which find the run's admin listener and token in the caller's state directory; the
+    token is never printed without a terminal and never inside the view."""
+
+    def test_a_held_request_inside_exec(self):
+        with open(M["policy"]) as f:
+            text = f.read()
+        d = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(d, 0o755)
+        policy = os.path.join(d, "policy.toml")
+        with open(policy, "w") as f:
+            # origin.test off the skill's allowlist: only a person can let it through.
+            text = text.replace('allow_domains = ["origin.test:8443"]\ngrants', 'allow_domains = []\ngrants', 1)
+            f.write(text + '\n[approvals]\nhosts = ["origin.test:8443"]\ntimeout = "20s"\n')
+        os.chmod(policy, 0o644)
+        # Through the proxy variables: a refused CONNECT's status is curl's http_connect.
+        script = ("curl -sS https://origin.test:8443/hello; "
+                  "curl -sS -o /dev/null -w '%{http_connect}\\n' https://origin.test:8443/hello; "
+                  "ls -a $HOME/.local/state/sluice 2>&1 | head -3; grep -rs . /root/.local/state/sluice 2>&1 | head -3")
+        proc = subprocess.Popen(self.prefix() + [SLUICE, "exec", "--policy", policy, "--sandbox-profile", "network-read",
+                                                 "--", "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=self.env(), cwd=self.work)
+        try:
+            state = os.path.join(self.home, ".local/state/sluice/approvals")
+
+            def cli(*args):
+                return subprocess.run(self.prefix() + [SLUICE, *args], capture_output=True, env=self.env(), timeout=30)
+
+            def next_id():
+                deadline = time.time() + 20
+                while time.time() < deadline:
+                    p = cli("approvals")
+                    rows = [l.split() for l in p.stdout.decode().splitlines()[1:] if "origin.test:8443" in l]
+                    if rows:
+                        return rows[0][0]
+                    time.sleep(0.1)
+                self.fail("no held request listed within 20 s: %s" % p.stderr.decode())
+            first = next_id()
+            files = os.listdir(state)
+            self.assertEqual(len(files), 1)
+            with open(os.path.join(state, files[0])) as f:
+                token = f.read().split()[1]
+            self.assertEqual(cli("approve", first).returncode, 0)
+            second = next_id()
+            self.assertNotEqual(first, second)
+            self.assertEqual(cli("deny", second).returncode, 0)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual(proc.returncode, 0, err.decode())
+        lines = out.decode().splitlines()
+        self.assertEqual(lines[1], "403", out)
+        self.assertIn("sluice approvals", err.decode())
+        self.assertNotIn(token, out.decode() + err.decode())
+        self.assertEqual(os.listdir(state), [])  # the run's file goes with the run
+
+
+class ExecApprovalsAsNobody(ExecApprovalsAsRoot):
+    user = 65534
+
+
 if __name__ == "__main__":
     unittest.main()
