@@ -166,6 +166,7 @@ net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const f
   auto e = state_.held->hold(r, [timer, ex] { net::post(ex, [timer] { timer->cancel(); }); });
   if (!e) {
     o.approval = "refused";
+    state_.metrics.approval("refused");
     co_return approval::pending;
   }
   std::fprintf(stderr, "sluice: %s %s:%u is waiting for a decision (request %llu): sluice approve %llu\n",
@@ -176,6 +177,7 @@ net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const f
   auto a = state_.held->result(e, !ec);
   o.approval = to_string(a);
   o.decided_by = state_.held->decided_by(e);
+  state_.metrics.approval(o.approval);
   co_return a;
 }
 

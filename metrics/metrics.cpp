@@ -145,7 +145,14 @@ metrics::metrics(std::string skill)
                             .Name("sluice_websocket_connections_total")
                             .Help("WebSocket connections ended after their 101, by how: close "
                                   "(a close frame passed), message_too_large, protocol_error, idle, reset")
-                            .Register(*registry_)) {}
+                            .Register(*registry_)),
+      approvals_(BuildCounter()
+                     .Name("sluice_approvals_total")
+                     .Help("Requests held for a person's decision ([approvals]), by outcome: once, run, "
+                           "deny, timeout, refused (no room to wait)")
+                     .Register(*registry_)) {}
+
+void metrics::approval(std::string_view outcome) { approvals_.Add({{"outcome", std::string(outcome)}}).Increment(); }
 
 void metrics::websocket_closed(std::string_view how) {
   websocket_closed_.Add({{"how", std::string(how)}}).Increment();

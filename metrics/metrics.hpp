@@ -68,6 +68,9 @@ public:
   prometheus::Counter &websocket_messages_in, &websocket_messages_out;
   prometheus::Counter &websocket_bytes_in, &websocket_bytes_out;
   void websocket_closed(std::string_view how);
+  // A request held for a person ([approvals]), by outcome: once, run, deny, timeout, refused (the
+  // queue was full).
+  void approval(std::string_view outcome);
 
   // Prometheus text exposition of everything registered.
   std::string serialize() const;
@@ -88,6 +91,7 @@ private:
   prometheus::Family<prometheus::Counter> &agent_requests_;
   prometheus::Family<prometheus::Counter> &agent_refused_;
   prometheus::Family<prometheus::Counter> &websocket_closed_;
+  prometheus::Family<prometheus::Counter> &approvals_;
   // Series already created, by their joined label values: prometheus-cpp's Family::Add builds a
   // label map and takes a lock per call, which showed in the keep-alive profile.
   std::mutex cache_mutex_;

@@ -107,6 +107,8 @@ class Approvals(unittest.TestCase):
         self.assertEqual([(l["approval"], l.get("decided_by"), l["decision"]) for l in lines],
                          [("once", "cli", "allow"), ("deny", "cli", "deny"), ("run", "cli", "allow")], lines)
         self.assertEqual(lines[1]["reason"], "approval_denied")
+        for outcome in ("once", "deny", "run"):
+            self.assertEqual(self.gw.metric("sluice_approvals_total", outcome=outcome), 1)
         # A host outside [approvals] is refused at once, as without approvals.
         p = curl(self.gw, "https://elsewhere.test:8443/hello")
         self.assertEqual(status_of(p.stderr.decode()), 403)
@@ -127,6 +129,8 @@ class Approvals(unittest.TestCase):
             self.assertEqual(status_of(r["p"].stderr.decode()), 403)
             self.assertIn(b"approval_timeout", r["p"].stderr + r["p"].stdout)
         self.assertEqual(self.pending(), [])
+        self.assertEqual(self.gw.metric("sluice_approvals_total", outcome="timeout"), 2)
+        self.assertEqual(self.gw.metric("sluice_approvals_total", outcome="refused"), 1)
 
     def test_the_api_refuses_guessers_and_other_sites(self):
         self.start("")
