@@ -3,6 +3,7 @@ refuses is held until a person decides on the admin listener, by `sluice approva
 `deny` or the API the live page uses. Real curl through `sluice serve` to the test host's origin
 (origin.test, 198.18.0.2 in its network namespace); the hostile rows call the API as a cross-site
 page or a guesser would."""
+import asyncio
 import json
 import os
 import shutil
@@ -14,14 +15,17 @@ import unittest
 import urllib.error
 import urllib.request
 
+import websockets
+
 import test_exec as base
-from harness import SLUICE, Gateway, Processes, curl, status_of
+from harness import SLUICE, Gateway, Processes, curl, free_port, status_of
 
 M = base.M
 setUpModule = base.setUpModule
 tearDownModule = base.tearDownModule
 
 URL = "https://origin.test:8443/hello"
+CHROMIUM = "/usr/bin/chromium"
 
 
 class Approvals(unittest.TestCase):
@@ -161,6 +165,66 @@ class Approvals(unittest.TestCase):
         t.join(30)
         self.assertEqual(status_of(r["p"].stderr.decode()), 200)
         self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page"))
+
+    def test_the_page_inbox_in_headless_chromium(self):
+        """The live page opened with #token=...: a held request appears in its inbox, and clicking
+        "allow once" lets it through (decided_by "page"), driven over the DevTools protocol."""
+        if not os.path.exists(CHROMIUM):
+            self.skipTest("chromium is not installed")
+        self.start("")
+        t, r = self.curl_in_background()
+        held = self.wait_pending()
+        profile = tempfile.mkdtemp(prefix="sluice-chromium-")
+        self.addCleanup(shutil.rmtree, profile, True)
+        port = free_port()
+        browser = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                                    "--user-data-dir=" + profile, "--remote-debugging-address=127.0.0.1",
+                                    "--remote-debugging-port=%d" % port, "about:blank"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.procs.append(browser)
+        page = "http://%s/#token=%s" % (self.admin, self.token)
+        clicked = asyncio.run(drive_page(port, page, held[0]["id"]))
+        self.assertTrue(clicked, "the inbox never showed request %d with its buttons" % held[0]["id"])
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200)
+        self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page" and l.get("approval") == "once"))
+
+
+async def drive_page(port, url, request_id):
+    """Opens `url` in the browser listening for DevTools on `port`, waits for the inbox row of
+    `request_id` and clicks its "allow once" button. True once clicked."""
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%d/json/new?about:blank" % port,
+                                                               method="PUT"), timeout=5) as resp:
+                target = json.load(resp)
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+    async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+        n = 0
+
+        async def call(method, **params):
+            nonlocal n
+            n += 1
+            await ws.send(json.dumps({"id": n, "method": method, "params": params}))
+            while True:
+                msg = json.loads(await ws.recv())
+                if msg.get("id") == n:
+                    return msg.get("result", {})
+        await call("Page.navigate", url=url)
+        button = ('document.querySelector(\'#inbox tr[data-id="%d"] button[data-decision="once"]\')' % request_id)
+        while time.time() < deadline:
+            found = await call("Runtime.evaluate", expression=button + " !== null", returnByValue=True)
+            if found.get("result", {}).get("value"):
+                await call("Runtime.evaluate", expression=button + ".click()")
+                return True
+            await asyncio.sleep(0.1)
+    return False
 
 
 class ExecApprovalsAsRoot(base.ExecCase):
