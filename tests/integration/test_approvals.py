@@ -284,6 +284,7 @@ class ExecApprovalsAsRoot(base.ExecCase):
         self.assertEqual(lines[1], "403", out)
         self.assertIn("sluice approvals", err.decode())
         self.assertNotIn(token, out.decode() + err.decode())
+        self.assertIn("No such file or directory", out.decode())  # the state directory is not in the view
         self.assertEqual(os.listdir(state), [])  # the run's file goes with the run
 
 
