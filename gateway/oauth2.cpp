@@ -187,6 +187,10 @@ void load_oauth2(filters::credential_config &c, const filters::config &cfg) {
   boost::system::error_code jec;
   auto v = boost::json::parse(x.response, jec);
   const boost::json::object *obj = !jec && v.is_object() ? &v.as_object() : nullptr;
+  if (x.status == 200 && !obj) {
+    throw fail("answered HTTP 200 with what is not a JSON token response; check token_url (it must be the "
+               "token endpoint)");
+  }
   if (x.status != 200 || !obj) {
     std::string why = "was refused: HTTP " + std::to_string(x.status);
     if (obj) {

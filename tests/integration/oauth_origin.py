@@ -7,6 +7,7 @@ POST /oauth/token   RFC 6749: client authentication by HTTP Basic (OAUTH_CLIENT 
                     {"access_token", "token_type", "expires_in": OAUTH_TTL, "refresh_token"}.
 GET /api            200 "api ok <token's number>" with a Bearer token that is issued and not
                     expired; 401 otherwise.
+POST /oauth/garbage 200 with an HTML page instead of JSON.
 GET /api/revoke     every token issued so far is revoked (as a provider does on a key rotation).
 A grant with the scope "long" gets tokens that live an hour instead of OAUTH_TTL.
 Each grant is appended to OAUTH_LOG as one JSON line (grant type, scope)."""
@@ -41,6 +42,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        if self.path == "/oauth/garbage":  # a token endpoint that answers what is not JSON
+            return self.send(200, "<html>welcome</html>", "text/html")
         if self.path != "/oauth/token":
             return self.send(404, "no\n")
         form = dict(urllib.parse.parse_qsl(body))

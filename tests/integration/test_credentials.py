@@ -433,6 +433,30 @@ class OAuth2AsRoot(base.ExecCase):
         for secret in (self.client_secret, self.refresh):
             self.assertNotIn(secret, p.stdout.decode() + p.stderr.decode())
 
+    def test_tokens_expiring_every_two_seconds_are_invisible_to_the_command(self):
+        """The server's tokens live 2 s; a command calls the API for 30 s without one failure."""
+        policy = self.policy('client_secret = "file:%s/client-secret"\n' % self.dir)
+        url = "https://api.test:%d/api" % self.port
+        p = self.run_policy(policy, "end=$(( $(date +%%s) + 30 )); ok=0; bad=0; "
+                                    "while [ $(date +%%s) -lt $end ]; do "
+                                    "case $(curl -sS %s) in 'api ok'*) ok=$((ok+1));; *) bad=$((bad+1));; esac; "
+                                    "sleep 0.1; done; echo ok=$ok bad=$bad" % url)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        counts = dict(kv.split("=") for kv in p.stdout.decode().split())
+        self.assertEqual(counts["bad"], "0", p.stdout)
+        self.assertGreater(int(counts["ok"]), 50)
+
+    def test_a_token_endpoint_that_answers_garbage(self):
+        policy = self.policy('client_secret = "file:%s/client-secret"\n' % self.dir)
+        with open(policy) as f:
+            text = f.read()
+        with open(policy, "w") as f:
+            f.write(text.replace("/oauth/token", "/oauth/garbage"))
+        p = self.run_policy(policy, "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("credential 'oauth'", p.stderr.decode())
+        self.assertIn("not a JSON token response", p.stderr.decode())
+
     def test_a_token_the_api_refuses_is_obtained_again(self):
         """A 401 from the API for a token sluice added (revoked before its expiry): sluice obtains a
         new token at once, and the next request carries it. Once per token: one more 401 for the
