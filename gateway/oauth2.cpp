@@ -44,7 +44,8 @@ std::string read_source(const filters::credential_config &c, const std::string &
 }
 
 struct exchange {
-  std::string host, port, target, body, authorization;
+  std::string host, port, target, body, content_type, what;
+  std::vector<std::pair<std::string, std::string>> headers;
   unsigned status = 0;
   std::string response;
   std::string error; // what failed, for the message
@@ -99,20 +100,20 @@ net::awaitable<void> post(exchange &x, const filters::config &cfg, ssl::context 
   s.set_verify_callback(ssl::host_name_verification(x.host));
   auto [hec] = co_await s.async_handshake(ssl::stream_base::client, net::as_tuple(net::use_awaitable));
   if (hec) {
-    x.error = "TLS with " + x.host + " failed (" + hec.message() + "); the token endpoint's certificate must be trusted ([tls])";
+    x.error = "TLS with " + x.host + " failed (" + hec.message() + "); the " + x.what + "'s certificate must be trusted ([tls])";
     co_return;
   }
   http::request<http::string_body> req{http::verb::post, x.target, 11};
   req.set(http::field::host, x.port == "443" ? x.host : x.host + ":" + x.port);
-  req.set(http::field::content_type, "application/x-www-form-urlencoded");
+  req.set(http::field::content_type, x.content_type);
   req.set(http::field::accept, "application/json");
-  req.set(http::field::authorization, x.authorization);
+  for (const auto &[n, v] : x.headers) req.set(n, v);
   req.set(http::field::user_agent, "sluice/" SLUICE_VERSION);
   req.body() = x.body;
   req.prepare_payload();
   auto [wec, wn] = co_await http::async_write(s, req, net::as_tuple(net::use_awaitable));
   if (wec) {
-    x.error = "sending to the token endpoint failed";
+    x.error = "sending to the " + x.what + " failed";
     co_return;
   }
   beast::flat_buffer buf;
@@ -120,7 +121,7 @@ net::awaitable<void> post(exchange &x, const filters::config &cfg, ssl::context 
   parser.body_limit(max_response);
   auto [rec, rn] = co_await http::async_read(s, buf, parser, net::as_tuple(net::use_awaitable));
   if (rec) {
-    x.error = "the token endpoint's answer could not be read (" + rec.message() + ")";
+    x.error = "the " + x.what + "'s answer could not be read (" + rec.message() + ")";
     co_return;
   }
   x.status = parser.get().result_int();
@@ -130,32 +131,22 @@ net::awaitable<void> post(exchange &x, const filters::config &cfg, ssl::context 
 
 } // namespace
 
-void load_oauth2(filters::credential_config &c, const filters::config &cfg) {
-  auto &o = *c.oauth2;
-  auto fail = [&](const std::string &why) {
-    return filters::config_error("credential '" + c.name + "': the OAuth2 token from " + o.token_url + " " + why);
-  };
-  auto u = boost::urls::parse_absolute_uri(o.token_url);
-  if (!u || u->scheme() != "https" || u->encoded_host().empty()) throw fail("cannot be had: token_url is not an https:// URL");
+post_result https_post(const std::string &url, std::string body, const std::string &content_type,
+                       std::vector<std::pair<std::string, std::string>> headers, const filters::config &cfg,
+                       const std::string &what) {
+  auto u = boost::urls::parse_absolute_uri(url);
+  if (!u || u->scheme() != "https" || u->encoded_host().empty()) throw std::runtime_error(url + " is not an https:// URL");
   exchange x;
+  x.what = what;
   x.host = std::string(u->encoded_host());
   if (!x.host.empty() && x.host.front() == '[') x.host = x.host.substr(1, x.host.size() - 2);
   x.port = u->has_port() ? std::string(u->port()) : "443";
   x.target = std::string(u->encoded_path());
   if (x.target.empty()) x.target = "/";
   if (u->has_query()) x.target += "?" + std::string(u->encoded_query());
-  std::string secret = read_source(c, "client_secret", o.client_secret_source);
-  x.authorization = "Basic " + filters::base64_encode(form_encode(o.client_id) + ":" + form_encode(secret));
-  if (o.refresh_token.empty() && !o.refresh_token_source.empty()) {
-    o.refresh_token = read_source(c, "refresh_token", o.refresh_token_source);
-  }
-  x.body = o.refresh_token.empty() ? "grant_type=client_credentials"
-                                   : "grant_type=refresh_token&refresh_token=" + form_encode(o.refresh_token);
-  if (!o.scopes.empty()) {
-    std::string scope;
-    for (const auto &sc : o.scopes) scope += (scope.empty() ? "" : " ") + sc;
-    x.body += "&scope=" + form_encode(scope);
-  }
+  x.body = std::move(body);
+  x.content_type = content_type;
+  x.headers = std::move(headers);
   ssl::context tls(ssl::context::tls_client);
   tls.set_verify_mode(ssl::verify_peer);
   if (cfg.upstream_system_trust) {
@@ -165,7 +156,7 @@ void load_oauth2(filters::credential_config &c, const filters::config &cfg) {
   if (!cfg.upstream_ca_bundle.empty()) {
     error_code ec;
     tls.load_verify_file(cfg.upstream_ca_bundle, ec);
-    if (ec) throw fail("cannot be had: tls.upstream_ca_bundle " + cfg.upstream_ca_bundle + " does not load");
+    if (ec) throw std::runtime_error("tls.upstream_ca_bundle " + cfg.upstream_ca_bundle + " does not load");
   }
   net::io_context ioc;
   std::exception_ptr thrown;
@@ -175,17 +166,38 @@ void load_oauth2(filters::credential_config &c, const filters::config &cfg) {
     done = true;
   });
   ioc.run_for(deadline);
-  if (!done) throw fail("did not come within 10 s");
-  if (thrown) {
-    try {
-      std::rethrow_exception(thrown);
-    } catch (const std::exception &e) {
-      throw fail("cannot be had: " + std::string(e.what()));
-    }
+  if (!done) throw std::runtime_error("did not come within 10 s");
+  if (thrown) std::rethrow_exception(thrown);
+  if (!x.error.empty()) throw std::runtime_error(x.error);
+  return {x.status, std::move(x.response)};
+}
+
+void load_oauth2(filters::credential_config &c, const filters::config &cfg) {
+  auto &o = *c.oauth2;
+  auto fail = [&](const std::string &why) {
+    return filters::config_error("credential '" + c.name + "': the OAuth2 token from " + o.token_url + " " + why);
+  };
+  std::string secret = read_source(c, "client_secret", o.client_secret_source);
+  std::string authorization = "Basic " + filters::base64_encode(form_encode(o.client_id) + ":" + form_encode(secret));
+  if (o.refresh_token.empty() && !o.refresh_token_source.empty()) {
+    o.refresh_token = read_source(c, "refresh_token", o.refresh_token_source);
   }
-  if (!x.error.empty()) throw fail("cannot be had: " + x.error);
+  std::string body = o.refresh_token.empty() ? "grant_type=client_credentials"
+                                             : "grant_type=refresh_token&refresh_token=" + form_encode(o.refresh_token);
+  if (!o.scopes.empty()) {
+    std::string scope;
+    for (const auto &sc : o.scopes) scope += (scope.empty() ? "" : " ") + sc;
+    body += "&scope=" + form_encode(scope);
+  }
+  post_result x;
+  try {
+    x = https_post(o.token_url, std::move(body), "application/x-www-form-urlencoded",
+                   {{"Authorization", authorization}}, cfg, "token endpoint");
+  } catch (const std::exception &e) {
+    throw fail(std::string(e.what()).rfind("did not come", 0) == 0 ? std::string(e.what()) : "cannot be had: " + std::string(e.what()));
+  }
   boost::system::error_code jec;
-  auto v = boost::json::parse(x.response, jec);
+  auto v = boost::json::parse(x.body, jec);
   const boost::json::object *obj = !jec && v.is_object() ? &v.as_object() : nullptr;
   if (x.status == 200 && !obj) {
     throw fail("answered HTTP 200 with what is not a JSON token response; check token_url (it must be the "

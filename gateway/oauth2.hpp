@@ -8,8 +8,21 @@
 #include <chrono>
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace sluice::gateway {
+
+// POSTs `body` to an https:// URL as sluice reaches any origin: the trust of [tls], the pins, DNS
+// servers and address rules of [upstream], within 10 s in all. `what` names the other end in
+// messages ("token endpoint", "approvals webhook"). Throws std::runtime_error saying what failed.
+struct post_result {
+  unsigned status = 0;
+  std::string body;
+};
+post_result https_post(const std::string &url, std::string body, const std::string &content_type,
+                       std::vector<std::pair<std::string, std::string>> headers, const filters::config &cfg,
+                       const std::string &what);
 
 // Fills c.secret with an access token from c.oauth2 (and c.oauth2->refresh_token when the server
 // rotates it), and c.refresh_at. `cfg` gives the trust ([tls]), pins, DNS servers and the
