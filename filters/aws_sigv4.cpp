@@ -283,6 +283,8 @@ std::string format_authorization(const authorization &a) {
   return out;
 }
 
+std::string hmac_sha256_hex(std::string_view key, std::string_view data) { return to_hex(hmac(key, data)); }
+
 std::string sha256_hex(std::string_view data) {
   unsigned char d[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char *>(data.data()), data.size(), d);

@@ -41,6 +41,8 @@ std::string signature(std::string_view secret, const authorization &scope, std::
 std::string format_authorization(const authorization &a);
 
 std::string sha256_hex(std::string_view data);
+// HMAC-SHA256 of `data` under `key`, in hex (also the approvals webhook's signature).
+std::string hmac_sha256_hex(std::string_view key, std::string_view data);
 // Whether `service` (the scope's) signs S3's way: the path as sent, not normalized.
 bool is_s3(std::string_view service);
 

@@ -131,6 +131,10 @@ struct config {
     std::chrono::milliseconds timeout{60000};
     std::size_t max_pending = 16;
     std::string token_file;
+    // A webhook for chat tools: each held request is POSTed there as JSON, signed
+    // (X-Sluice-Signature: sha256=HMAC of the body) with the secret from `webhook_secret` (a source);
+    // the answer comes back to the callback URL in it, signed the same way.
+    std::string webhook, webhook_secret;
   } approvals;
   std::string proxy_tls_listen;     // [listen] proxy_tls: the HTTPS proxy listener (serve); empty: none
   std::vector<agent_listener> agents; // [listen.agents.NAME]

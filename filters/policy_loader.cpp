@@ -603,7 +603,7 @@ struct loader {
     if (auto *n = root.get("approvals")) {
       auto *t = n->as_table();
       if (!t) fail(*n, "approvals must be a table: [approvals] with hosts = [...]");
-      check_keys(*t, "[approvals]", {"hosts", "timeout", "max_pending", "token_file"});
+      check_keys(*t, "[approvals]", {"hosts", "timeout", "max_pending", "token_file", "webhook", "webhook_secret"});
       check_patterns(*t, "hosts", "approvals");
       c.approvals.hosts = strings_of(*t, "hosts", "[approvals]");
       if (c.approvals.hosts.empty()) {
@@ -628,6 +628,16 @@ struct loader {
         c.approvals.max_pending = static_cast<std::size_t>(*v);
       }
       c.approvals.token_file = string_of(*t, "token_file", "approvals", "");
+      c.approvals.webhook = string_of(*t, "webhook", "approvals", "");
+      c.approvals.webhook_secret = string_of(*t, "webhook_secret", "approvals", "");
+      if (!c.approvals.webhook.empty() && c.approvals.webhook.rfind("https://", 0) != 0) {
+        fail_at(*t, "webhook", "[approvals] webhook must be an https:// URL (where held requests are posted)");
+      }
+      if (c.approvals.webhook.empty() != c.approvals.webhook_secret.empty() ||
+          (!c.approvals.webhook_secret.empty() && !is_credential_source(c.approvals.webhook_secret))) {
+        fail(*n, "[approvals] webhook and webhook_secret go together; webhook_secret is a source: \"env:VAR\", "
+                 "\"file:/path\" or \"command:PROGRAM ARGS...\" (the key both sides sign with)");
+      }
     }
     if (auto *t = root["credentials"].as_table()) {
       for (auto &&[k, v] : *t) {

@@ -1,4 +1,5 @@
 #include "gateway/admin_server.hpp"
+#include "filters/aws_sigv4.hpp"
 #include "gateway/serve.hpp"
 
 #include <filesystem>
@@ -36,7 +37,16 @@ void approvals_api(const http::request<http::string_body> &req, std::string_view
   }
   auto auth = req[http::field::authorization];
   std::string want = "Bearer " + h.approvals_token;
-  if (auth.size() != want.size() || CRYPTO_memcmp(auth.data(), want.data(), want.size()) != 0) {
+  // A webhook's answer: signed with the webhook secret over the body, which names the request.
+  bool signed_by_webhook = false;
+  if (auto sig = req["X-Sluice-Signature"]; auth.empty() && !sig.empty() && !h.webhook_secret.empty() &&
+                                             req.method() == http::verb::post) {
+    std::string expect = "sha256=" + filters::sigv4::hmac_sha256_hex(h.webhook_secret, req.body());
+    if (sig.size() != expect.size() || CRYPTO_memcmp(sig.data(), expect.data(), expect.size()) != 0) {
+      return refuse(http::status::unauthorized, "the webhook signature is wrong (X-Sluice-Signature: sha256=HMAC of the body)");
+    }
+    signed_by_webhook = true;
+  } else if (auth.size() != want.size() || CRYPTO_memcmp(auth.data(), want.data(), want.size()) != 0) {
     return refuse(http::status::unauthorized, "the approvals token is missing or wrong (Authorization: Bearer TOKEN)");
   }
   if (auto origin = req[http::field::origin]; !origin.empty() && origin != "http://" + std::string(req[http::field::host])) {
@@ -67,7 +77,16 @@ void approvals_api(const http::request<http::string_body> &req, std::string_view
   if (decision != "once" && decision != "run" && decision != "deny") {
     return refuse(http::status::bad_request, "decision must be \"once\", \"run\" or \"deny\"");
   }
-  if (by != "page" && by != "cli" && by != "webhook") by = "api";
+  if (signed_by_webhook) {
+    // The signed body must name this request: a signed answer cannot be replayed for another.
+    auto *named = o ? o->if_contains("id") : nullptr;
+    if (!named || !named->is_number() || named->to_number<std::uint64_t>() != id) {
+      return refuse(http::status::bad_request, "a webhook's answer names its request: {\"id\": " + std::to_string(id) + ", ...}");
+    }
+    by = "webhook";
+  } else if (by != "page" && by != "cli") {
+    by = "api";
+  }
   if (!h.approvals_decide(id, decision, by)) {
     return refuse(http::status::conflict, "request " + std::to_string(id) + " is no longer waiting (decided, timed out or gone)");
   }

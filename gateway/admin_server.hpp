@@ -18,6 +18,7 @@ struct admin_handlers {
   // [approvals]: GET /api/approvals (the held requests, JSON) and POST /api/approvals/ID (a
   // decision), each with `Authorization: Bearer TOKEN`; empty token: not served.
   std::string approvals_token;
+  std::string webhook_secret; // a decision may instead be signed with it (X-Sluice-Signature), by "webhook"
   std::function<std::string()> approvals_pending;
   std::function<bool(std::uint64_t id, std::string_view decision, std::string_view by)> approvals_decide;
 };

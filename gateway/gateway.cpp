@@ -164,6 +164,13 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   state_->ssh_agent_socket = options_.ssh_agent_socket;
   state_->ssh_known_hosts = options_.ssh_known_hosts;
   state_->held = std::make_unique<approvals>(cfg.approvals.max_pending);
+  if (!cfg.approvals.webhook.empty()) {
+    filters::credential_config secret;
+    secret.name = "approvals.webhook_secret";
+    secret.source = cfg.approvals.webhook_secret;
+    filters::load_secret(secret); // throws naming the source: the gateway does not start without it
+    state_->webhook_secret = std::move(secret.secret);
+  }
   state_->credential_refused = [this](const std::string &name) {
     {
       std::lock_guard lock(refresh_m_);
@@ -376,7 +383,10 @@ tcp::endpoint gateway::listen_admin(const std::string &address) {
     throw std::runtime_error("cannot listen on admin address " + address + ": " + ec.message());
   }
   admin_->listen(128);
-  return admin_->local_endpoint();
+  auto bound = admin_->local_endpoint();
+  state_->approvals_admin = (bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string()) +
+                            ":" + std::to_string(bound.port());
+  return bound;
 }
 
 std::string gateway::stats_json() const {
@@ -413,6 +423,7 @@ void gateway::start() {
                      [this] { return ca_->cert_pem(); },
                      [this] { return stats_json(); }};
     h.approvals_token = options_.approvals_token;
+    h.webhook_secret = state_->webhook_secret;
     h.approvals_pending = [this] { return state_->held->pending_json(); };
     h.approvals_decide = [this](std::uint64_t id, std::string_view decision, std::string_view by) {
       auto a = decision == "once" ? approval::once : decision == "run" ? approval::run : approval::deny;

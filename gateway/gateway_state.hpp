@@ -64,6 +64,8 @@ struct gateway_state {
   std::vector<std::string> ssh_known_hosts;
   // Requests held for a person's decision ([approvals]).
   std::unique_ptr<approvals> held;
+  std::string approvals_admin;  // the admin listener's HOST:PORT, for the webhook's callback URL
+  std::string webhook_secret;   // [approvals] webhook_secret, read at start
   // An origin answered 401 to a request the credential NAME was added to (OAuth2: obtained again).
   std::function<void(const std::string &)> credential_refused;
   // Sessions origins issued, for resumption (a few KiB each with the origin's chain: 2 MiB at most).

@@ -4,6 +4,11 @@
 #include "filters/client_identity.hpp"
 #include "gateway/capture.hpp"
 #include "gateway/session_impl.hpp"
+#include "filters/aws_sigv4.hpp"
+#include "gateway/oauth2.hpp"
+
+#include <boost/json.hpp>
+#include <thread>
 
 #include <openssl/crypto.h>
 #include <openssl/x509v3.h>
@@ -168,6 +173,27 @@ net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const f
     o.approval = "refused";
     state_.metrics.approval("refused");
     co_return approval::pending;
+  }
+  if (!pol.cfg().approvals.webhook.empty() && !state_.webhook_secret.empty()) {
+    // The chat tool hears of it on a thread of its own (at most 10 s; max_pending at once at most).
+    auto id = approvals::id_of(e);
+    std::string body = boost::json::serialize(boost::json::object{
+        {"id", id}, {"kind", r.kind}, {"client", r.client}, {"method", r.method}, {"scheme", r.scheme},
+        {"host", r.host}, {"port", r.port}, {"path", r.path}, {"profile", r.profile},
+        {"timeout_seconds", static_cast<double>(r.timeout.count()) / 1000.0},
+        {"callback", "http://" + state_.approvals_admin + "/api/approvals/" + std::to_string(id)}});
+    std::string signature = "sha256=" + filters::sigv4::hmac_sha256_hex(state_.webhook_secret, body);
+    std::thread([cfg = pol.cfg(), body = std::move(body), signature = std::move(signature)] {
+      try {
+        auto answer = https_post(cfg.approvals.webhook, body, "application/json", {{"X-Sluice-Signature", signature}},
+                                 cfg, "approvals webhook");
+        if (answer.status / 100 != 2) {
+          std::fprintf(stderr, "sluice: approvals webhook %s answered HTTP %u\n", cfg.approvals.webhook.c_str(), answer.status);
+        }
+      } catch (const std::exception &ex) {
+        std::fprintf(stderr, "sluice: approvals webhook %s: %s\n", cfg.approvals.webhook.c_str(), ex.what());
+      }
+    }).detach();
   }
   std::fprintf(stderr, "sluice: %s %s:%u is waiting for a decision (request %llu): sluice approve %llu\n",
                r.method.c_str(), r.host.c_str(), r.port, static_cast<unsigned long long>(approvals::id_of(e)),

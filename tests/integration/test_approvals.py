@@ -4,9 +4,13 @@ refuses is held until a person decides on the admin listener, by `sluice approva
 (origin.test, 198.18.0.2 in its network namespace); the hostile rows call the API as a cross-site
 page or a guesser would."""
 import asyncio
+import hashlib
+import hmac
+import http.server
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -18,7 +22,7 @@ import urllib.request
 import websockets
 
 import test_exec as base
-from harness import SLUICE, Gateway, Processes, curl, free_port, status_of
+from harness import SLUICE, Gateway, Processes, curl, free_port, make_leaf, status_of
 
 M = base.M
 setUpModule = base.setUpModule
@@ -30,7 +34,7 @@ CHROMIUM = "/usr/bin/chromium"
 
 class Approvals(unittest.TestCase):
 
-    def start(self, approvals):
+    def start(self, approvals, resolve="", addresses=""):
         self.procs = Processes()
         self.addCleanup(self.procs.stop_all)
         self.dir = tempfile.mkdtemp(dir=M["tmp"])
@@ -44,6 +48,10 @@ class Approvals(unittest.TestCase):
         cfg = ('profile = "network-read"\n[policy]\nallow = ["other.test:8443"]\n'
                '[approvals]\nhosts = ["origin.test:8443"]\ntoken_file = "%s"\n' % self.token_file + approvals
                + policy[policy.index("[tls]"):])
+        if resolve:
+            cfg = cfg.replace("[upstream.resolve]\n", "[upstream.resolve]\n" + resolve, 1)
+        if addresses:
+            cfg = cfg.replace('allow_addresses = ["198.18.0.0/15"', 'allow_addresses = ["198.18.0.0/15"' + addresses, 1)
         self.gw = Gateway(self.procs, self.dir, cfg, "approvals")
         self.admin = "127.0.0.1:%d" % self.gw.admin
 
@@ -189,6 +197,69 @@ class Approvals(unittest.TestCase):
         t.join(30)
         self.assertEqual(status_of(r["p"].stderr.decode()), 200)
         self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page" and l.get("approval") == "once"))
+
+    def test_a_webhook_hears_of_it_and_answers_signed(self):
+        """[approvals] webhook: the held request is POSTed, signed, to a chat tool's receiver
+        (HTTPS on loopback, trusted through [tls]), which answers on the callback URL with a signed
+        decision. A forged signature, and a signed answer replayed for another request, decide nothing."""
+        secret = os.urandom(16).hex()
+        hooks = tempfile.mkdtemp(dir=M["tmp"])
+        self.addCleanup(shutil.rmtree, hooks, True)
+        with open(os.path.join(hooks, "secret"), "w") as f:
+            f.write(secret + "\n")
+        ca = (os.path.join(M["tmp"], "origin-ca.pem"), os.path.join(M["tmp"], "origin-ca.key"))
+        cert, key = make_leaf(hooks, ca, "hooks", "DNS:hooks.test")
+        received, answers = [], []
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                good = hmac.compare_digest(self.headers.get("X-Sluice-Signature", ""),
+                                           "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest())
+                received.append((json.loads(body), good))
+                self.send_response(204)
+                self.end_headers()
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        hook_port = server.server_address[1]
+        self.start('webhook = "https://hooks.test:%d/sluice"\nwebhook_secret = "file:%s/secret"\n' % (hook_port, hooks),
+                   resolve='"hooks.test" = "127.0.0.1"\n', addresses=', "127.0.0.1/32"')
+        t, r = self.curl_in_background()
+        deadline = time.time() + 10
+        while not received and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(received, "the webhook heard of nothing")
+        note, good = received[0]
+        self.assertTrue(good, "sluice's post was not signed with the shared secret")
+        self.assertEqual((note["host"], note["port"], note["method"]), ("origin.test", 8443, "CONNECT"))
+
+        def answer(url, body, key=secret):
+            data = json.dumps(body).encode()
+            sig = "sha256=" + hmac.new(key.encode(), data, hashlib.sha256).hexdigest()
+            req = urllib.request.Request(url, data=data, method="POST",
+                                         headers={"Content-Type": "application/json", "X-Sluice-Signature": sig})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return resp.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        callback = note["callback"]
+        self.assertEqual(answer(callback, {"id": note["id"], "decision": "once"}, key="forged"), 401)
+        other = callback.rsplit("/", 1)[0] + "/%d" % (note["id"] + 1000)
+        self.assertEqual(answer(other, {"id": note["id"], "decision": "once"}), 400)   # replayed elsewhere
+        self.assertEqual(len(self.pending()), 1)
+        self.assertEqual(answer(callback, {"id": note["id"], "decision": "once"}), 200)
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200)
+        self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "webhook"))
 
 
 async def drive_page(port, url, request_id):
