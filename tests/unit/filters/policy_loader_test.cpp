@@ -1,3 +1,4 @@
+#include "filters/host_name.hpp"
 #include "filters/policy_loader.hpp"
 
 #include <catch2/catch.hpp>
@@ -185,4 +186,29 @@ TEST_CASE("agent listeners", "[filters][config]") {
   CHECK(contains(error_of("[listen.agents.x]\naddress = \"127.0.0.1:3129\"\nuids = [1]\nport = 1\n"),
                  "unknown key 'port'"));
   CHECK(contains(error_of("[listen]\nagents = 1\n"), "listen.agents must be a table"));
+}
+
+TEST_CASE("[approvals] and what a person may allow", "[filters][config][approvals]") {
+  auto c = load_config_string("[approvals]\nhosts = [\"*.pypi.org\"]\ntimeout = \"90s\"\nmax_pending = 4\n", "t.toml");
+  CHECK(c.approvals.hosts == std::vector<std::string>{"*.pypi.org"});
+  CHECK(c.approvals.timeout == std::chrono::seconds(90));
+  CHECK(c.approvals.max_pending == 4);
+  policy p(c);
+  CHECK(p.askable("files.pypi.org", "https", 443));
+  CHECK_FALSE(p.askable("example.com", "https", 443));
+  // A person's yes counts as an allowlist entry, nothing more: deny entries still apply.
+  auto parsed = parse_host("files.pypi.org");
+  REQUIRE(parsed.host);
+  CHECK_FALSE(p.decide("GET", "https", *parsed.host, 443, "/").allowed);
+  auto d = p.decide_approved("GET", "https", *parsed.host, 443, "/");
+  CHECK(d.allowed);
+  CHECK(d.rule == "approved");
+  CHECK_FALSE(p.decide_approved("POST", "https", *parsed.host, 443, "/").allowed); // network-read still
+  CHECK(contains(error_of("[approvals]\ntimeout = \"30s\"\n"), "needs hosts"));
+  CHECK(contains(error_of("[approvals]\nhosts = [\"a.test\"]\ntimeout = \"20m\"\n"), "1s"));
+  CHECK(contains(error_of("[approvals]\nhosts = [\"a.test\"]\nmax_pending = 0\n"), "max_pending"));
+  CHECK(contains(error_of("[approvals]\nhosts = [\"a.test\"]\nwebhook = \"http://x.test/\"\nwebhook_secret = \"env:S\"\n"),
+                 "https://"));
+  CHECK(contains(error_of("[approvals]\nhosts = [\"a.test\"]\nwebhook = \"https://x.test/\"\n"), "go together"));
+  CHECK(contains(error_of("[approvals]\nhosts = [\"a.test\"]\nsurprise = 1\n"), "surprise"));
 }
