@@ -18,6 +18,7 @@ std::string_view to_string(approval a) {
   case approval::run: return "run";
   case approval::deny: return "deny";
   case approval::timeout: return "timeout";
+  case approval::gone: return "gone";
   }
   return "pending";
 }

@@ -16,7 +16,7 @@
 
 namespace sluice::gateway {
 
-enum class approval { pending, once, run, deny, timeout };
+enum class approval { pending, once, run, deny, timeout, gone };
 std::string_view to_string(approval a);
 
 struct held_request {

@@ -7,7 +7,9 @@
 #include "filters/aws_sigv4.hpp"
 #include "gateway/oauth2.hpp"
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/json.hpp>
+#include <sys/socket.h>
 #include <thread>
 
 #include <openssl/crypto.h>
@@ -19,6 +21,8 @@
 
 namespace sluice::gateway {
 namespace detail {
+
+using namespace boost::asio::experimental::awaitable_operators;
 
 // A CONNECT ends the request loop first, so its frames (about 4 KiB) are not held for the life of
 // the tunnel; then the tunnel is handled on the same client stream. Called only with connect_ set
@@ -154,7 +158,31 @@ void session::read_peer_certificate(SSL *ssl, int verify_error) {
   id().peer_names = std::move(names);
 }
 
-net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const filters::policy &pol) {
+namespace {
+
+// Returns when the client hung up (end of stream or an error); bytes it sent meanwhile (a
+// pipelined request, TLS data) are left for later and looked at again every 200 ms.
+net::awaitable<void> client_gone(tcp::socket &socket) {
+  net::steady_timer pause(socket.get_executor());
+  for (;;) {
+    auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, use_tuple);
+    if (ec) co_return;
+    char c;
+    ssize_t n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) co_return;
+    pause.expires_after(std::chrono::milliseconds(200));
+    co_await pause.async_wait(use_tuple);
+  }
+}
+
+net::awaitable<bool> decided_or_expired(net::steady_timer &timer) {
+  auto [ec] = co_await timer.async_wait(use_tuple);
+  co_return !ec; // true: the time ran out
+}
+
+} // namespace
+
+net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const filters::policy &pol, tcp::socket &client) {
   held_request r;
   r.client = who();
   r.method = o.method;
@@ -199,8 +227,14 @@ net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const f
                r.method.c_str(), r.host.c_str(), r.port, static_cast<unsigned long long>(approvals::id_of(e)),
                static_cast<unsigned long long>(approvals::id_of(e)));
   timer->expires_after(r.timeout);
-  auto [ec] = co_await timer->async_wait(use_tuple);
-  auto a = state_.held->result(e, !ec);
+  auto waited = co_await (decided_or_expired(*timer) || client_gone(client));
+  approval a;
+  if (waited.index() == 1) {
+    state_.held->forget(e);
+    a = approval::gone;
+  } else {
+    a = state_.held->result(e, std::get<0>(waited));
+  }
   o.approval = to_string(a);
   o.decided_by = state_.held->decided_by(e);
   state_.metrics.approval(o.approval);

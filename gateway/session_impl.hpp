@@ -227,7 +227,8 @@ private:
   verdict judge(const request_in &r, const tunnel_target *tunnel, const filters::policy &pol, outcome &o);
   // [approvals]: holds the request `o` describes until a person decides or its time runs out
   // (session.cpp). `pending` when no more may wait (refused at once: approval_queue_full).
-  net::awaitable<approval> ask(outcome &o, std::string_view kind, const filters::policy &pol);
+  // `client`: its socket, watched meanwhile: a client that hangs up is forgotten (`gone`).
+  net::awaitable<approval> ask(outcome &o, std::string_view kind, const filters::policy &pol, tcp::socket &client);
   // Where a person allowed a host: the tunnel (or plain connection) it was allowed for "once",
   // and the next request judged (a request held on its own).
   std::string approved_host_;

@@ -263,12 +263,15 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   in.version = version;
   verdict v = judge(in, tunnel, pol, o);
   if (v.ask) { // not on the allowlist, but a person may let it through ([approvals])
-    auto a = co_await ask(o, "request", pol);
+    auto a = co_await ask(o, "request", pol, lowest(s).socket());
     if (a == approval::once || a == approval::run) {
       approved_next_ = true;
       v = judge(in, tunnel, pol, o);
     } else {
-      v.reason = a == approval::deny ? "approval_denied" : a == approval::timeout ? "approval_timeout" : "approval_queue_full";
+      v.reason = a == approval::deny      ? "approval_denied"
+                 : a == approval::timeout ? "approval_timeout"
+                 : a == approval::gone    ? "client_aborted"
+                                          : "approval_queue_full";
       v.close = false;
     }
   }

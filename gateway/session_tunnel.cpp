@@ -233,7 +233,7 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
       d = pol.decide_connect_approved(raw_host, port);
     } else if (pol.askable(o.host, "https", port)) {
       o.method = "CONNECT";
-      auto a = co_await ask(o, "connect", pol);
+      auto a = co_await ask(o, "connect", pol, lowest(s).socket());
       if (a == approval::once || a == approval::run) {
         d = pol.decide_connect_approved(raw_host, port);
         approved_host_ = o.host; // the requests inside this tunnel
@@ -243,6 +243,7 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
       } else {
         d = filters::decision::deny(a == approval::deny      ? "approval_denied"
                                     : a == approval::timeout ? "approval_timeout"
+                                    : a == approval::gone    ? "client_aborted"
                                                              : "approval_queue_full");
       }
     }

@@ -149,7 +149,7 @@ metrics::metrics(std::string skill)
       approvals_(BuildCounter()
                      .Name("sluice_approvals_total")
                      .Help("Requests held for a person's decision ([approvals]), by outcome: once, run, "
-                           "deny, timeout, refused (no room to wait)")
+                           "deny, timeout, refused (no room to wait), gone (its client hung up first)")
                      .Register(*registry_)) {}
 
 void metrics::approval(std::string_view outcome) { approvals_.Add({{"outcome", std::string(outcome)}}).Increment(); }

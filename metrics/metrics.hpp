@@ -69,7 +69,7 @@ public:
   prometheus::Counter &websocket_bytes_in, &websocket_bytes_out;
   void websocket_closed(std::string_view how);
   // A request held for a person ([approvals]), by outcome: once, run, deny, timeout, refused (the
-  // queue was full).
+  // queue was full), gone (its client hung up first).
   void approval(std::string_view outcome);
 
   // Prometheus text exposition of everything registered.

@@ -144,6 +144,20 @@ class Approvals(unittest.TestCase):
         self.assertEqual(self.gw.metric("sluice_approvals_total", outcome="timeout"), 2)
         self.assertEqual(self.gw.metric("sluice_approvals_total", outcome="refused"), 1)
 
+    def test_a_client_that_hangs_up_while_held_is_forgotten(self):
+        self.start("")
+        p = subprocess.Popen(["curl", "-sS", "--proxy", self.gw.proxy, "--cacert", self.gw.ca, URL],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.wait_pending()
+        p.kill()
+        p.wait()
+        deadline = time.time() + 5
+        while self.pending() and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.pending(), [])
+        self.assertTrue(self.gw.logged(lambda l: l.get("approval") == "gone"))
+        self.assertEqual(self.gw.metric("sluice_approvals_total", outcome="gone"), 1)
+
     def test_the_api_refuses_guessers_and_other_sites(self):
         self.start("")
         t, r = self.curl_in_background()
