@@ -325,7 +325,8 @@ credential_result credential_injector::apply(
   for (const auto &e : entries_) {
     bool belongs = e.hosts.match(host, scheme, port) != nullptr;
     if (belongs) continue;
-    bool carried = target.find(e.placeholder) != std::string_view::npos;
+    // In the target (origin form) or the host name itself (an absolute-form request's authority).
+    bool carried = target.find(e.placeholder) != std::string_view::npos || host.find(e.placeholder) != std::string_view::npos;
     for (const auto &[name, value] : fields) {
       if (carried) break;
       carried = value.find(e.placeholder) != std::string_view::npos;

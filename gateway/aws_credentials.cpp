@@ -9,14 +9,6 @@
 namespace sluice::gateway {
 namespace {
 
-std::string read_part(const filters::credential_config &c, const std::string &what, const std::string &source) {
-  filters::credential_config part;
-  part.name = c.name + ".aws." + what;
-  part.source = source;
-  filters::load_secret(part);
-  return part.secret;
-}
-
 // "2026-12-05T06:00:00Z" (fractions of a second and "+00:00" too); nullopt when not that form.
 std::optional<std::chrono::system_clock::time_point> parse_expiration(std::string_view text) {
   std::tm tm{};
@@ -63,9 +55,9 @@ void load_aws(filters::credential_config &c) {
       if (!expires) throw fail("from process has an Expiration sluice cannot read (" + e + "); it takes 2026-01-01T00:00:00Z");
     }
   } else {
-    key = read_part(c, "access_key_id", a.access_key_id_source);
-    secret = read_part(c, "secret_access_key", a.secret_access_key_source);
-    if (!a.session_token_source.empty()) token = read_part(c, "session_token", a.session_token_source);
+    key = read_source(c, "aws.access_key_id", a.access_key_id_source);
+    secret = read_source(c, "aws.secret_access_key", a.secret_access_key_source);
+    if (!a.session_token_source.empty()) token = read_source(c, "aws.session_token", a.session_token_source);
   }
   if (key.size() < 16 || key.size() > 128 ||
       key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != std::string::npos) {

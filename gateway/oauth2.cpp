@@ -35,13 +35,6 @@ std::string form_encode(std::string_view s) {
   return out;
 }
 
-std::string read_source(const filters::credential_config &c, const std::string &what, const std::string &source) {
-  filters::credential_config part;
-  part.name = c.name + "." + what;
-  part.source = source;
-  filters::load_secret(part);
-  return part.secret;
-}
 
 struct exchange {
   std::string host, port, target, body, content_type, what;
@@ -130,6 +123,14 @@ net::awaitable<void> post(exchange &x, const filters::config &cfg, ssl::context 
 }
 
 } // namespace
+
+std::string read_source(const filters::credential_config &c, const std::string &what, const std::string &source) {
+  filters::credential_config part;
+  part.name = c.name + "." + what;
+  part.source = source;
+  filters::load_secret(part);
+  return part.secret;
+}
 
 post_result https_post(const std::string &url, std::string body, const std::string &content_type,
                        std::vector<std::pair<std::string, std::string>> headers, const filters::config &cfg,

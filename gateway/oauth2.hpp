@@ -24,6 +24,10 @@ post_result https_post(const std::string &url, std::string body, const std::stri
                        std::vector<std::pair<std::string, std::string>> headers, const filters::config &cfg,
                        const std::string &what);
 
+// A value a credential takes from a source of its own (an OAuth2 client secret, an AWS key's part),
+// read as load_secret reads one; errors name it "CREDENTIAL.WHAT".
+std::string read_source(const filters::credential_config &c, const std::string &what, const std::string &source);
+
 // Fills c.secret with an access token from c.oauth2 (and c.oauth2->refresh_token when the server
 // rotates it), and c.refresh_at. `cfg` gives the trust ([tls]), pins, DNS servers and the
 // addresses that may be dialled ([upstream]). Throws filters::config_error naming the credential

@@ -25,6 +25,8 @@ TEST_CASE("a placeholder is replaced for its own hosts and refused elsewhere", "
   CHECK(r.set[0] == std::pair<std::string, std::string>{"Authorization", "Bearer SECRET"});
 
   // Absent header: added with the format.
+  // The placeholder as a label of another host's name (http://PLACEHOLDER.evil.test/) is refused too.
+  CHECK(inj.apply(fields{}, "/", "sluice-credential-gh.evil.test", "https", 443).reason == "credential_host_mismatch");
   r = inj.apply(fields{{"Accept", "*/*"}}, "/", "raw.githubusercontent.com", "https", 443);
   REQUIRE(r.set.size() == 1);
   CHECK(r.set[0].second == "Bearer SECRET");
