@@ -196,7 +196,9 @@ int main(int argc, char **argv) {
 
   sluice::gateway::approvals_options appr;
   auto *approvals_cmd = app.add_subcommand("approvals", "list the requests waiting for a person's decision ([approvals])");
-  auto *approve_cmd = app.add_subcommand("approve", "let a waiting request through: once, or with --run for the rest of the run");
+  approvals_cmd->alias("pending");
+  auto *approve_cmd = app.add_subcommand("approve", "let a waiting request through: once, with --run for the rest "
+                                                    "of the run, with --always for good (written to the policy file)");
   auto *deny_cmd = app.add_subcommand("deny", "refuse a waiting request (403 approval_denied)");
   bool approve_run = false;
   for (auto *c : {approvals_cmd, approve_cmd, deny_cmd}) {
@@ -204,7 +206,12 @@ int main(int argc, char **argv) {
     c->add_option("--token-file", appr.token_file, "file holding the approvals token (default: SLUICE_APPROVALS_TOKEN)");
   }
   for (auto *c : {approve_cmd, deny_cmd}) c->add_option("ID", appr.id, "the request's id (sluice approvals)")->required();
-  approve_cmd->add_flag("--run", approve_run, "allow the host for the rest of the run, not only this request");
+  bool approve_always = false;
+  auto *run_flag = approve_cmd->add_flag("--run", approve_run, "allow the host for the rest of the run, not only this request");
+  approve_cmd->add_flag("--always", approve_always, "allow the host for good: shows the lines it adds to the trusted "
+                                                   "policy file and asks before writing them")
+      ->excludes(run_flag);
+  approve_cmd->add_flag("--yes", appr.yes, "with --always: write without asking");
 
   bool doctor_json = false;
   auto *doctor_cmd = app.add_subcommand("doctor", "preflight checks for exec");
@@ -357,7 +364,7 @@ int main(int argc, char **argv) {
     if (*suggest_cmd) return sluice::gateway::run_policy_suggest(suggest_log, suggest_client, std::cout);
     if (*token_cmd) return sluice::gateway::run_policy_token(token_name, token_role, std::cout);
     if (*approvals_cmd || *approve_cmd || *deny_cmd) {
-      appr.action = *approvals_cmd ? "list" : *deny_cmd ? "deny" : approve_run ? "run" : "once";
+      appr.action = *approvals_cmd ? "list" : *deny_cmd ? "deny" : approve_run ? "run" : approve_always ? "always" : "once";
       return sluice::gateway::run_approvals(appr);
     }
     if (*ca_init) {

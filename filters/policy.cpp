@@ -14,6 +14,7 @@ config role_view(const config &top, const role_config &r) {
   c.role = r.name;
   c.report = r.report;
   if (r.mode_set) c.mode = r.mode;
+  if (r.approvals_set) c.approvals.hosts = r.approvals;
   if (r.allow_set) {
     c.allow = r.allow;
     c.allow_routes = r.allow_routes;

@@ -103,6 +103,10 @@ struct role_config {
   std::vector<std::string> credentials; // [credentials.NAME] its requests get; "*" every one
   double requests_per_second = 0;       // per client; 0: no limit
   std::uint64_t bytes_per_second = 0;   // per client, both directions together; 0: no limit
+  // approvals = [...]: the host patterns a person may allow for this role's clients, instead of
+  // [approvals] hosts ([] : none); the rest of [approvals] (timeout, token, webhook) is shared.
+  bool approvals_set = false;
+  std::vector<std::string> approvals;
 };
 
 // [clients.NAME] (serve): one client of the proxy listener, known by a token (Proxy-Authorization
@@ -135,7 +139,18 @@ struct config {
     // (X-Sluice-Signature: sha256=HMAC of the body) with the secret from `webhook_secret` (a source);
     // the answer comes back to the callback URL in it, signed the same way.
     std::string webhook, webhook_secret;
+    // [[approvals.allowed]] host = ...: hosts a person allowed always (written by sluice on their
+    // confirmation); the loader adds each to every allowlist of the file.
+    std::vector<std::string> allowed;
   } approvals;
+  // Whether any request may be held for a person: [approvals] hosts, or a role's approvals.
+  bool asks() const {
+    if (!approvals.hosts.empty()) return true;
+    for (const auto &[name, r] : roles) {
+      if (!r.approvals.empty()) return true;
+    }
+    return false;
+  }
   std::string proxy_tls_listen;     // [listen] proxy_tls: the HTTPS proxy listener (serve); empty: none
   std::vector<agent_listener> agents; // [listen.agents.NAME]
   std::vector<std::string> allow;   // host patterns

@@ -299,7 +299,14 @@ struct loader {
         if (!rt) fail(v, "roles." + r.name + " must be a table");
         if (!is_name(r.name)) fail(v, where + ": a role name uses letters, digits, '.', '-' and '_' only");
         check_keys(*rt, where, {"profile", "mode", "allow", "deny", "credentials",
-                                "requests_per_second", "bytes_per_second"});
+                                "requests_per_second", "bytes_per_second", "approvals"});
+        r.approvals_set = rt->get("approvals") != nullptr;
+        check_patterns(*rt, "approvals", "roles." + r.name);
+        r.approvals = strings_of(*rt, "approvals", "roles." + r.name);
+        if (!r.approvals.empty() && !root.get("approvals")) {
+          fail_at(*rt, "approvals", where + " approvals needs an [approvals] table as well: how long a request "
+                                    "waits and where a person decides (timeout, token_file)");
+        }
         if (auto *p = rt->get("profile")) {
           r.mode = profile_of(*p, where + " profile");
           r.mode_set = true;
@@ -603,11 +610,29 @@ struct loader {
     if (auto *n = root.get("approvals")) {
       auto *t = n->as_table();
       if (!t) fail(*n, "approvals must be a table: [approvals] with hosts = [...]");
-      check_keys(*t, "[approvals]", {"hosts", "timeout", "max_pending", "token_file", "webhook", "webhook_secret"});
+      check_keys(*t, "[approvals]", {"hosts", "timeout", "max_pending", "token_file", "webhook", "webhook_secret",
+                                     "allowed"});
       check_patterns(*t, "hosts", "approvals");
       c.approvals.hosts = strings_of(*t, "hosts", "[approvals]");
-      if (c.approvals.hosts.empty()) {
-        fail(*n, "[approvals] needs hosts = [...]: the host patterns a person may let through while a command runs");
+      // [[approvals.allowed]]: what a person allowed always (sluice appends these blocks itself).
+      if (auto *a = t->get("allowed")) {
+        const std::string what = "[[approvals.allowed]] tables, each with host = \"NAME\" (a host a person allowed always)";
+        auto *arr = a->as_array();
+        if (!arr) fail(*a, "approvals.allowed must be " + what);
+        for (auto &&e : *arr) {
+          auto *et = e.as_table();
+          if (!et) fail(e, "approvals.allowed must be " + what);
+          check_keys(*et, "[[approvals.allowed]]", {"host"});
+          auto host = (*et)["host"].value<std::string>();
+          if (!host) fail(e, "[[approvals.allowed]] needs host = \"NAME\" (an allowlist host pattern)");
+          try {
+            host_matcher m({*host});
+            require_constrainable(parse_host_pattern(*host));
+          } catch (const pattern_error &err) {
+            fail(e, "[[approvals.allowed]] host: " + std::string(err.what()));
+          }
+          c.approvals.allowed.push_back(*host);
+        }
       }
       if (auto *d = t->get("timeout")) {
         auto text = d->value<std::string>();
@@ -781,6 +806,9 @@ struct loader {
       }
     }
     load_roles(root, c);
+    if (auto *n = root.get("approvals"); n && c.approvals.allowed.empty() && !c.asks()) {
+      fail(*n, "[approvals] needs hosts = [...]: the host patterns a person may let through while a command runs");
+    }
     if (auto *t = root["skills"].as_table()) {
       for (auto &&[k, v] : *t) {
         auto *s = v.as_table();
@@ -835,6 +863,15 @@ struct loader {
         }
         c.skills[sk.name] = std::move(sk);
       }
+    }
+    // A host a person allowed always is on every allowlist of the file: [policy], each role that
+    // has its own, each skill's allow_domains. Deny entries, profiles and routes still apply.
+    for (const auto &h : c.approvals.allowed) {
+      c.allow.push_back(h);
+      for (auto &[name, r] : c.roles) {
+        if (r.allow_set) r.allow.push_back(h);
+      }
+      for (auto &[name, sk] : c.skills) sk.allow_domains.push_back(h);
     }
     return c;
   }

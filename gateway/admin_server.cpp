@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -74,8 +76,8 @@ void approvals_api(const http::request<http::string_body> &req, std::string_view
     return x && x->is_string() ? std::string(x->as_string()) : std::string();
   };
   std::string decision = text("decision"), by = text("by");
-  if (decision != "once" && decision != "run" && decision != "deny") {
-    return refuse(http::status::bad_request, "decision must be \"once\", \"run\" or \"deny\"");
+  if (decision != "once" && decision != "run" && decision != "always" && decision != "deny") {
+    return refuse(http::status::bad_request, "decision must be \"once\", \"run\", \"always\" or \"deny\"");
   }
   if (signed_by_webhook) {
     // The signed body must name this request: a signed answer cannot be replayed for another.
@@ -87,9 +89,7 @@ void approvals_api(const http::request<http::string_body> &req, std::string_view
   } else if (by != "page" && by != "cli") {
     by = "api";
   }
-  if (!h.approvals_decide(id, decision, by)) {
-    return refuse(http::status::conflict, "request " + std::to_string(id) + " is no longer waiting (decided, timed out or gone)");
-  }
+  if (auto why = h.approvals_decide(id, decision, by); !why.empty()) return refuse(http::status::conflict, why);
   res.set(http::field::content_type, "application/json");
   res.body() = "{\"id\":" + std::to_string(id) + ",\"decision\":\"" + decision + "\"}";
 }
@@ -281,6 +281,48 @@ int run_approvals(const approvals_options &o) {
     }
     return 0;
   }
+  if (o.action == "always") {
+    // What would be written, shown first; written only on a yes.
+    auto [status, list_body] = admin_call(admin, http::verb::get, "/api/approvals", token, "");
+    if (status != 200) throw std::runtime_error("the admin listener answered " + std::to_string(status) + ": " + list_body);
+    boost::system::error_code jec;
+    auto v = boost::json::parse(list_body, jec);
+    auto *list = !jec && v.is_object() ? v.as_object().if_contains("pending") : nullptr;
+    if (!list || !list->is_array()) throw std::runtime_error("the admin listener's answer is not the approvals list");
+    const boost::json::object *held = nullptr;
+    for (const auto &x : list->as_array()) {
+      auto *id = x.is_object() ? x.as_object().if_contains("id") : nullptr;
+      if (id && id->is_number() && id->to_number<std::uint64_t>() == o.id) held = &x.as_object();
+    }
+    if (!held) {
+      std::fprintf(stderr, "sluice: request %llu is not waiting (sluice approvals lists what is)\n",
+                   static_cast<unsigned long long>(o.id));
+      return 1;
+    }
+    auto str = [&](const char *k) {
+      return held->if_contains(k) && held->at(k).is_string() ? std::string(held->at(k).as_string()) : std::string();
+    };
+    if (str("always_text").empty()) {
+      std::fprintf(stderr, "sluice: request %llu: the run's policy is not a file sluice can add to; use --run, "
+                   "or add the host to the policy yourself\n", static_cast<unsigned long long>(o.id));
+      return 1;
+    }
+    std::printf("These lines go at the end of %s:\n\n%s\n", str("always_file").c_str(), str("always_text").c_str());
+    if (!o.yes) {
+      if (!::isatty(STDIN_FILENO)) {
+        std::fprintf(stderr, "sluice: not written: add --yes to write without being asked (stdin is not a terminal)\n");
+        return 1;
+      }
+      std::printf("Write them? [y/N] ");
+      std::fflush(stdout);
+      std::string answer;
+      std::getline(std::cin, answer);
+      if (answer != "y" && answer != "Y" && answer != "yes") {
+        std::printf("not written; request %llu still waits\n", static_cast<unsigned long long>(o.id));
+        return 1;
+      }
+    }
+  }
   std::string body = "{\"decision\":\"" + o.action + "\",\"by\":\"cli\"}";
   auto [status, answer] = admin_call(admin, http::verb::post, "/api/approvals/" + std::to_string(o.id), token, body);
   if (status != 200) {
@@ -288,7 +330,10 @@ int run_approvals(const approvals_options &o) {
     return 1;
   }
   std::printf("request %llu: %s\n", static_cast<unsigned long long>(o.id),
-              o.action == "deny" ? "denied" : o.action == "run" ? "allowed for the run" : "allowed once");
+              o.action == "deny"     ? "denied"
+              : o.action == "run"    ? "allowed for the run"
+              : o.action == "always" ? "allowed always (written to the policy file)"
+                                     : "allowed once");
   return 0;
 }
 

@@ -20,7 +20,8 @@ struct admin_handlers {
   std::string approvals_token;
   std::string webhook_secret; // a decision may instead be signed with it (X-Sluice-Signature), by "webhook"
   std::function<std::string()> approvals_pending;
-  std::function<bool(std::uint64_t id, std::string_view decision, std::string_view by)> approvals_decide;
+  // decision "once", "run", "always" or "deny": empty, or why it was not taken.
+  std::function<std::string(std::uint64_t id, std::string_view decision, std::string_view by)> approvals_decide;
 };
 
 net::awaitable<void> run_admin(tcp::acceptor &acceptor, admin_handlers handlers);

@@ -1,7 +1,8 @@
 #pragma once
 // Requests held for a person's decision ([approvals], docs/policy.md "Approvals"): a request to an
 // askable host that the allowlist refuses waits here until someone allows it once, for the run, or
-// denies it, from the live page, `sluice approve` / `sluice deny`, or the timeout. Shared by every
+// or for good (a block appended to the trusted policy file), or denies it, from the live page,
+// `sluice approve` / `sluice deny`, a webhook, or the timeout. Shared by every
 // worker (a mutex); a decision wakes the held session through the function it registered, which
 // posts to that session's own thread. Private to gateway/.
 #include <chrono>
@@ -16,12 +17,13 @@
 
 namespace sluice::gateway {
 
-enum class approval { pending, once, run, deny, timeout, gone };
+enum class approval { pending, once, run, always, deny, timeout, gone };
 std::string_view to_string(approval a);
 
 struct held_request {
   std::uint64_t id = 0;
   std::string client, method, scheme, host, path, profile, kind; // kind: "connect" or "request"
+  std::string rule; // what lets it be asked about: "[approvals] hosts PATTERN"
   unsigned port = 0;
   std::chrono::system_clock::time_point since;
   std::chrono::milliseconds timeout{0};
@@ -32,8 +34,9 @@ public:
   struct entry;
   using entry_ptr = std::shared_ptr<entry>;
 
-  // `max_pending`: requests held at once; beyond it a request is refused at once.
-  explicit approvals(std::size_t max_pending) : max_(max_pending) {}
+  // `max_pending`: requests held at once; beyond it a request is refused at once. `policy_file`:
+  // the trusted policy file "allow always" appends to (empty: none, as for the built-in policy).
+  approvals(std::size_t max_pending, std::string policy_file) : max_(max_pending), file_(std::move(policy_file)) {}
 
   // Holds `r` (its id is assigned here); `wake` is called once, from any thread, when it is
   // decided. Null when max_pending requests are held already.
@@ -47,7 +50,15 @@ public:
   void forget(const entry_ptr &e);
   // A person's decision for request `id`; false when no such request is held any more.
   bool decide(std::uint64_t id, approval a, const std::string &by);
-  // Hosts allowed for the rest of the run (host:port), by a decision "run".
+  // "Allow always": appends the block pending_json showed for request `id` to the policy file
+  // (after checking that the file still loads with it), then decides `always` (the host passes for
+  // the rest of the run, and from the file after). An empty string, or why nothing was written
+  // and nothing decided.
+  std::string allow_always(std::uint64_t id, const std::string &by);
+  // The block "allow always" appends for `r`: a comment saying when and for what, and
+  // [[approvals.allowed]] with the host (and its port when not the scheme's own).
+  static std::string always_text(const held_request &r);
+  // Hosts allowed for the rest of the run (host:port), by a decision "run" or "always".
   bool allowed_for_run(const std::string &host, unsigned port) const;
   // The held requests, oldest first, as the JSON the page and the CLI read.
   std::string pending_json() const;
@@ -56,6 +67,8 @@ public:
 private:
   mutable std::mutex m_;
   std::size_t max_;
+  std::string file_;
+  std::mutex file_m_; // one append at a time
   std::uint64_t next_ = 1;
   std::map<std::uint64_t, entry_ptr> held_;
   std::set<std::string> run_;

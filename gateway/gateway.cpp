@@ -7,6 +7,7 @@
 #include "gateway/session.hpp"
 #include "filters/host_name.hpp"
 
+#include <filesystem>
 #include <boost/json.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -163,7 +164,12 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   state_->ssh_host_key = options_.ssh_host_key;
   state_->ssh_agent_socket = options_.ssh_agent_socket;
   state_->ssh_known_hosts = options_.ssh_known_hosts;
-  state_->held = std::make_unique<approvals>(cfg.approvals.max_pending);
+  // "Allow always" appends to the file the policy came from (none for the built-in policy).
+  std::string policy_file;
+  if (std::error_code fec; cfg.source != "built-in" && std::filesystem::is_regular_file(cfg.source, fec)) {
+    policy_file = std::filesystem::absolute(cfg.source, fec).string();
+  }
+  state_->held = std::make_unique<approvals>(cfg.approvals.max_pending, policy_file);
   if (!cfg.approvals.webhook.empty()) {
     filters::credential_config secret;
     secret.name = "approvals.webhook_secret";
@@ -425,9 +431,11 @@ void gateway::start() {
     h.approvals_token = options_.approvals_token;
     h.webhook_secret = state_->webhook_secret;
     h.approvals_pending = [this] { return state_->held->pending_json(); };
-    h.approvals_decide = [this](std::uint64_t id, std::string_view decision, std::string_view by) {
+    h.approvals_decide = [this](std::uint64_t id, std::string_view decision, std::string_view by) -> std::string {
+      if (decision == "always") return state_->held->allow_always(id, std::string(by));
       auto a = decision == "once" ? approval::once : decision == "run" ? approval::run : approval::deny;
-      return state_->held->decide(id, a, std::string(by));
+      if (state_->held->decide(id, a, std::string(by))) return {};
+      return "request " + std::to_string(id) + " is no longer waiting (decided, timed out or gone)";
     };
     net::co_spawn(workers_[0]->ioc, run_admin(*admin_, std::move(h)), net::detached);
   }

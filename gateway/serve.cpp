@@ -69,7 +69,7 @@ int run_serve(const serve_options &options) {
   go.command_id = "serve";
   // [approvals]: decided on the admin listener with a token: the token_file's, else one made now.
   bool token_made = false;
-  if (!cfg.approvals.hosts.empty()) {
+  if (cfg.asks()) {
     if (cfg.admin_listen.empty()) {
       throw std::runtime_error("[approvals] needs an admin listener, where a person decides: set [listen] admin = \"127.0.0.1:9090\"");
     }

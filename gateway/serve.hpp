@@ -30,11 +30,13 @@ int run_check(const std::string &config_file, const std::string &profile,
               const std::string &method, const std::string &url, const std::string &client = {},
               const std::string &skill = {});
 
-// `sluice approvals` (list what waits), `sluice approve ID [--run]` and `sluice deny ID`: the
-// admin listener's approvals API, with the token from `token_file` or SLUICE_APPROVALS_TOKEN.
+// `sluice approvals` (list what waits), `sluice approve ID [--run | --always]` and `sluice deny
+// ID`: the admin listener's approvals API, with the token from `token_file` or
+// SLUICE_APPROVALS_TOKEN. --always shows what it adds to the policy file and asks first.
 struct approvals_options {
-  std::string action; // "list", "once", "run" or "deny"
+  std::string action; // "list", "once", "run", "always" or "deny"
   std::uint64_t id = 0;
+  bool yes = false;   // --always without asking
   std::string admin;      // HOST:PORT; default SLUICE_ADMIN
   std::string token_file;
 };

@@ -193,6 +193,7 @@ net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const f
   r.profile = filters::to_string(pol.mode());
   r.kind = kind;
   r.timeout = pol.cfg().approvals.timeout;
+  if (auto *pattern = pol.askable_matcher().match(o.host, o.scheme, o.port)) r.rule = "[approvals] hosts " + *pattern;
   auto ex = co_await net::this_coro::executor;
   auto timer = std::make_shared<net::steady_timer>(ex);
   // A decision comes on another thread: it wakes this one by cancelling the timer there.

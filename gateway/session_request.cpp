@@ -264,7 +264,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   verdict v = judge(in, tunnel, pol, o);
   if (v.ask) { // not on the allowlist, but a person may let it through ([approvals])
     auto a = co_await ask(o, "request", pol, lowest(s).socket());
-    if (a == approval::once || a == approval::run) {
+    if (a == approval::once || a == approval::run || a == approval::always) {
       approved_next_ = true;
       v = judge(in, tunnel, pol, o);
     } else {

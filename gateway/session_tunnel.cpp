@@ -234,7 +234,7 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
     } else if (pol.askable(o.host, "https", port)) {
       o.method = "CONNECT";
       auto a = co_await ask(o, "connect", pol, lowest(s).socket());
-      if (a == approval::once || a == approval::run) {
+      if (a == approval::once || a == approval::run || a == approval::always) {
         d = pol.decide_connect_approved(raw_host, port);
         approved_host_ = o.host; // the requests inside this tunnel
         approved_port_ = port;

@@ -148,7 +148,7 @@ metrics::metrics(std::string skill)
                             .Register(*registry_)),
       approvals_(BuildCounter()
                      .Name("sluice_approvals_total")
-                     .Help("Requests held for a person's decision ([approvals]), by outcome: once, run, "
+                     .Help("Requests held for a person's decision ([approvals]), by outcome: once, run, always, "
                            "deny, timeout, refused (no room to wait), gone (its client hung up first)")
                      .Register(*registry_)) {}
 

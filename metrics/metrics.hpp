@@ -68,8 +68,8 @@ public:
   prometheus::Counter &websocket_messages_in, &websocket_messages_out;
   prometheus::Counter &websocket_bytes_in, &websocket_bytes_out;
   void websocket_closed(std::string_view how);
-  // A request held for a person ([approvals]), by outcome: once, run, deny, timeout, refused (the
-  // queue was full), gone (its client hung up first).
+  // A request held for a person ([approvals]), by outcome: once, run, always (written to the
+  // policy file), deny, timeout, refused (the queue was full), gone (its client hung up first).
   void approval(std::string_view outcome);
 
   // Prometheus text exposition of everything registered.

@@ -176,7 +176,7 @@ class Approvals(unittest.TestCase):
         self.assertEqual(post({"Content-Type": "application/json", "Authorization": "Bearer " + "0" * 32}), 401)
         self.assertEqual(post({**auth, "Content-Type": "text/plain"}), 415)                       # a form post
         self.assertEqual(post({**auth, "Content-Type": "application/json", "Origin": "http://evil.test"}), 403)
-        self.assertEqual(post({**auth, "Content-Type": "application/json"}, b'{"decision":"always"}'), 400)
+        self.assertEqual(post({**auth, "Content-Type": "application/json"}, b'{"decision":"forever"}'), 400)
         req = urllib.request.Request(url.rsplit("/", 1)[0], headers={})
         with self.assertRaises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=10)
@@ -196,6 +196,91 @@ class Approvals(unittest.TestCase):
         self.start("")
         t, r = self.curl_in_background()
         held = self.wait_pending()
+        page = "http://%s/#token=%s" % (self.admin, self.token)
+        clicked = asyncio.run(drive_page(self.chromium(), page, held[0]["id"]))
+        self.assertTrue(clicked, "the inbox never showed request %d with its buttons" % held[0]["id"])
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200)
+        self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page" and l.get("approval") == "once"))
+
+    def test_allow_always_from_the_command_line_asks_then_writes_the_policy_file(self):
+        """"Allow always" shows the block it adds to the config file and writes it only on a yes:
+        refused without a terminal and without --yes (nothing written, the request still waits);
+        with --yes the block is appended, the request passes, the host passes from then on, and
+        the file, loaded anew, allows it."""
+        self.start("")
+        with open(self.gw.config) as f:
+            before = f.read()
+        t, r = self.curl_in_background()
+        held = self.wait_pending()[0]
+        self.assertEqual(held["always_file"], self.gw.config)
+        self.assertIn('[[approvals.allowed]]\nhost = "origin.test:8443"\n', held["always_text"])
+        self.assertEqual(held["rule"], "[approvals] hosts origin.test:8443")
+        p = subprocess.run([SLUICE, "approve", "--always", str(held["id"]), "--admin", self.admin,
+                            "--token-file", self.token_file], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn(b"--yes", p.stderr)
+        self.assertIn(held["always_text"].encode(), p.stdout)    # shown before anything is written
+        with open(self.gw.config) as f:
+            self.assertEqual(f.read(), before)
+        self.assertEqual([x["id"] for x in self.pending()], [held["id"]])
+        p = self.cli("approve", "--always", "--yes", str(held["id"]))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200, r["p"].stderr)
+        with open(self.gw.config) as f:
+            after = f.read()
+        self.assertTrue(after.startswith(before) and after.endswith(held["always_text"]), after)
+        # From now on without asking; and the file, read anew, allows the host.
+        self.assertEqual(status_of(curl(self.gw, URL).stderr.decode()), 200)
+        self.assertEqual(self.pending(), [])
+        check = subprocess.run([SLUICE, "check", "--config", self.gw.config, "GET", URL], capture_output=True, timeout=30)
+        self.assertEqual(check.returncode, 0, check)
+        self.assertIn(b"ALLOW", check.stdout)
+        self.assertTrue(self.gw.logged(lambda l: l.get("approval") == "always" and l.get("decided_by") == "cli"))
+        self.assertEqual(self.gw.metric("sluice_approvals_total", outcome="always"), 1)
+
+    def test_roles_of_serve_ask_about_their_own_hosts(self):
+        """[roles.NAME] approvals: a role without the key asks about [approvals] hosts; one with
+        approvals = [] is refused at once (host_not_allowlisted), as without approvals; the held
+        request shows its client."""
+        tok = {"dev-a": os.urandom(8).hex(), "ci-b": os.urandom(8).hex()}
+        roles = ('[roles.dev]\n[roles.ci]\napprovals = []\n'
+                 '[clients.dev-a]\ntoken_sha256 = "%s"\nrole = "dev"\n'
+                 '[clients.ci-b]\ntoken_sha256 = "%s"\nrole = "ci"\n'
+                 % (hashlib.sha256(tok["dev-a"].encode()).hexdigest(), hashlib.sha256(tok["ci-b"].encode()).hexdigest()))
+        self.start(roles)
+        p = curl(self.gw, URL, "--proxy-user", "ci-b:" + tok["ci-b"])
+        self.assertEqual(status_of(p.stderr.decode()), 403, p.stderr)
+        self.assertIn(b"host_not_allowlisted", p.stderr + p.stdout)
+        self.assertEqual(self.pending(), [])
+        result = {}
+        t = threading.Thread(target=lambda: result.update(p=curl(self.gw, URL, "--proxy-user", "dev-a:" + tok["dev-a"])))
+        t.start()
+        held = self.wait_pending()[0]
+        self.assertEqual((held["client"], held["rule"]), ("dev-a", "[approvals] hosts origin.test:8443"))
+        self.assertEqual(self.cli("approve", str(held["id"])).returncode, 0)
+        t.join(30)
+        self.assertEqual(status_of(result["p"].stderr.decode()), 200)
+
+    def test_allow_always_on_the_page_after_reading_the_block(self):
+        """The page's "allow always…" shows the block and the file; "write them" appends it."""
+        if not os.path.exists(CHROMIUM):
+            self.skipTest("chromium is not installed")
+        self.start("")
+        t, r = self.curl_in_background()
+        held = self.wait_pending()[0]
+        shown = asyncio.run(drive_page(self.chromium(), "http://%s/#token=%s" % (self.admin, self.token),
+                                       held["id"], "always"))
+        self.assertEqual(shown, held["always_text"])
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200)
+        with open(self.gw.config) as f:
+            self.assertTrue(f.read().endswith("\n\n" + held["always_text"]))
+        self.assertTrue(self.gw.logged(lambda l: l.get("approval") == "always" and l.get("decided_by") == "page"))
+
+    def chromium(self):
+        """Headless Chromium with DevTools on a free loopback port; the port."""
         profile = tempfile.mkdtemp(prefix="sluice-chromium-")
         self.addCleanup(shutil.rmtree, profile, True)
         port = free_port()
@@ -205,12 +290,7 @@ class Approvals(unittest.TestCase):
                                     "--remote-debugging-port=%d" % port, "about:blank"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.procs.append(browser)
-        page = "http://%s/#token=%s" % (self.admin, self.token)
-        clicked = asyncio.run(drive_page(port, page, held[0]["id"]))
-        self.assertTrue(clicked, "the inbox never showed request %d with its buttons" % held[0]["id"])
-        t.join(30)
-        self.assertEqual(status_of(r["p"].stderr.decode()), 200)
-        self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page" and l.get("approval") == "once"))
+        return port
 
     def test_a_webhook_hears_of_it_and_answers_signed(self):
         """[approvals] webhook: the held request is POSTed, signed, to a chat tool's receiver
@@ -276,9 +356,10 @@ class Approvals(unittest.TestCase):
         self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "webhook"))
 
 
-async def drive_page(port, url, request_id):
+async def drive_page(port, url, request_id, decision="once"):
     """Opens `url` in the browser listening for DevTools on `port`, waits for the inbox row of
-    `request_id` and clicks its "allow once" button. True once clicked."""
+    `request_id` and clicks its button for `decision`. True once clicked; for "always", the text
+    the confirmation shows, after clicking "write them"."""
     deadline = time.time() + 30
     while True:
         try:
@@ -302,14 +383,25 @@ async def drive_page(port, url, request_id):
                 if msg.get("id") == n:
                     return msg.get("result", {})
         await call("Page.navigate", url=url)
-        button = ('document.querySelector(\'#inbox tr[data-id="%d"] button[data-decision="once"]\')' % request_id)
+        button = ('document.querySelector(\'#inbox tr[data-id="%d"] button[data-decision="%s"]\')'
+                  % (request_id, decision))
         while time.time() < deadline:
             found = await call("Runtime.evaluate", expression=button + " !== null", returnByValue=True)
             if found.get("result", {}).get("value"):
                 await call("Runtime.evaluate", expression=button + ".click()")
-                return True
+                break
             await asyncio.sleep(0.1)
-    return False
+        else:
+            return False
+        if decision != "always":
+            return True
+        # The confirmation: the block and the file, shown until "write them" is clicked.
+        await asyncio.sleep(1.2)    # two refreshes of the inbox: the confirmation stays
+        shown = await call("Runtime.evaluate", returnByValue=True,
+                           expression='document.getElementById("always").hidden ? null : '
+                                      'document.getElementById("always-text").textContent')
+        await call("Runtime.evaluate", expression='document.getElementById("always-write").click()')
+        return shown.get("result", {}).get("value")
 
 
 class ExecApprovalsAsRoot(base.ExecCase):

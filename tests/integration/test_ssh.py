@@ -130,23 +130,43 @@ class SshAsRoot(base.ExecCase):
     def sx(self, *args, env=None, policy=True, timeout=90, cwd=None):
         cmd = self.prefix() + [base.SLUICE, "exec", "--policy", self.policy] + list(args)
         e = self.env(dict({"SSH_AUTH_SOCK": self.agent_sock}, **(env or {})))
-        return subprocess.run(cmd, capture_output=True, env=e, timeout=timeout, cwd=cwd or self.work)
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=cwd or self.work) as p:
+            try:
+                out, err = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired as t:
+                # Before the kill: where sluice's threads and the sandbox's processes are.
+                where = subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:24,args", "--forest"],
+                                       capture_output=True, text=True).stdout
+                if shutil.which("gdb"):
+                    where += subprocess.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "thread apply all bt"],
+                                            capture_output=True, text=True, timeout=60).stdout
+                p.kill()
+                out, err = p.communicate()
+                raise subprocess.TimeoutExpired(cmd, timeout, out, err + b"\n" + where.encode()) from t
+            return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
     def sh(self, script, *extra, env=None):
         summary = os.path.join(self.work, "summary.json")
         log = os.path.join(self.work, "access.log")
         if os.path.exists(log):
             os.unlink(log)
-        p = self.sx(*extra, "--json-summary", summary, "--access-log", log, "--", "sh", "-c",
-                    "export GIT_TERMINAL_PROMPT=0; " + script, env=env)
-        lines = []
-        if os.path.exists(log):
+        def read_log():
+            if not os.path.exists(log):
+                return []
             with open(log) as f:
-                lines = [json.loads(l) for l in f if l.strip()]
+                return [json.loads(l) for l in f if l.strip()]
+        try:
+            p = self.sx(*extra, "--json-summary", summary, "--access-log", log, "--", "sh", "-c",
+                        "export GIT_TERMINAL_PROMPT=0; " + script, env=env)
+        except subprocess.TimeoutExpired as e:
+            # Which step hung, and what the gateway had logged by then.
+            self.fail(f"timed out after {e.timeout} s\nstderr:\n{(e.stderr or b'').decode(errors='replace')}\n"
+                      f"access log:\n" + "\n".join(json.dumps(l) for l in read_log()))
+        lines = read_log()
         return p, [l for l in lines if l.get("protocol") == "ssh"]
 
     def test_fetches_under_network_read(self):
-        script = (f"set -e; git clone -q {USER}@git.test:org/repo.git /tmp/c; cat /tmp/c/README; "
+        script = (f"set -ex; git clone -q {USER}@git.test:org/repo.git /tmp/c; cat /tmp/c/README; "
                   "git -C /tmp/c fetch -q origin; "
                   f"git ls-remote {USER}@git.test:org/repo.git | grep -c refs/heads/main; "
                   f"git archive --remote={USER}@git.test:org/repo.git HEAD README | tar -xO README; "

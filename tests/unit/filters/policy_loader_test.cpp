@@ -212,3 +212,45 @@ TEST_CASE("[approvals] and what a person may allow", "[filters][config][approval
   CHECK(contains(error_of("[approvals]\nhosts = [\"a.test\"]\nwebhook = \"https://x.test/\"\n"), "go together"));
   CHECK(contains(error_of("[approvals]\nhosts = [\"a.test\"]\nsurprise = 1\n"), "surprise"));
 }
+
+TEST_CASE("[roles.NAME] approvals: what a person may allow for one role's clients", "[filters][config][approvals]") {
+  auto c = load_config_string("[approvals]\nhosts = [\"*.pypi.org\"]\n[roles.dev]\n[roles.ci]\napprovals = []\n"
+                              "[roles.docs]\napprovals = [\"*.readthedocs.io\"]\n", "t.toml");
+  policy p(c);
+  const auto &roles = p.role_policies();
+  CHECK(roles.at("dev")->askable("files.pypi.org", "https", 443));        // inherits [approvals] hosts
+  CHECK_FALSE(roles.at("ci")->askable("files.pypi.org", "https", 443));   // none
+  CHECK(roles.at("docs")->askable("x.readthedocs.io", "https", 443));
+  CHECK_FALSE(roles.at("docs")->askable("files.pypi.org", "https", 443)); // instead, not besides
+  CHECK(c.asks());
+  // Roles alone may ask; [approvals] then holds only the shared settings.
+  auto only = load_config_string("[approvals]\ntimeout = \"30s\"\n[roles.docs]\napprovals = [\"*.readthedocs.io\"]\n", "t.toml");
+  CHECK(only.asks());
+  CHECK(contains(error_of("[roles.docs]\napprovals = [\"*.readthedocs.io\"]\n"), "needs an [approvals] table"));
+  CHECK(contains(error_of("[approvals]\nhosts = [\"a.test\"]\n[roles.docs]\napprovals = [\"re:.*\"]\n"), "roles.docs"));
+}
+
+TEST_CASE("[[approvals.allowed]]: a host allowed always is on every allowlist of the file", "[filters][config][approvals]") {
+  // As sluice appends it: after the file's last table.
+  auto c = load_config_string("[policy]\nallow = [\"a.test\"]\n[roles.ci]\nallow = [\"c.test\"]\n"
+                              "[skills.default]\nallow_domains = [\"d.test\"]\n"
+                              "[approvals]\nhosts = [\"*.pypi.org\"]\n[log]\naccess_log = \"/dev/null\"\n\n"
+                              "# allowed always\n[[approvals.allowed]]\nhost = \"files.pypi.org\"\n"
+                              "[[approvals.allowed]]\nhost = \"x.pypi.org:8443\"\n", "t.toml");
+  CHECK(c.approvals.allowed == std::vector<std::string>{"files.pypi.org", "x.pypi.org:8443"});
+  CHECK(c.allow == std::vector<std::string>{"a.test", "files.pypi.org", "x.pypi.org:8443"});
+  CHECK(c.roles.at("ci").allow == std::vector<std::string>{"c.test", "files.pypi.org", "x.pypi.org:8443"});
+  CHECK(c.skills.at("default").allow_domains == std::vector<std::string>{"d.test", "files.pypi.org", "x.pypi.org:8443"});
+  policy p(c);
+  auto host = parse_host("files.pypi.org");
+  REQUIRE(host.host);
+  auto d = p.decide("GET", "https", *host.host, 443, "/");
+  CHECK(d.allowed);
+  CHECK_FALSE(p.decide("POST", "https", *host.host, 443, "/").allowed); // the profile still applies
+  // Without hosts to ask about, what was allowed stays allowed.
+  CHECK(load_config_string("[[approvals.allowed]]\nhost = \"a.test\"\n", "t.toml").allow ==
+        std::vector<std::string>{"a.test"});
+  CHECK(contains(error_of("[[approvals.allowed]]\nhost = \"re:.*\"\n"), "approvals.allowed"));
+  CHECK(contains(error_of("[[approvals.allowed]]\nname = \"a.test\"\n"), "name"));
+  CHECK(contains(error_of("[approvals]\nallowed = [\"a.test\"]\n"), "[[approvals.allowed]]"));
+}
