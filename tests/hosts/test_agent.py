@@ -3,6 +3,7 @@ follows and the minimum of each), the host process itself inside one `sluice exe
 driven headlessly by the fake model server, which it reaches only through sluice's gateway under a name of its own
 (model.test, pinned to 127.0.0.1). The key the test gives sluice never enters the boundary: the
 gateway adds it to the model's requests. Run as root and as 65534."""
+import asyncio
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 from netns_host import NetnsHostCase
 from test_claude import (CACHE, CURRENT, MINIMUM, PYTHON, SLUICE, FakeModel, HostLoopback, free_port, full_matrix,
@@ -22,6 +24,7 @@ from test_pi import CURRENT as PI_CURRENT, MINIMUM as PI_MINIMUM, install_pi
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../integration"))
 from git_sshd import GitSshd  # noqa: E402
+from page_driver import CHROMIUM, drive_page, start_chromium  # noqa: E402
 
 KEY = "sk-test-REALKEY-5b1f0c"  # what sluice is given; the host inside must never see it
 
@@ -185,6 +188,61 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         self.assertEqual(len(results), 1, p.stderr.decode()[-2000:])
         self.assertNotIn("HOSTREPLY", json.dumps(self.model_requests()))
         self.assertRegex(results[0]["content"], "403|refused")  # sluice refused the CONNECT
+
+    def test_an_askable_host_waits_for_a_person_on_the_page(self):
+        """[approvals] around the whole agent: Claude's WebFetch of a host a person may allow waits;
+        the person allows it once on the run's live page (headless Chromium, the address and token
+        from the caller's state directory), and the page's text reaches the model."""
+        if self.version != CURRENT:
+            self.skipTest("the approvals loop is the gateway's; one Claude version carries it")
+        if not os.path.exists(CHROMIUM):
+            self.skipTest("chromium is not installed")
+        claude_dir = os.path.join(self.home, ".claude")
+        os.makedirs(claude_dir, exist_ok=True)
+        with open(os.path.join(claude_dir, "settings.json"), "w") as f:
+            json.dump({"skipWebFetchPreflight": True}, f)
+        with open(self.policy) as f:
+            policy_text = f.read().replace('"web.test:%d", "web.test:%d"' % (self.web.port, self.secure_web.port),
+                                           '"web.test:%d"' % self.web.port)
+        policy = os.path.join(self.work, "approvals.toml")
+        with open(policy, "w") as f:
+            f.write(policy_text + '[approvals]\nhosts = ["web.test:%d"]\ntimeout = "120s"\n' % self.secure_web.port)
+        if self.user is not None:
+            subprocess.run(["chown", "-R", "%d:%d" % (self.user, self.user), self.work], check=True)
+        url = "https://web.test:%d/" % self.secure_web.port
+        argv = self.prefix() + [SLUICE, "agent", "claude", "--model-url", self.model_url, "--policy", policy, "--",
+                                "-p", prompt_for("WebFetch", {"url": url, "prompt": "What does it say?"}),
+                                "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"]
+        agent = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(), cwd=self.proj)
+        browsers = []
+        self.addCleanup(lambda: [b.kill() or b.wait() for b in browsers])
+        try:
+            state = os.path.join(self.home, ".local", "state", "sluice", "approvals")
+            held, deadline = [], time.time() + 90
+            while not held and time.time() < deadline and agent.poll() is None:
+                time.sleep(0.2)
+                runs = os.listdir(state) if os.path.isdir(state) else []
+                if not runs:
+                    continue
+                with open(os.path.join(state, runs[0])) as f:
+                    admin, token = f.read().split()[:2]
+                req = urllib.request.Request("http://%s/api/approvals" % admin, headers={"Authorization": "Bearer " + token})
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    held = json.load(r)["pending"]
+            self.assertTrue(held, "no request waited for a decision (the agent: %s)" % agent.poll())
+            self.assertEqual((held[0]["host"], held[0]["port"]), ("web.test", self.secure_web.port))
+            clicked = asyncio.run(drive_page(start_chromium(browsers, self), "http://%s/#token=%s" % (admin, token),
+                                             held[0]["id"]))
+            self.assertTrue(clicked, "the page never showed the held request")
+            out, err = agent.communicate(timeout=180)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.communicate()
+        results = self.model.take()
+        self.assertEqual(agent.returncode, 0, err.decode()[-2000:])
+        self.assertEqual(len(results), 1, out.decode()[-2000:])
+        self.assertIn("HOSTREPLY", json.dumps(self.model_requests()), results)
 
     def test_the_key_never_appears_inside(self):
         # A key Claude stored in ~/.claude.json (a console login) stays out of the copy inside.

@@ -19,17 +19,15 @@ import unittest
 import urllib.error
 import urllib.request
 
-import websockets
-
 import test_exec as base
-from harness import SLUICE, Gateway, Processes, curl, free_port, make_leaf, status_of
+from harness import SLUICE, Gateway, Processes, curl, make_leaf, status_of
+from page_driver import CHROMIUM, drive_page, start_chromium
 
 M = base.M
 setUpModule = base.setUpModule
 tearDownModule = base.tearDownModule
 
 URL = "https://origin.test:8443/hello"
-CHROMIUM = "/usr/bin/chromium"
 
 
 class Approvals(unittest.TestCase):
@@ -280,17 +278,8 @@ class Approvals(unittest.TestCase):
         self.assertTrue(self.gw.logged(lambda l: l.get("approval") == "always" and l.get("decided_by") == "page"))
 
     def chromium(self):
-        """Headless Chromium with DevTools on a free loopback port; the port."""
-        profile = tempfile.mkdtemp(prefix="sluice-chromium-")
-        self.addCleanup(shutil.rmtree, profile, True)
-        port = free_port()
-        browser = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                                    "--user-data-dir=" + profile, "--remote-debugging-address=127.0.0.1",
-                                    "--remote-debugging-port=%d" % port, "about:blank"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.procs.procs.append(browser)
-        return port
+        """Headless Chromium with DevTools on a free loopback port (stopped with the test); the port."""
+        return start_chromium(self.procs.procs, self)
 
     def test_a_webhook_hears_of_it_and_answers_signed(self):
         """[approvals] webhook: the held request is POSTed, signed, to a chat tool's receiver
@@ -356,54 +345,6 @@ class Approvals(unittest.TestCase):
         self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "webhook"))
 
 
-async def drive_page(port, url, request_id, decision="once"):
-    """Opens `url` in the browser listening for DevTools on `port`, waits for the inbox row of
-    `request_id` and clicks its button for `decision`. True once clicked; for "always", the text
-    the confirmation shows, after clicking "write them"."""
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%d/json/new?about:blank" % port,
-                                                               method="PUT"), timeout=5) as resp:
-                target = json.load(resp)
-            break
-        except OSError:
-            if time.time() > deadline:
-                raise
-            await asyncio.sleep(0.2)
-    async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
-        n = 0
-
-        async def call(method, **params):
-            nonlocal n
-            n += 1
-            await ws.send(json.dumps({"id": n, "method": method, "params": params}))
-            while True:
-                msg = json.loads(await ws.recv())
-                if msg.get("id") == n:
-                    return msg.get("result", {})
-        await call("Page.navigate", url=url)
-        button = ('document.querySelector(\'#inbox tr[data-id="%d"] button[data-decision="%s"]\')'
-                  % (request_id, decision))
-        while time.time() < deadline:
-            found = await call("Runtime.evaluate", expression=button + " !== null", returnByValue=True)
-            if found.get("result", {}).get("value"):
-                await call("Runtime.evaluate", expression=button + ".click()")
-                break
-            await asyncio.sleep(0.1)
-        else:
-            return False
-        if decision != "always":
-            return True
-        # The confirmation: the block and the file, shown until "write them" is clicked.
-        await asyncio.sleep(1.2)    # two refreshes of the inbox: the confirmation stays
-        shown = await call("Runtime.evaluate", returnByValue=True,
-                           expression='document.getElementById("always").hidden ? null : '
-                                      'document.getElementById("always-text").textContent')
-        await call("Runtime.evaluate", expression='document.getElementById("always-write").click()')
-        return shown.get("result", {}).get("value")
-
-
 class ExecApprovalsAsRoot(base.ExecCase):
     """Inside `sluice exec`: a held curl is decided with `sluice approvals` / `approve` / `deny` from
     outside, which find the run's admin listener and token in the caller's state directory; the
@@ -463,6 +404,56 @@ class ExecApprovalsAsRoot(base.ExecCase):
         self.assertNotIn(token, out.decode() + err.decode())
         self.assertIn("No such file or directory", out.decode())  # the state directory is not in the view
         self.assertEqual(os.listdir(state), [])  # the run's file goes with the run
+
+
+    def test_allow_always_inside_exec_writes_the_callers_policy(self):
+        """`sluice approve --always --yes` for a run of `sluice exec`: the caller's policy file gets
+        the block (appended by sluice outside the sandbox, as the caller), the rest of the run and
+        the next run pass without asking."""
+        with open(M["policy"]) as f:
+            text = f.read()
+        d = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(d, 0o755)
+        policy = os.path.join(d, "policy.toml")
+        with open(policy, "w") as f:
+            text = text.replace('allow_domains = ["origin.test:8443"]\ngrants', 'allow_domains = []\ngrants', 1)
+            f.write(text + '\n[approvals]\nhosts = ["origin.test:8443"]\ntimeout = "20s"\n')
+        os.chown(policy, self.user or 0, self.user or 0)
+        os.chmod(policy, 0o644)
+        with open(policy) as f:
+            before = f.read()
+        script = "curl -sS https://origin.test:8443/hello; curl -sS https://origin.test:8443/hello"
+        run = self.prefix() + [SLUICE, "exec", "--policy", policy, "--sandbox-profile", "network-read", "--", "sh", "-c"]
+        proc = subprocess.Popen(run + [script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(), cwd=self.work)
+        try:
+            deadline = time.time() + 20
+            rows = []
+            while not rows and time.time() < deadline:
+                p = subprocess.run(self.prefix() + [SLUICE, "pending"], capture_output=True, env=self.env(), timeout=30)
+                rows = [l.split() for l in p.stdout.decode().splitlines()[1:] if "origin.test:8443" in l]
+                time.sleep(0.1)
+            self.assertTrue(rows, "nothing was held")
+            p = subprocess.run(self.prefix() + [SLUICE, "approve", "--always", "--yes", rows[0][0]],
+                               capture_output=True, env=self.env(), timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            self.assertIn(policy.encode(), p.stdout)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual(proc.returncode, 0, err.decode())
+        self.assertEqual(out.decode().count("hello"), 2, out)
+        with open(policy) as f:
+            after = f.read()
+        self.assertTrue(after.startswith(before))
+        self.assertIn('[[approvals.allowed]]\nhost = "origin.test:8443"\n', after[len(before):])
+        # The next run reads it: nothing waits.
+        p = subprocess.run(run + ["curl -sS https://origin.test:8443/hello"], capture_output=True, env=self.env(),
+                           cwd=self.work, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertIn(b"hello", p.stdout)
+        self.assertNotIn(b"waiting for a decision", p.stderr)
 
 
 class ExecApprovalsAsNobody(ExecApprovalsAsRoot):
