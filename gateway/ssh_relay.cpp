@@ -49,6 +49,9 @@ bool wait_sessions(std::initializer_list<ssh_session> sessions, clock::time_poin
   }
   if (n == 0) return false;
   for (;;) {
+    // Checked before the poll too: a socket that stays readable (a peer's EOF that libssh has not
+    // acted on) would otherwise keep a caller's loop going past its deadline.
+    if (clock::now() >= deadline) return false;
     int left = ms_until(deadline);
     int rc = ::poll(fds, n, left);
     if (rc > 0) return true;

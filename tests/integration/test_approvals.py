@@ -187,19 +187,29 @@ class Approvals(unittest.TestCase):
         self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page"))
 
     def test_the_page_inbox_in_headless_chromium(self):
-        """The live page opened with #token=...: a held request appears in its inbox, and clicking
-        "allow once" lets it through (decided_by "page"), driven over the DevTools protocol."""
+        """The live page opened with #token=...: a held request appears in its inbox; "allow once"
+        lets it through and the next one waits again, "deny" answers 403 approval_denied, "allow
+        for this run" lets it and the next ones through (decided_by "page"), each button clicked
+        in Chromium over the DevTools protocol."""
         if not os.path.exists(CHROMIUM):
             self.skipTest("chromium is not installed")
         self.start("")
-        t, r = self.curl_in_background()
-        held = self.wait_pending()
+        port = self.chromium()
         page = "http://%s/#token=%s" % (self.admin, self.token)
-        clicked = asyncio.run(drive_page(self.chromium(), page, held[0]["id"]))
-        self.assertTrue(clicked, "the inbox never showed request %d with its buttons" % held[0]["id"])
-        t.join(30)
-        self.assertEqual(status_of(r["p"].stderr.decode()), 200)
-        self.assertTrue(self.gw.logged(lambda l: l.get("decided_by") == "page" and l.get("approval") == "once"))
+        for decision, status in (("once", 200), ("deny", 403), ("run", 200)):
+            t, r = self.curl_in_background()
+            held = self.wait_pending()
+            clicked = asyncio.run(drive_page(port, page, held[0]["id"], decision))
+            self.assertTrue(clicked, "the inbox never showed request %d with its buttons" % held[0]["id"])
+            t.join(30)
+            self.assertEqual(status_of(r["p"].stderr.decode()), status, (decision, r["p"].stderr))
+        self.assertEqual(status_of(curl(self.gw, URL).stderr.decode()), 200)   # for the run: no wait
+        self.assertEqual(self.pending(), [])
+        self.assertTrue(self.gw.logged(lambda l: l.get("approval") == "run"))
+        lines = [l for l in self.gw.access_log() if l.get("approval")]
+        self.assertEqual([(l["approval"], l.get("decided_by"), l["reason"]) for l in lines],
+                         [("once", "page", "allowed"), ("deny", "page", "approval_denied"), ("run", "page", "allowed")],
+                         lines)
 
     def test_allow_always_from_the_command_line_asks_then_writes_the_policy_file(self):
         """"Allow always" shows the block it adds to the config file and writes it only on a yes:
@@ -443,7 +453,7 @@ class ExecApprovalsAsRoot(base.ExecCase):
                 proc.kill()
                 proc.communicate()
         self.assertEqual(proc.returncode, 0, err.decode())
-        self.assertEqual(out.decode().count("hello"), 2, out)
+        self.assertEqual(out.decode().count("hello from origin"), 2, out)
         with open(policy) as f:
             after = f.read()
         self.assertTrue(after.startswith(before))

@@ -140,6 +140,8 @@ class SshAsRoot(base.ExecCase):
                 if shutil.which("gdb"):
                     where += subprocess.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "thread apply all bt"],
                                             capture_output=True, text=True, timeout=60).stdout
+                with open(M["sshd_log"], errors="replace") as f:
+                    where += "\nsshd's log, the end:\n" + "".join(f.readlines()[-40:])
                 p.kill()
                 out, err = p.communicate()
                 raise subprocess.TimeoutExpired(cmd, timeout, out, err + b"\n" + where.encode()) from t
