@@ -4,6 +4,7 @@
 #include "adapters/agent.hpp"
 #include "adapters/hook.hpp"
 #include "certs/ca_files.hpp"
+#include "exec/journal.hpp"
 #include "exec/doctor.hpp"
 #include "exec/platform.hpp"
 #include "exec/runner.hpp"
@@ -135,6 +136,8 @@ int main(int argc, char **argv) {
     c->add_option("--cache", ex.request.caches,
         "keep tool cache NAME between runs: npm, pip, uv, yarn, pnpm, cargo, go, maven, gradle");
     c->add_option("--pass-fd", ex.pass_fds, "keep descriptor N open for the command (repeatable)");
+    c->add_flag("--journal", ex.journal,
+        "record what the command changes in the workspace, for `sluice undo` (also [sandbox] journal)");
     c->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
     c->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
     c->add_option("--json-summary", ex.json_summary, "write a JSON summary here at exit");
@@ -212,6 +215,19 @@ int main(int argc, char **argv) {
                                                    "policy file and asks before writing them")
       ->excludes(run_flag);
   approve_cmd->add_flag("--yes", appr.yes, "with --always: write without asking");
+
+  // The journal: `runs`, `undo`, `diff`.
+  bool runs_files = false, runs_json = false, undo_force = false, undo_recover = false;
+  std::string run_id;
+  auto *runs_cmd = app.add_subcommand("runs", "list journaled runs (sluice exec --journal): when, what, what changed");
+  runs_cmd->add_flag("--files", runs_files, "list the paths each run created (A), modified (M) or deleted (D)");
+  runs_cmd->add_flag("--json", runs_json, "machine-readable output");
+  auto *undo_cmd = app.add_subcommand("undo", "put the workspace back as it was before a journaled run");
+  undo_cmd->add_option("RUN", run_id, "the run's id (default: the newest; sluice runs lists them)");
+  undo_cmd->add_flag("--force", undo_force, "undo even where a path changed after the run (that later change is lost)");
+  undo_cmd->add_flag("--recover", undo_recover, "finish applying or undoing runs a crash interrupted");
+  auto *diff_cmd = app.add_subcommand("diff", "what a journaled run changed, as a unified diff");
+  diff_cmd->add_option("RUN", run_id, "the run's id (default: the newest)");
 
   bool doctor_json = false;
   auto *doctor_cmd = app.add_subcommand("doctor", "preflight checks for exec");
@@ -363,6 +379,15 @@ int main(int argc, char **argv) {
     }
     if (*suggest_cmd) return sluice::gateway::run_policy_suggest(suggest_log, suggest_client, std::cout);
     if (*token_cmd) return sluice::gateway::run_policy_token(token_name, token_role, std::cout);
+    if (*runs_cmd || *undo_cmd || *diff_cmd) {
+      const char *home = std::getenv("HOME");
+      std::string h = home ? home : "";
+      if (h.empty() || h[0] != '/') throw std::runtime_error("HOME is unset; the journal keeps runs in HOME/.local/state/sluice/runs");
+      if (*runs_cmd) return sluice::exec::journal::list_runs(h, runs_files, runs_json);
+      if (*diff_cmd) return sluice::exec::journal::diff(h, run_id);
+      if (undo_recover) return sluice::exec::journal::recover(h);
+      return sluice::exec::journal::undo(h, run_id, undo_force);
+    }
     if (*approvals_cmd || *approve_cmd || *deny_cmd) {
       appr.action = *approvals_cmd ? "list" : *deny_cmd ? "deny" : approve_run ? "run" : approve_always ? "always" : "once";
       return sluice::gateway::run_approvals(appr);

@@ -17,6 +17,9 @@ inline constexpr const char *sandbox_files_dir = "/.sluice";
 struct view_spec {
   std::string workspace;           // read-write (or read-only) at its own path
   bool workspace_writable = true;
+  // The journal (exec/journal.hpp): the workspace shows as an overlay whose upper layer takes every
+  // change, applied to the workspace by sluice once the command has ended. Empty: a plain bind.
+  std::string journal_upper, journal_work;
   std::string home;                // an empty private tmpfs here; "" for none
   std::vector<std::string> protect; // trusted files and directories: read-only where they show
   std::vector<std::string> extra;   // files outside the system paths the command needs: read-only

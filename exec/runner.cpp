@@ -1,4 +1,5 @@
 #include "exec/runner.hpp"
+#include "exec/journal.hpp"
 #include "certs/java_truststore.hpp"
 #include "exec/environment.hpp"
 #include "filters/policy_loader.hpp"
@@ -174,6 +175,7 @@ struct exec_plan {
   std::string agent;                        // `sluice agent`: the host, named in /.sluice/agent
   std::vector<std::string> absent_settings; // an agent host's settings that did not exist at the start
   bool userns_limit = false; // user.max_user_namespaces = 0 held inside (sandbox::userns_limit)
+  journal::run journal;      // --journal / [sandbox] journal: the run's layer and the workspace's lock
 };
 
 // `sluice agent`: the model endpoint joins the allowlist with its API's POST paths, and its key is
@@ -330,6 +332,19 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   }
   plan.guard.home = plan.caller_home;
   plan.guard.max_entries = resolved.max_workspace_entries;
+  // The journal: the workspace under an overlay whose layer is this run's, applied afterwards.
+  if ((opt.journal || resolved.gateway.journal) && so.view.workspace_writable) {
+    journal::limits lim;
+    lim.max_age_seconds = std::chrono::duration_cast<std::chrono::seconds>(resolved.gateway.journal_max_age).count();
+    lim.max_bytes = resolved.gateway.journal_max_bytes;
+    try {
+      plan.journal = journal::prepare(plan.caller_home, plan.command_id, ws.root, opt.argv, lim);
+    } catch (const std::runtime_error &e) {
+      throw refusal(std::string("journal: ") + e.what());
+    }
+    so.view.journal_upper = plan.journal.upper;
+    so.view.journal_work = plan.journal.work;
+  }
   so.await_masks = true;
   so.cwd = ws.cwd;
   so.pass_fds = opt.pass_fds;
@@ -652,7 +667,8 @@ boost::json::array quarantine(workspace_guard &guard, const std::string &command
 // After the command: one line on stderr per distinct denial, so that an agent sees why and what
 // would allow it, and the --json-summary file.
 void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw, int status,
-            double seconds, int landlock, const workspace_scan &scan, const boost::json::array &quarantined) {
+            double seconds, int landlock, const workspace_scan &scan, const boost::json::array &quarantined,
+            const boost::json::value &journaled) {
   const auto &resolved = plan.resolved;
   // One line per distinct denial, so that an agent sees why and what would allow it.
   std::map<gateway::request_summary::key, std::size_t> summary;
@@ -692,6 +708,7 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
                           {"workspaceHidden", boost::json::value_from(scan.masks)},
                           {"workspaceProtected", boost::json::value_from(scan.protect)},
                           {"quarantined", quarantined},
+                          {"journal", journaled},
                           {"environmentDropped", boost::json::value_from(plan.dropped)}};
     std::ofstream f(opt.json_summary, std::ios::trunc);
     f << boost::json::serialize(o) << "\n";
@@ -726,6 +743,27 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   std::string_view result;
   int status = run_to_end(opt, sb, sfd, result);
   ::close(sfd);
+  // The journal: the command and its mounts are gone; what it changed goes into the workspace now,
+  // before the guard looks at what it left there.
+  boost::json::value journaled;
+  if (plan.journal.lock_fd >= 0) {
+    try {
+      auto c = journal::apply(plan.journal, status);
+      journaled = boost::json::object{{"run", plan.journal.id}, {"created", c.created}, {"modified", c.modified},
+                                      {"deleted", c.deleted}};
+      if (c.created + c.modified + c.deleted > 0) {
+        std::fprintf(stderr, "sluice: run %s: %zu created, %zu modified, %zu deleted in %s; `sluice undo %s` puts "
+                             "them back\n", plan.journal.id.c_str(), c.created, c.modified, c.deleted,
+                     plan.ws.root.c_str(), plan.journal.id.c_str());
+      }
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "sluice: run %s's changes could not all be applied to %s: %s; `sluice undo --recover` "
+                           "finishes them, `sluice runs --files` shows them\n", plan.journal.id.c_str(),
+                   plan.ws.root.c_str(), e.what());
+      status = 125;
+      result = "refused";
+    }
+  }
   boost::json::array quarantined = quarantine(guard, plan.command_id);
   for (auto &q : quarantine_settings(plan)) quarantined.push_back(std::move(q));
 
@@ -755,7 +793,7 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
     }
   }
 
-  report(opt, plan, gw, status, seconds, landlock, scan, quarantined);
+  report(opt, plan, gw, status, seconds, landlock, scan, quarantined, journaled);
   return status;
 }
 

@@ -32,6 +32,7 @@ struct exec_options {
   std::string metrics_textfile;  // node_exporter textfile directory (--metrics-textfile)
   host_boundary agent;           // `sluice agent`: the host's own files and model endpoint
   bool needs_approval = false;   // --needs-approval: the hook's mark on what a person approved
+  bool journal = false;          // --journal: the workspace's changes recorded for `sluice undo`
 };
 
 // `sluice exec`: resolves the policy, runs the doctor's checks by setting the sandbox up, starts the

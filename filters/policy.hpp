@@ -184,6 +184,12 @@ struct config {
   bool nested_userns = false;
   std::vector<std::string> credential_files; // [sandbox] more credential-shaped names to hide
   std::size_t max_workspace_entries = 200'000; // [sandbox] the workspace walk's bound
+  // [sandbox] journal: every exec run's workspace changes are recorded for `sluice undo`
+  // (exec/journal.hpp); runs older than journal_max_age go, and the oldest while all take more
+  // than journal_max_size.
+  bool journal = false;
+  std::chrono::milliseconds journal_max_age{14LL * 24 * 3600 * 1000};
+  std::uint64_t journal_max_bytes = 2ull << 30;
   std::vector<std::string> guarded_names; // [sandbox] more names guarded as guarded_names() are
   std::vector<std::string> caches;        // [sandbox] tool caches kept between runs (exec --cache)
   std::map<std::string, role_config> roles;     // [roles.NAME]

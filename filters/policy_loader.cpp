@@ -590,7 +590,25 @@ struct loader {
     }
     if (auto *t = root["sandbox"].as_table()) {
       check_keys(*t, "[sandbox]", {"require_landlock", "credential_files", "max_workspace_entries",
-                                   "guarded_names", "caches", "nested_userns"});
+                                   "guarded_names", "caches", "nested_userns", "journal", "journal_max_age",
+                                   "journal_max_size"});
+      c.journal = bool_of(*t, "journal", "sandbox", false);
+      if (auto *d = t->get("journal_max_age")) {
+        auto v = d->value<std::string>();
+        std::chrono::milliseconds ms{0};
+        try {
+          if (v) ms = parse_duration(*v);
+        } catch (const std::exception &) {
+          v.reset();
+        }
+        if (!v || ms < std::chrono::hours(1)) {
+          fail(*d, "[sandbox] journal_max_age must be a duration of an hour or more (\"14d\", \"72h\"): how long runs stay undoable");
+        }
+        c.journal_max_age = ms;
+      }
+      c.journal_max_bytes = static_cast<std::uint64_t>(int_of(*t, "journal_max_size", "sandbox",
+                                                              static_cast<std::int64_t>(c.journal_max_bytes >> 20), 16,
+                                                              1024 * 1024)) << 20;
       c.require_landlock = bool_of(*t, "require_landlock", "sandbox", false);
       c.nested_userns = bool_of(*t, "nested_userns", "sandbox", false);
       c.credential_files = strings_of(*t, "credential_files", "sandbox");
@@ -890,6 +908,7 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   if (unit == "ms") return std::chrono::milliseconds(n);
   if (unit == "m") return std::chrono::minutes(n);
   if (unit == "h") return std::chrono::hours(n);
+  if (unit == "d") return std::chrono::hours(24 * n);
   throw std::invalid_argument("bad duration unit");
 }
 
