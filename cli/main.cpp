@@ -138,6 +138,9 @@ int main(int argc, char **argv) {
     c->add_option("--pass-fd", ex.pass_fds, "keep descriptor N open for the command (repeatable)");
     c->add_flag("--journal", ex.journal,
         "record what the command changes in the workspace, for `sluice undo` (also [sandbox] journal)");
+    c->add_flag("--stage", ex.stage,
+        "work on a copy-on-write layer: nothing reaches the workspace until `sluice apply RUN`");
+    c->add_option("--stage-run", ex.stage_run, "go on with staged run RUN (its earlier changes in view)");
     c->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
     c->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
     c->add_option("--json-summary", ex.json_summary, "write a JSON summary here at exit");
@@ -226,8 +229,17 @@ int main(int argc, char **argv) {
   undo_cmd->add_option("RUN", run_id, "the run's id (default: the newest; sluice runs lists them)");
   undo_cmd->add_flag("--force", undo_force, "undo even where a path changed after the run (that later change is lost)");
   undo_cmd->add_flag("--recover", undo_recover, "finish applying or undoing runs a crash interrupted");
-  auto *diff_cmd = app.add_subcommand("diff", "what a journaled run changed, as a unified diff");
+  auto *diff_cmd = app.add_subcommand("diff", "what a journaled run changed, or a staged run would change, as a unified diff");
   diff_cmd->add_option("RUN", run_id, "the run's id (default: the newest)");
+  std::vector<std::string> apply_paths;
+  bool apply_guarded = false;
+  auto *apply_cmd = app.add_subcommand("apply", "apply a staged run's changes to the workspace (all, or those at PATHs)");
+  apply_cmd->add_option("RUN", run_id, "the staged run's id")->required();
+  apply_cmd->add_option("PATH", apply_paths, "only these paths (and what is under them)");
+  apply_cmd->add_flag("--include-guarded", apply_guarded,
+                      "also shell, editor, Git and agent settings the run made (held back otherwise)");
+  auto *discard_cmd = app.add_subcommand("discard", "drop a staged run's changes");
+  discard_cmd->add_option("RUN", run_id, "the staged run's id")->required();
 
   bool doctor_json = false;
   auto *doctor_cmd = app.add_subcommand("doctor", "preflight checks for exec");
@@ -379,12 +391,14 @@ int main(int argc, char **argv) {
     }
     if (*suggest_cmd) return sluice::gateway::run_policy_suggest(suggest_log, suggest_client, std::cout);
     if (*token_cmd) return sluice::gateway::run_policy_token(token_name, token_role, std::cout);
-    if (*runs_cmd || *undo_cmd || *diff_cmd) {
+    if (*runs_cmd || *undo_cmd || *diff_cmd || *apply_cmd || *discard_cmd) {
       const char *home = std::getenv("HOME");
       std::string h = home ? home : "";
       if (h.empty() || h[0] != '/') throw std::runtime_error("HOME is unset; the journal keeps runs in HOME/.local/state/sluice/runs");
       if (*runs_cmd) return sluice::exec::journal::list_runs(h, runs_files, runs_json);
       if (*diff_cmd) return sluice::exec::journal::diff(h, run_id);
+      if (*apply_cmd) return sluice::exec::journal::apply_staged(h, run_id, apply_paths, apply_guarded);
+      if (*discard_cmd) return sluice::exec::journal::discard(h, run_id);
       if (undo_recover) return sluice::exec::journal::recover(h);
       return sluice::exec::journal::undo(h, run_id, undo_force);
     }

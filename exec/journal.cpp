@@ -1,4 +1,5 @@
 #include "exec/journal.hpp"
+#include "exec/workspace_guard.hpp"
 
 #include <boost/json.hpp>
 
@@ -11,6 +12,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <filesystem>
+#include <fnmatch.h>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -26,6 +28,8 @@ namespace sluice::exec::journal {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::string join(const std::string &a, const std::string &rel) { return rel.empty() ? a : a + "/" + rel; }
 namespace js = boost::json;
 
 // One step of a run's record. "r": what is at `path` is replaced by the upper layer's entry
@@ -38,7 +42,13 @@ struct op {
   mode_t mode = 0, umode = 0;              // "m": the workspace's and the upper layer's mode
   timespec mtime{}, umtime{};              // and modification times
   std::string stamp;                        // "r" with after: what the workspace held once applied
+  int batch = 0;                            // a staged run's n-th apply: its before/ is before/N
 };
+
+// Where step `o` keeps what it replaced.
+std::string before_of(const std::string &dir, const op &o) {
+  return join(o.batch == 0 ? dir + "/before" : dir + "/before." + std::to_string(o.batch), o.path);
+}
 
 bool lexists(const std::string &p, struct stat *out = nullptr) {
   struct stat st {};
@@ -155,7 +165,6 @@ std::string stamp_of(const std::string &p) {
   return out;
 }
 
-std::string join(const std::string &a, const std::string &rel) { return rel.empty() ? a : a + "/" + rel; }
 
 // The steps that put the upper layer's entries under `rel` into the workspace.
 void plan_dir(const std::string &upper, const std::string &ws, const std::string &rel, std::vector<op> &ops) {
@@ -193,6 +202,7 @@ void plan_dir(const std::string &upper, const std::string &ws, const std::string
 
 js::object op_json(const op &o) {
   js::object j{{"path", o.path}, {"op", std::string(1, o.kind)}};
+  if (o.batch) j["batch"] = o.batch;
   if (o.kind == 'r') {
     j["before"] = o.before;
     j["after"] = o.after;
@@ -211,6 +221,7 @@ op op_of(const js::value &v) {
   op o;
   o.path = std::string(j.at("path").as_string());
   o.kind = j.at("op").as_string()[0];
+  if (auto *b = j.if_contains("batch")) o.batch = b->to_number<int>();
   if (o.kind == 'r') {
     o.before = j.at("before").as_bool();
     o.after = j.at("after").as_bool();
@@ -310,9 +321,9 @@ void set_holder(int fd, const std::string &id) {
 
 // Finishes an apply that stopped part-way: each step again, skipping what is done.
 void apply_steps(const std::string &dir, const std::string &ws, std::vector<op> &ops) {
-  std::string upper = dir + "/upper", before = dir + "/before";
+  std::string upper = dir + "/upper";
   for (auto &o : ops) {
-    std::string w = join(ws, o.path), u = join(upper, o.path), b = join(before, o.path);
+    std::string w = join(ws, o.path), u = join(upper, o.path), b = before_of(dir, o);
     if (o.kind == 'm') {
       ::chmod(w.c_str(), o.umode);
       timespec t[2] = {{0, UTIME_OMIT}, o.umtime};
@@ -333,10 +344,10 @@ void apply_steps(const std::string &dir, const std::string &ws, std::vector<op> 
 
 // Puts the workspace back, last step first, skipping what is done.
 void undo_steps(const std::string &dir, const std::string &ws, const std::vector<op> &ops) {
-  std::string before = dir + "/before", trash = dir + "/trash";
+  std::string trash = dir + "/trash";
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     const auto &o = *it;
-    std::string w = join(ws, o.path), b = join(before, o.path), t = join(trash, o.path);
+    std::string w = join(ws, o.path), b = before_of(dir, o), t = join(trash + "." + std::to_string(o.batch), o.path);
     if (o.kind == 'm') {
       ::chmod(w.c_str(), o.mode);
       timespec times[2] = {{0, UTIME_OMIT}, o.mtime};
@@ -353,7 +364,9 @@ void undo_steps(const std::string &dir, const std::string &ws, const std::vector
     }
   }
   std::error_code ec;
-  fs::remove_all(trash, ec);
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind("trash.", 0) == 0) fs::remove_all(e.path(), ec);
+  }
 }
 
 std::vector<std::string> run_ids(const std::string &runs) {
@@ -409,6 +422,13 @@ void finish_interrupted(const std::string &runs, const std::string &workspace) {
     int fd = take_lock(runs, ws, holder);
     if (fd < 0) continue; // its sluice is still at work
     std::error_code ec;
+    bool staged = meta.if_contains("staged") != nullptr;
+    if (state == "running" && staged) { // a staged run's command ended with its sluice: still staged
+      meta["state"] = "staged";
+      write_meta(dir, meta);
+      ::close(fd);
+      continue;
+    }
     if (state == "running" && fs::is_empty(dir + "/upper", ec)) { // stopped before it changed anything
       fs::remove_all(dir, ec);
       ::close(fd);
@@ -449,7 +469,11 @@ void prune(const std::string &runs, const std::string &keep, const limits &lim) 
       continue;
     }
     std::string state = text(meta, "state");
-    if (state == "running" || state == "applying" || state == "undoing") continue;
+    // Never what holds changes not in the workspace: a staged or interrupted run's layer.
+    if (state == "running" || state == "applying" || state == "undoing" || state == "staged" ||
+        state == "interrupted") {
+      continue;
+    }
     auto *s = meta.if_contains("started");
     bool old = s && now_seconds() - s->to_number<std::int64_t>() > lim.max_age_seconds;
     std::uint64_t size = bytes_of(dir);
@@ -491,8 +515,10 @@ std::string runs_dir(const std::string &home) {
   return home + "/.local/state/sluice/runs";
 }
 
-run prepare(const std::string &home, const std::string &id, const std::string &workspace,
-            const std::vector<std::string> &argv, const limits &lim) {
+namespace {
+
+run start_run(const std::string &home, const std::string &id, const std::string &continue_id,
+              const std::string &workspace, const std::vector<std::string> &argv, const limits &lim, bool staged) {
   if (home.empty() || home[0] != '/') {
     throw std::runtime_error("the journal keeps runs in the caller's home, and HOME is unset; set HOME");
   }
@@ -510,30 +536,83 @@ run prepare(const std::string &home, const std::string &id, const std::string &w
   ::chmod(runs.c_str(), 0700);
   finish_interrupted(runs, workspace);
   run r;
-  r.id = id;
-  r.dir = runs + "/" + id;
+  r.id = continue_id.empty() ? id : continue_id;
+  r.dir = runs + "/" + r.id;
   r.upper = r.dir + "/upper";
   r.work = r.dir + "/work";
   r.workspace = workspace;
+  js::object meta;
+  if (!continue_id.empty()) {
+    // A staged run goes on: its own workspace, and nothing else at work there.
+    if (continue_id.find('/') != std::string::npos || continue_id[0] == '.' || !lexists(r.dir + "/meta.json")) {
+      throw std::runtime_error("no staged run " + continue_id + " in " + runs + " (sluice runs lists them)");
+    }
+    meta = read_meta(r.dir);
+    if (text(meta, "state") != "staged") {
+      throw std::runtime_error("run " + continue_id + " is " + text(meta, "state") + ", not staged; start a new one with --stage");
+    }
+    if (text(meta, "workspace") != workspace) {
+      throw std::runtime_error("staged run " + continue_id + " is of " + text(meta, "workspace") + ", not " + workspace +
+                               "; run from there");
+    }
+  }
   std::string holder;
   r.lock_fd = take_lock(runs, workspace, holder);
   if (r.lock_fd < 0) {
     throw std::runtime_error("another journaled run (" + holder + ") is working in " + workspace +
                              "; one at a time, so that each can be undone: wait for it to end");
   }
-  set_holder(r.lock_fd, id);
-  for (const auto &d : {r.dir, r.upper, r.work}) {
-    if (::mkdir(d.c_str(), 0700) != 0) {
-      ::close(r.lock_fd);
-      fail("cannot make the run's directory", d);
+  set_holder(r.lock_fd, r.id);
+  if (continue_id.empty()) {
+    for (const auto &d : {r.dir, r.upper, r.work}) {
+      if (::mkdir(d.c_str(), 0700) != 0) {
+        ::close(r.lock_fd);
+        fail("cannot make the run's directory", d);
+      }
     }
+    js::array args;
+    for (const auto &a : argv) args.push_back(js::string(a.substr(0, 4096)));
+    meta = {{"id", r.id}, {"workspace", workspace}, {"argv", std::move(args)}, {"started", now_seconds()}};
+    if (staged) meta["staged"] = true;
+  } else if (::mkdir(r.work.c_str(), 0700) != 0 && errno != EEXIST) {
+    ::close(r.lock_fd);
+    fail("cannot make the run's directory", r.work);
   }
-  js::array args;
-  for (const auto &a : argv) args.push_back(js::string(a.substr(0, 4096)));
-  write_meta(r.dir, {{"id", id}, {"workspace", workspace}, {"argv", std::move(args)}, {"started", now_seconds()},
-                     {"state", "running"}});
-  prune(runs, id, lim);
+  meta["state"] = "running";
+  write_meta(r.dir, meta);
+  prune(runs, r.id, lim);
   return r;
+}
+
+} // namespace
+
+run prepare(const std::string &home, const std::string &id, const std::string &workspace,
+            const std::vector<std::string> &argv, const limits &lim) {
+  return start_run(home, id, "", workspace, argv, lim, false);
+}
+
+run prepare_stage(const std::string &home, const std::string &id, const std::string &continue_id,
+                  const std::string &workspace, const std::vector<std::string> &argv, const limits &lim) {
+  return start_run(home, id, continue_id, workspace, argv, lim, true);
+}
+
+counts stage_end(run &r, int exit_status) {
+  auto meta = read_meta(r.dir);
+  std::vector<op> ops;
+  plan_dir(r.upper, r.workspace, "", ops);
+  auto c = count(ops);
+  meta["state"] = "staged";
+  meta["ended"] = now_seconds();
+  meta["exit_status"] = exit_status;
+  meta["created"] = c.created;
+  meta["modified"] = c.modified;
+  meta["deleted"] = c.deleted;
+  write_meta(r.dir, meta);
+  std::error_code ec;
+  fs::remove_all(r.work, ec); // the overlay's scratch; made again if the run goes on
+  if (r.lock_fd >= 0) ::close(r.lock_fd);
+  r.lock_fd = -1;
+  return c;
 }
 
 counts apply(run &r, int exit_status) {
@@ -606,6 +685,12 @@ int undo(const std::string &home, const std::string &id, bool force) {
     std::fprintf(stderr, "sluice: run %s is undone already\n", rid.c_str());
     return 1;
   }
+  if (state == "staged" && !ops_of(meta).empty()) {
+    std::fprintf(stderr, "sluice: run %s is applied in part and the rest is staged: apply the rest (sluice apply %s, "
+                         "--include-guarded for what was held back) or discard it (sluice discard %s), then undo\n",
+                 rid.c_str(), rid.c_str(), rid.c_str());
+    return 1;
+  }
   if (state != "applied" && state != "undoing") {
     std::fprintf(stderr, "sluice: run %s is %s: nothing of it is in %s to undo%s\n", rid.c_str(), state.c_str(),
                  ws.c_str(), state == "applying" ? " yet (sluice undo --recover finishes it first)" : "");
@@ -620,9 +705,14 @@ int undo(const std::string &home, const std::string &id, bool force) {
   auto ops = ops_of(meta);
   if (state == "applied" && !force) {
     // Changed again since the run (by a later run or a person): refused, with the paths.
-    std::vector<std::string> changed;
+    // Each path as its last step left it (a staged run applied in parts may have several).
+    std::map<std::string, std::string> last;
     for (const auto &o : ops) {
-      if (o.kind == 'r' && !o.stamp.empty() && stamp_of(join(ws, o.path)) != o.stamp) changed.push_back(o.path);
+      if (o.kind == 'r' && !o.stamp.empty()) last[o.path] = o.stamp;
+    }
+    std::vector<std::string> changed;
+    for (const auto &[path, stamp] : last) {
+      if (stamp_of(join(ws, path)) != stamp) changed.push_back(path);
     }
     if (!changed.empty()) {
       std::fprintf(stderr, "sluice: not undone: these paths changed after run %s, and undoing it would lose that:\n",
@@ -655,20 +745,174 @@ int diff(const std::string &home, const std::string &id) {
   std::string dir = find_run(runs_dir(home), id);
   auto meta = read_meta(dir);
   std::string state = text(meta, "state"), ws = text(meta, "workspace");
-  if (state != "applied") {
-    std::fprintf(stderr, "sluice: run %s is %s; its changes are not in %s\n", text(meta, "id").c_str(), state.c_str(),
-                 ws.c_str());
+  bool staged = state == "staged" || state == "interrupted";
+  if (state != "applied" && !staged) {
+    std::fprintf(stderr, "sluice: run %s is %s; it has no changes to show\n", text(meta, "id").c_str(), state.c_str());
     return 1;
   }
+  std::vector<op> ops;
+  if (staged) {
+    plan_dir(dir + "/upper", ws, "", ops); // what applying it would do: the workspace, then the layer
+  } else {
+    ops = ops_of(meta);
+  }
   std::fflush(stdout);
-  for (const auto &o : ops_of(meta)) {
+  for (const auto &o : ops) {
     if (o.kind != 'r') continue;
     std::printf("%c %s\n", !o.after ? 'D' : o.before ? 'M' : 'A', o.path.c_str());
     std::fflush(stdout);
-    std::string b = join(dir + "/before", o.path), w = join(ws, o.path);
     // A side that has nothing is a path that does not exist: -N reads it as empty, file or tree.
-    run_program({"/usr/bin/diff", "-ruN", "--no-dereference", b, o.after ? w : dir + "/before/.absent"});
+    std::string absent = dir + "/.absent";
+    std::string from = staged ? (o.before ? join(ws, o.path) : absent) : before_of(dir, o);
+    std::string to = !o.after ? absent : staged ? join(dir + "/upper", o.path) : join(ws, o.path);
+    run_program({"/usr/bin/diff", "-ruN", "--no-dereference", from, to});
   }
+  return 0;
+}
+
+namespace {
+
+// Shell, editor, Git and agent settings a staged run made: tools outside read them, so they wait
+// for a person's explicit yes (--include-guarded).
+bool guarded(const std::string &rel) {
+  std::vector<std::string> parts;
+  std::stringstream ss(rel);
+  for (std::string p; std::getline(ss, p, '/');) parts.push_back(p);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    for (const auto &g : guarded_names()) {
+      auto slash = g.find('/');
+      if (slash == std::string::npos ? ::fnmatch(g.c_str(), parts[i].c_str(), 0) == 0
+                                     : i > 0 && ::fnmatch(g.substr(0, slash).c_str(), parts[i - 1].c_str(), 0) == 0 &&
+                                           ::fnmatch(g.substr(slash + 1).c_str(), parts[i].c_str(), 0) == 0) {
+        return true;
+      }
+    }
+    if (parts[i] == ".git" && i + 1 < parts.size() &&
+        (parts[i + 1] == "config" || parts[i + 1] == "hooks" || parts[i + 1] == "commondir")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The guarded paths at or under `rel` in the layer.
+std::vector<std::string> guarded_in(const std::string &upper, const std::string &rel) {
+  std::vector<std::string> out;
+  if (guarded(rel)) out.push_back(rel);
+  std::error_code ec;
+  std::string top = join(upper, rel);
+  if (!fs::is_directory(fs::symlink_status(top, ec))) return out;
+  for (auto it = fs::recursive_directory_iterator(top, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::string r = rel + it->path().string().substr(top.size());
+    if (guarded(r)) out.push_back(r);
+  }
+  return out;
+}
+
+} // namespace
+
+int apply_staged(const std::string &home, const std::string &id, const std::vector<std::string> &paths,
+                 bool include_guarded) {
+  std::string runs = runs_dir(home);
+  std::string dir = find_run(runs, id);
+  auto meta = read_meta(dir);
+  std::string rid = text(meta, "id"), ws = text(meta, "workspace"), state = text(meta, "state");
+  if (state != "staged" && state != "interrupted") {
+    std::fprintf(stderr, "sluice: run %s is %s, not staged: nothing of it waits to be applied\n", rid.c_str(), state.c_str());
+    return 1;
+  }
+  std::string holder;
+  int fd = take_lock(runs, ws, holder);
+  if (fd < 0) {
+    std::fprintf(stderr, "sluice: a journaled run (%s) is working in %s; apply once it has ended\n", holder.c_str(), ws.c_str());
+    return 1;
+  }
+  std::vector<std::string> chosen;
+  for (auto p : paths) { // relative to the workspace, or absolute inside it
+    if (p.rfind(ws + "/", 0) == 0) p = p.substr(ws.size() + 1);
+    while (p.rfind("./", 0) == 0) p = p.substr(2);
+    while (!p.empty() && p.back() == '/') p.pop_back();
+    if (p.empty() || p[0] == '/' || p == ".." || p.rfind("../", 0) == 0 || p.find("/../") != std::string::npos) {
+      std::fprintf(stderr, "sluice: %s is not a path in the workspace %s\n", p.c_str(), ws.c_str());
+      ::close(fd);
+      return 1;
+    }
+    chosen.push_back(p);
+  }
+  auto done = ops_of(meta);
+  int batch = 0;
+  for (const auto &o : done) batch = std::max(batch, o.batch + 1);
+  if (done.empty()) batch = 0;
+  std::vector<op> all, now;
+  plan_dir(dir + "/upper", ws, "", all);
+  std::vector<std::string> held;
+  for (auto &o : all) {
+    bool pick = chosen.empty() || std::any_of(chosen.begin(), chosen.end(), [&](const std::string &c) {
+      return o.path == c || o.path.rfind(c + "/", 0) == 0;
+    });
+    if (!pick || (o.kind == 'm' && !chosen.empty())) continue;
+    if (o.kind == 'r' && o.after && !include_guarded) {
+      auto g = guarded_in(dir + "/upper", o.path);
+      if (!g.empty()) {
+        held.insert(held.end(), g.begin(), g.end());
+        continue;
+      }
+    }
+    o.batch = batch;
+    now.push_back(o);
+  }
+  for (const auto &o : now) done.push_back(o);
+  meta["ops"] = ops_json(done);
+  meta["state"] = "applying";
+  write_meta(dir, meta); // recorded first: a crash from here on is finished by --recover
+  apply_steps(dir, ws, done);
+  std::vector<op> left;
+  plan_dir(dir + "/upper", ws, "", left);
+  bool rest = std::any_of(left.begin(), left.end(), [](const op &o) { return o.kind == 'r'; });
+  auto c = count(done);
+  meta["ops"] = ops_json(done);
+  meta["state"] = rest ? "staged" : "applied";
+  meta["created"] = c.created;
+  meta["modified"] = c.modified;
+  meta["deleted"] = c.deleted;
+  write_meta(dir, meta);
+  ::close(fd);
+  auto n = count(now);
+  std::printf("run %s: %zu created, %zu modified, %zu deleted applied to %s%s\n", rid.c_str(), n.created, n.modified,
+              n.deleted, ws.c_str(), rest ? "; the rest stays staged" : "");
+  for (const auto &h : held) {
+    std::printf("held back: %s (shell, editor, Git or agent settings: review it with sluice diff %s, then "
+                "apply it with --include-guarded)\n", h.c_str(), rid.c_str());
+  }
+  return 0;
+}
+
+int discard(const std::string &home, const std::string &id) {
+  std::string runs = runs_dir(home);
+  std::string dir = find_run(runs, id);
+  auto meta = read_meta(dir);
+  std::string rid = text(meta, "id"), ws = text(meta, "workspace"), state = text(meta, "state");
+  if (state != "staged" && state != "interrupted") {
+    std::fprintf(stderr, "sluice: run %s is %s, not staged: nothing to discard (sluice undo takes back an applied run)\n",
+                 rid.c_str(), state.c_str());
+    return 1;
+  }
+  std::string holder;
+  int fd = take_lock(runs, ws, holder);
+  if (fd < 0) {
+    std::fprintf(stderr, "sluice: a journaled run (%s) is working in %s; discard once it has ended\n", holder.c_str(), ws.c_str());
+    return 1;
+  }
+  std::error_code ec;
+  if (ops_of(meta).empty()) {
+    fs::remove_all(dir, ec);
+  } else { // part of it was applied: that part stays undoable
+    fs::remove_all(dir + "/upper", ec);
+    meta["state"] = "applied";
+    write_meta(dir, meta);
+  }
+  ::close(fd);
+  std::printf("run %s discarded: nothing more of it reaches %s\n", rid.c_str(), ws.c_str());
   return 0;
 }
 

@@ -36,6 +36,14 @@ struct limits {
 run prepare(const std::string &home, const std::string &id, const std::string &workspace,
             const std::vector<std::string> &argv, const limits &lim);
 
+// A staged run (--stage): as prepare(), but its changes stay in its layer until `sluice apply`.
+// With `continue_id`, the staged run of that id goes on (its earlier changes in view).
+run prepare_stage(const std::string &home, const std::string &id, const std::string &continue_id,
+                  const std::string &workspace, const std::vector<std::string> &argv, const limits &lim);
+
+// After a staged run's command: its record says "staged", with what its layer holds; the lock goes.
+counts stage_end(run &r, int exit_status);
+
 // After the command (its mounts gone with it): moves its changes into the workspace. Throws
 // std::runtime_error when a step fails; the record says how far it got (recover() finishes it).
 counts apply(run &r, int exit_status);
@@ -45,5 +53,11 @@ int list_runs(const std::string &home, bool files, bool json);
 int undo(const std::string &home, const std::string &id, bool force);
 int recover(const std::string &home);
 int diff(const std::string &home, const std::string &id);
+// `sluice apply RUN [PATH...]`: a staged run's changes (all, or those at and under PATHs) into the
+// workspace, undoable as a journaled run's are. Shell, editor, Git and agent settings are held back
+// (named) unless `include_guarded`. `sluice discard RUN`: a staged run's layer removed.
+int apply_staged(const std::string &home, const std::string &id, const std::vector<std::string> &paths,
+                 bool include_guarded);
+int discard(const std::string &home, const std::string &id);
 
 } // namespace sluice::exec::journal

@@ -176,6 +176,7 @@ struct exec_plan {
   std::vector<std::string> absent_settings; // an agent host's settings that did not exist at the start
   bool userns_limit = false; // user.max_user_namespaces = 0 held inside (sandbox::userns_limit)
   journal::run journal;      // --journal / [sandbox] journal: the run's layer and the workspace's lock
+  bool staged = false;       // --stage / --stage-run: the layer is kept for `sluice apply`
 };
 
 // `sluice agent`: the model endpoint joins the allowlist with its API's POST paths, and its key is
@@ -333,14 +334,21 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   plan.guard.home = plan.caller_home;
   plan.guard.max_entries = resolved.max_workspace_entries;
   // The journal: the workspace under an overlay whose layer is this run's, applied afterwards.
-  if ((opt.journal || resolved.gateway.journal) && so.view.workspace_writable) {
+  plan.staged = opt.stage || !opt.stage_run.empty();
+  if (plan.staged && !so.view.workspace_writable) {
+    throw refusal("--stage: the workspace is read-only for this run (--filesystem read-only), so nothing could be "
+                  "staged; leave out one or the other");
+  }
+  if ((plan.staged || opt.journal || resolved.gateway.journal) && so.view.workspace_writable) {
     journal::limits lim;
     lim.max_age_seconds = std::chrono::duration_cast<std::chrono::seconds>(resolved.gateway.journal_max_age).count();
     lim.max_bytes = resolved.gateway.journal_max_bytes;
     try {
-      plan.journal = journal::prepare(plan.caller_home, plan.command_id, ws.root, opt.argv, lim);
+      plan.journal = plan.staged ? journal::prepare_stage(plan.caller_home, plan.command_id, opt.stage_run, ws.root,
+                                                          opt.argv, lim)
+                                 : journal::prepare(plan.caller_home, plan.command_id, ws.root, opt.argv, lim);
     } catch (const std::runtime_error &e) {
-      throw refusal(std::string("journal: ") + e.what());
+      throw refusal(std::string(plan.staged ? "stage: " : "journal: ") + e.what());
     }
     so.view.journal_upper = plan.journal.upper;
     so.view.journal_work = plan.journal.work;
@@ -746,7 +754,22 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   // The journal: the command and its mounts are gone; what it changed goes into the workspace now,
   // before the guard looks at what it left there.
   boost::json::value journaled;
-  if (plan.journal.lock_fd >= 0) {
+  if (plan.journal.lock_fd >= 0 && plan.staged) {
+    try {
+      auto c = journal::stage_end(plan.journal, status);
+      journaled = boost::json::object{{"run", plan.journal.id}, {"staged", true}, {"created", c.created},
+                                      {"modified", c.modified}, {"deleted", c.deleted}};
+      std::fprintf(stderr, "sluice: run %s is staged (%zu created, %zu modified, %zu deleted; %s has none of it): "
+                           "`sluice diff %s`, then `sluice apply %s [PATH...]` or `sluice discard %s`; "
+                           "`--stage-run %s` goes on with it\n", plan.journal.id.c_str(), c.created, c.modified,
+                   c.deleted, plan.ws.root.c_str(), plan.journal.id.c_str(), plan.journal.id.c_str(),
+                   plan.journal.id.c_str(), plan.journal.id.c_str());
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "sluice: staged run %s could not be recorded: %s\n", plan.journal.id.c_str(), e.what());
+      status = 125;
+      result = "refused";
+    }
+  } else if (plan.journal.lock_fd >= 0) {
     try {
       auto c = journal::apply(plan.journal, status);
       journaled = boost::json::object{{"run", plan.journal.id}, {"created", c.created}, {"modified", c.modified},

@@ -33,6 +33,8 @@ struct exec_options {
   host_boundary agent;           // `sluice agent`: the host's own files and model endpoint
   bool needs_approval = false;   // --needs-approval: the hook's mark on what a person approved
   bool journal = false;          // --journal: the workspace's changes recorded for `sluice undo`
+  bool stage = false;            // --stage: the changes wait in a staged run for `sluice apply`
+  std::string stage_run;         // --stage-run RUN: that staged run goes on
 };
 
 // `sluice exec`: resolves the policy, runs the doctor's checks by setting the sandbox up, starts the
