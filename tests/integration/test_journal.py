@@ -230,7 +230,7 @@ class JournalAsRoot(unittest.TestCase):
         for i in range(0, 3000, 250):
             with open(os.path.join(self.ws, "files/f%04d.txt" % i)) as f:
                 self.assertEqual(f.read(), "before %d\nafter\n" % i)
-        undo = subprocess.Popen(self.prefix() + [SLUICE, "undo"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        undo = subprocess.Popen(self.prefix() + [SLUICE, "undo"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env=self.env(), cwd=self.ws)
         self.assertTrue(self.kill_when(undo, "undoing", "files/f2999.txt", "before 2999\n"),
                         "undo was never seen under way")
