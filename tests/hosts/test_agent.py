@@ -98,18 +98,19 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         return {"PATH": self.bindir + ":/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "LANG": "C.UTF-8",
                 "ANTHROPIC_API_KEY": KEY, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
-    def agent(self, tool, tool_input, host_args=(), policy=None, env=None):
+    def agent(self, tool, tool_input, host_args=(), policy=None, env=None, sluice_args=()):
         """One headless turn of Claude inside `sluice agent`; returns (the tool results the model
         saw, the process)."""
         argv = self.prefix() + [SLUICE, "agent", "claude", "--model-url", self.model_url,
-                                "--policy", policy or self.policy, "--", "-p", prompt_for(tool, tool_input),
+                                "--policy", policy or self.policy, *sluice_args, "--", "-p", prompt_for(tool, tool_input),
                                 "--output-format", "stream-json", "--verbose",
                                 "--dangerously-skip-permissions"] + list(host_args)
         p = subprocess.run(argv, capture_output=True, env=dict(self.env(), **(env or {})), cwd=self.proj, timeout=180)
         return self.model.take(), p
 
-    def bash(self, command, host_args=(), policy=None, env=None):
-        results, p = self.agent("Bash", {"command": command, "description": "conformance"}, host_args, policy, env)
+    def bash(self, command, host_args=(), policy=None, env=None, sluice_args=()):
+        results, p = self.agent("Bash", {"command": command, "description": "conformance"}, host_args, policy, env,
+                                sluice_args)
         self.assertEqual(len(results), 1, "the model saw no tool result: %s %s" % (p.stdout[-2000:], p.stderr[-2000:]))
         return results[0]["content"], p
 
@@ -243,6 +244,44 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
         self.assertEqual(agent.returncode, 0, err.decode()[-2000:])
         self.assertEqual(len(results), 1, out.decode()[-2000:])
         self.assertIn("HOSTREPLY", json.dumps(self.model_requests()), results)
+
+    def test_a_staged_session_is_reviewed_before_it_reaches_the_workspace(self):
+        """`sluice agent claude --stage`: the host's Write tool and its shell change the project on a
+        layer of the run's own; the next turn (--stage-run) sees the earlier one's work; nothing is
+        in the project until `sluice apply` brings part of it, and `sluice discard` drops the rest."""
+        if self.version != CURRENT:
+            self.skipTest("staging is the sandbox's; one Claude version carries it")
+        with open(os.path.join(self.proj, "gone.txt"), "w") as f:
+            f.write("delete me\n")
+        if self.user is not None:
+            subprocess.run(["chown", "%d:%d" % (self.user, self.user), os.path.join(self.proj, "gone.txt")], check=True)
+        new = os.path.join(self.proj, "new.txt")
+        results, p = self.agent("Write", {"file_path": new, "content": "written by the host's Write tool\n"},
+                                sluice_args=["--stage"])
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        self.assertEqual(len(results), 1, p.stdout.decode()[-2000:])
+        self.assertFalse(os.path.exists(new))   # staged, not in the project
+        sluice = lambda *a: subprocess.run(self.prefix() + [SLUICE, *a], capture_output=True, env=self.env(),
+                                           cwd=self.proj, timeout=60)
+        runs = json.loads(sluice("runs", "--json").stdout)
+        self.assertEqual(runs[0]["state"], "staged")
+        rid = runs[0]["id"]
+        out, p = self.bash("cat new.txt; echo changed > notes.txt; rm gone.txt", sluice_args=["--stage-run", rid])
+        self.assertIn("written by the host's Write tool", out)
+        with open(os.path.join(self.proj, "notes.txt")) as f:
+            self.assertEqual(f.read(), "IN-THE-WORKSPACE\n")
+        self.assertTrue(os.path.exists(os.path.join(self.proj, "gone.txt")))
+        d = sluice("diff", rid)
+        for line in (b"A new.txt", b"M notes.txt", b"D gone.txt", b"+changed"):
+            self.assertIn(line, d.stdout, d.stdout.decode()[-2000:])
+        a = sluice("apply", rid, "new.txt")
+        self.assertEqual(a.returncode, 0, a.stderr)
+        with open(new) as f:
+            self.assertEqual(f.read(), "written by the host's Write tool\n")
+        self.assertEqual(sluice("discard", rid).returncode, 0)
+        with open(os.path.join(self.proj, "notes.txt")) as f:
+            self.assertEqual(f.read(), "IN-THE-WORKSPACE\n")
+        self.assertTrue(os.path.exists(os.path.join(self.proj, "gone.txt")))
 
     def test_the_key_never_appears_inside(self):
         # A key Claude stored in ~/.claude.json (a console login) stays out of the copy inside.
