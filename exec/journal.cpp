@@ -50,6 +50,28 @@ std::string before_of(const std::string &dir, const op &o) {
   return join(o.batch == 0 ? dir + "/before" : dir + "/before." + std::to_string(o.batch), o.path);
 }
 
+// rm -rf that also takes directories whose mode shuts their owner out (the overlay makes its
+// work/work with mode 0): each is given back to its owner first.
+void remove_tree(const std::string &p) {
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    ::chmod(p.c_str(), 0700);
+    if (DIR *d = ::opendir(p.c_str())) {
+      std::vector<std::string> names;
+      while (dirent *e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") names.push_back(n);
+      }
+      ::closedir(d);
+      for (const auto &n : names) remove_tree(p + "/" + n);
+    }
+    ::rmdir(p.c_str());
+  } else {
+    ::unlink(p.c_str());
+  }
+}
+
 bool lexists(const std::string &p, struct stat *out = nullptr) {
   struct stat st {};
   bool ok = ::lstat(p.c_str(), &st) == 0;
@@ -92,9 +114,8 @@ void move_path(const std::string &from, const std::string &to) {
   if (run_program({"/bin/cp", "-a", "--no-target-directory", from, to}) != 0) {
     throw std::runtime_error("cannot copy " + from + " to " + to + " (cp -a failed)");
   }
-  std::error_code ec;
-  fs::remove_all(from, ec);
-  if (ec) throw std::runtime_error("cannot remove " + from + ": " + ec.message());
+  remove_tree(from);
+  if (lexists(from)) throw std::runtime_error("cannot remove " + from + " after copying it");
 }
 
 bool whiteout(const struct stat &st) { return S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0); }
@@ -365,7 +386,7 @@ void undo_steps(const std::string &dir, const std::string &ws, const std::vector
   }
   std::error_code ec;
   for (const auto &e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().rfind("trash.", 0) == 0) fs::remove_all(e.path(), ec);
+    if (e.path().filename().string().rfind("trash.", 0) == 0) remove_tree(e.path());
   }
 }
 
@@ -430,7 +451,7 @@ void finish_interrupted(const std::string &runs, const std::string &workspace) {
       continue;
     }
     if (state == "running" && fs::is_empty(dir + "/upper", ec)) { // stopped before it changed anything
-      fs::remove_all(dir, ec);
+      remove_tree(dir);
       ::close(fd);
       continue;
     }
@@ -479,7 +500,7 @@ void prune(const std::string &runs, const std::string &keep, const limits &lim) 
     std::uint64_t size = bytes_of(dir);
     if (old || total + size > lim.max_bytes) {
       std::error_code ec;
-      fs::remove_all(dir, ec);
+      remove_tree(dir);
       continue;
     }
     total += size;
@@ -574,9 +595,14 @@ run start_run(const std::string &home, const std::string &id, const std::string 
     for (const auto &a : argv) args.push_back(js::string(a.substr(0, 4096)));
     meta = {{"id", r.id}, {"workspace", workspace}, {"argv", std::move(args)}, {"started", now_seconds()}};
     if (staged) meta["staged"] = true;
-  } else if (::mkdir(r.work.c_str(), 0700) != 0 && errno != EEXIST) {
-    ::close(r.lock_fd);
-    fail("cannot make the run's directory", r.work);
+  } else {
+    // The overlay's scratch, made anew (a run that stopped with its sluice leaves the volatile
+    // mark there, which a new mount would refuse).
+    remove_tree(r.work);
+    if (::mkdir(r.work.c_str(), 0700) != 0) {
+      ::close(r.lock_fd);
+      fail("cannot make the run's directory", r.work);
+    }
   }
   meta["state"] = "running";
   write_meta(r.dir, meta);
@@ -609,7 +635,7 @@ counts stage_end(run &r, int exit_status) {
   meta["deleted"] = c.deleted;
   write_meta(r.dir, meta);
   std::error_code ec;
-  fs::remove_all(r.work, ec); // the overlay's scratch; made again if the run goes on
+  remove_tree(r.work); // the overlay's scratch; made again if the run goes on
   if (r.lock_fd >= 0) ::close(r.lock_fd);
   r.lock_fd = -1;
   return c;
@@ -633,8 +659,8 @@ counts apply(run &r, int exit_status) {
   meta["deleted"] = c.deleted;
   write_meta(r.dir, meta);
   std::error_code ec;
-  fs::remove_all(r.work, ec);
-  fs::remove_all(r.upper, ec); // what is left: the directories both sides had
+  remove_tree(r.work);
+  remove_tree(r.upper); // what is left: the directories both sides had
   if (r.lock_fd >= 0) ::close(r.lock_fd);
   r.lock_fd = -1;
   return c;
@@ -905,9 +931,9 @@ int discard(const std::string &home, const std::string &id) {
   }
   std::error_code ec;
   if (ops_of(meta).empty()) {
-    fs::remove_all(dir, ec);
+    remove_tree(dir);
   } else { // part of it was applied: that part stays undoable
-    fs::remove_all(dir + "/upper", ec);
+    remove_tree(dir + "/upper");
     meta["state"] = "applied";
     write_meta(dir, meta);
   }

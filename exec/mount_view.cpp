@@ -267,10 +267,11 @@ std::string build_view(const view_spec &spec,
     if (!spec.journal_upper.empty() && spec.workspace_writable) {
       // The journal: the workspace below, the run's layer above it (user.overlay.* attributes, as
       // a user namespace needs; no redirects or metacopy, so that every change is whole in the
-      // layer). The run's directory is the caller's, outside the view.
+      // layer; volatile: a copy-up is not synced, the workspace below is never written anyway).
+      // The run's directory is the caller's, outside the view.
       std::string to = new_root + spec.workspace;
       std::string opts = "lowerdir=" + old_root + spec.workspace + ",upperdir=" + old_root + spec.journal_upper +
-                         ",workdir=" + old_root + spec.journal_work + ",userxattr,redirect_dir=nofollow,metacopy=off,index=off";
+                         ",workdir=" + old_root + spec.journal_work + ",userxattr,redirect_dir=nofollow,metacopy=off,index=off,volatile";
       if (!make_dirs(to, 0755) || ::mount("overlay", to.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
         return err("cannot layer the journal (overlayfs, upper layer in " + spec.journal_upper + ") over", spec.workspace);
       }

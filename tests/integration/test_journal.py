@@ -119,6 +119,8 @@ class JournalAsRoot(unittest.TestCase):
         self.assertFalse([x for x in attrs if "overlay" in x[1]], attrs)
         run = self.runs_json()[0]
         self.assertEqual(run["state"], "applied")
+        # The layer is gone once applied (the overlay's work directory, mode 0, too).
+        self.assertEqual(sorted(os.listdir(os.path.join(self.runs, run["id"]))), ["before", "meta.json"])
         changed = {o["path"] for o in run["ops"] if o["op"] == "r"}
         self.assertTrue({"src", "over.txt", "trunc.txt", "new.txt", "old.txt", "newdir", "olddir", "link",
                          "fresh.txt", "gen"} <= changed, changed)
