@@ -187,6 +187,14 @@ std::string stamp_of(const std::string &p) {
 }
 
 
+op replace(const std::string &path, bool before, bool after) {
+  op o;
+  o.path = path;
+  o.before = before;
+  o.after = after;
+  return o;
+}
+
 // The steps that put the upper layer's entries under `rel` into the workspace.
 void plan_dir(const std::string &upper, const std::string &ws, const std::string &rel, std::vector<op> &ops) {
   DIR *d = ::opendir(join(upper, rel).c_str());
@@ -204,12 +212,14 @@ void plan_dir(const std::string &upper, const std::string &ws, const std::string
     if (!lexists(join(upper, r), &u)) continue;
     bool there = lexists(join(ws, r), &w);
     if (whiteout(u)) {
-      if (there) ops.push_back({r, 'r', true, false});
+      if (there) ops.push_back(replace(r, true, false));
       continue;
     }
     if (S_ISDIR(u.st_mode) && there && S_ISDIR(w.st_mode) && !opaque(join(upper, r))) {
       plan_dir(upper, ws, r, ops);
-      op m{r, 'm'};
+      op m;
+      m.path = r;
+      m.kind = 'm';
       m.mode = w.st_mode & 07777;
       m.umode = u.st_mode & 07777;
       m.mtime = w.st_mtim;
@@ -217,7 +227,7 @@ void plan_dir(const std::string &upper, const std::string &ws, const std::string
       ops.push_back(m);
       continue;
     }
-    ops.push_back({r, 'r', there, true});
+    ops.push_back(replace(r, there, true));
   }
 }
 

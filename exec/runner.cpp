@@ -754,6 +754,9 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
   // The journal: the command and its mounts are gone; what it changed goes into the workspace now,
   // before the guard looks at what it left there.
   boost::json::value journaled;
+  // init reports the status before its own exit; the layer is read once the mount namespace that
+  // held the overlay is gone with it.
+  if (plan.journal.lock_fd >= 0) sb.wait();
   if (plan.journal.lock_fd >= 0 && plan.staged) {
     try {
       auto c = journal::stage_end(plan.journal, status);

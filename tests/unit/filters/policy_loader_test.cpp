@@ -165,8 +165,19 @@ TEST_CASE("durations", "[filters][config]") {
   CHECK(parse_duration("5m") == std::chrono::minutes(5));
   CHECK(parse_duration("250ms") == std::chrono::milliseconds(250));
   CHECK(parse_duration("7") == std::chrono::seconds(7));
-  CHECK_THROWS(parse_duration("1d"));
+  CHECK(parse_duration("14d") == std::chrono::hours(14 * 24)); // [sandbox] journal_max_age
+  CHECK_THROWS(parse_duration("1w"));
   CHECK_THROWS(parse_duration("s"));
+}
+
+TEST_CASE("[sandbox] journal settings", "[filters][config]") {
+  auto c = load_config_string("[sandbox]\njournal = true\njournal_max_age = \"3d\"\njournal_max_size = 512\n", "t.toml");
+  CHECK(c.journal);
+  CHECK(c.journal_max_age == std::chrono::hours(72));
+  CHECK(c.journal_max_bytes == 512ull << 20);
+  CHECK_FALSE(load_config_string("", "t.toml").journal);
+  CHECK(contains(error_of("[sandbox]\njournal_max_age = \"5m\"\n"), "an hour or more"));
+  CHECK(contains(error_of("[sandbox]\njournal_max_size = 1\n"), "journal_max_size"));
 }
 
 TEST_CASE("agent listeners", "[filters][config]") {
