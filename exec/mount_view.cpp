@@ -195,15 +195,16 @@ const std::vector<std::string> &system_paths() {
   return paths;
 }
 
-std::string build_view(const view_spec &spec,
-                       const std::function<view_marks()> &workspace_marks,
-                       const std::function<int()> &system_etc) {
-  const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  const auto &sys_paths = system_paths(); // looked up before the host's root moves
+namespace {
+
+constexpr std::uint64_t ro_attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+
+// Stage 1, as bubblewrap: a tmpfs becomes the root, the host's root moves to /oldroot, and a
+// second tmpfs at /newroot will receive what the command may see.
+std::string new_root_on_tmpfs() {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return err("cannot make mounts private at", "/");
   }
-  // Step one, as bubblewrap: a tmpfs becomes the root, the host's root moves to /oldroot.
   const char *base = "/tmp";
   struct stat st {};
   if (::stat(base, &st) != 0 || !S_ISDIR(st.st_mode)) base = "/dev";
@@ -224,8 +225,14 @@ std::string build_view(const view_spec &spec,
   if (::mount("tmpfs", new_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0) {
     return err("cannot mount the new root on", new_root);
   }
+  return {};
+}
 
-  bool etc_idmapped = false; // a root caller's /etc with no file of root's: no walk needed
+// Stage 2: the system paths, read-only; a root caller's /etc as sluice's id-mapped copy when it
+// can be attached (`etc_idmapped`), else as any caller's.
+std::string show_system_paths(const view_spec &spec, const std::vector<std::string> &sys_paths,
+                              const std::function<int()> &system_etc, bool &etc_idmapped) {
+  struct stat st {};
   for (const auto &p : sys_paths) {
     std::string host = old_root + p;
     if (::lstat(host.c_str(), &st) != 0) continue;
@@ -248,40 +255,53 @@ std::string build_view(const view_spec &spec,
         // A kernel that will not attach it here: /etc as for any caller, and the walk below.
       }
     }
-    if (auto e = bind_host(p, ro); !e.empty()) return e;
+    if (auto e = bind_host(p, ro_attrs); !e.empty()) return e;
   }
+  return {};
+}
+
+// Stage 3: /dev, /proc, /sys, a private /tmp, and the directory for sluice's files.
+std::string show_devices_and_tmp(const view_spec &spec) {
   if (auto e = make_dev(); !e.empty()) return e;
   if (auto e = make_proc(); !e.empty()) return e;
   if (spec.bind_sys && ::access((old_root + "/sys").c_str(), F_OK) == 0) {
-    if (auto e = bind_host("/sys", ro | MOUNT_ATTR_NOEXEC); !e.empty()) return e;
+    if (auto e = bind_host("/sys", ro_attrs | MOUNT_ATTR_NOEXEC); !e.empty()) return e;
   }
   if (auto e = mount_tmpfs(new_root + "/tmp", "mode=1777"); !e.empty()) return e;
   if (!make_dirs(new_root + sandbox_files_dir, 0755)) return err("cannot make", sandbox_files_dir);
+  return {};
+}
 
-  // The home and the workspace, the outer one first so that the inner one shows through.
+// The journal's layer over the workspace (exec/journal.hpp): the workspace below, the run's layer
+// above it (user.overlay.* attributes, as a user namespace needs; no redirects or metacopy, so
+// that every change is whole in the layer; volatile: a copy-up is not synced, the workspace below
+// is never written anyway). The run's directory is the caller's, outside the view.
+std::string layer_workspace(const view_spec &spec) {
+  std::string to = new_root + spec.workspace;
+  std::string opts = "lowerdir=" + old_root + spec.workspace + ",upperdir=" + old_root + spec.journal_upper +
+                     ",workdir=" + old_root + spec.journal_work +
+                     ",userxattr,redirect_dir=nofollow,metacopy=off,index=off,volatile";
+  if (!make_dirs(to, 0755) || ::mount("overlay", to.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+    return err("cannot layer the journal (overlayfs, upper layer in " + spec.journal_upper + ") over", spec.workspace);
+  }
+  return {};
+}
+
+std::string show_workspace(const view_spec &spec) {
+  if (spec.workspace.empty()) return {};
+  if (!spec.journal_upper.empty() && spec.workspace_writable) return layer_workspace(spec);
+  return bind_host(spec.workspace, spec.workspace_writable ? MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV : ro_attrs);
+}
+
+// Stage 4: the home and the workspace, the outer one first so that the inner one shows through;
+// the granted writable directories; the tool caches in the private home; files written into it.
+std::string show_home_and_workspace(const view_spec &spec) {
   auto mount_home = [&]() -> std::string {
     return spec.home.empty() ? std::string() : mount_tmpfs(new_root + spec.home, "mode=0700");
   };
-  auto mount_workspace = [&]() -> std::string {
-    if (spec.workspace.empty()) return {};
-    if (!spec.journal_upper.empty() && spec.workspace_writable) {
-      // The journal: the workspace below, the run's layer above it (user.overlay.* attributes, as
-      // a user namespace needs; no redirects or metacopy, so that every change is whole in the
-      // layer; volatile: a copy-up is not synced, the workspace below is never written anyway).
-      // The run's directory is the caller's, outside the view.
-      std::string to = new_root + spec.workspace;
-      std::string opts = "lowerdir=" + old_root + spec.workspace + ",upperdir=" + old_root + spec.journal_upper +
-                         ",workdir=" + old_root + spec.journal_work + ",userxattr,redirect_dir=nofollow,metacopy=off,index=off,volatile";
-      if (!make_dirs(to, 0755) || ::mount("overlay", to.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
-        return err("cannot layer the journal (overlayfs, upper layer in " + spec.journal_upper + ") over", spec.workspace);
-      }
-      return {};
-    }
-    return bind_host(spec.workspace, spec.workspace_writable ? MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV : ro);
-  };
   bool home_inside = !spec.home.empty() && !spec.workspace.empty() && is_under(spec.home, spec.workspace);
-  if (auto e = home_inside ? mount_workspace() : mount_home(); !e.empty()) return e;
-  if (auto e = home_inside ? mount_home() : mount_workspace(); !e.empty()) return e;
+  if (auto e = home_inside ? show_workspace(spec) : mount_home(); !e.empty()) return e;
+  if (auto e = home_inside ? mount_home() : show_workspace(spec); !e.empty()) return e;
   // Granted writable directories (never inside the workspace or the home: the policy refuses
   // those), then the tool caches in the private home.
   for (auto &w : spec.writable) {
@@ -314,7 +334,12 @@ std::string build_view(const view_spec &spec,
     }
     ::close(fd);
   }
+  return {};
+}
 
+// Stage 5: /etc files that hold secrets, the host's SSH keys, and for a root caller without the
+// id-mapped copy every /etc entry others may not read, masked.
+std::string mask_secrets(const view_spec &spec, bool etc_idmapped) {
   for (auto p : etc_secrets) {
     if (auto e = mask(p); !e.empty()) return e;
   }
@@ -338,10 +363,14 @@ std::string build_view(const view_spec &spec,
       if (auto e = mask(p); !e.empty()) return e;
     }
   }
-  // Files the command needs from outside the system paths (its executable, its interpreter).
-  // (Paths are compared as strings: host symlinks such as /usr/bin/java -> /etc/alternatives/java
-  // do not resolve while the host's root is at /oldroot.)
-  // Outer paths first: a linked worktree's Git directory lies inside the common one.
+  return {};
+}
+
+// Stage 6: files the command needs from outside the system paths (its executable, its
+// interpreter). (Paths are compared as strings: host symlinks such as /usr/bin/java ->
+// /etc/alternatives/java do not resolve while the host's root is at /oldroot.) Outer paths
+// first: a linked worktree's Git directory lies inside the common one.
+std::string show_command_files(const view_spec &spec, const std::vector<std::string> &sys_paths) {
   std::vector<std::string> extra = spec.extra, bound;
   std::sort(extra.begin(), extra.end(),
             [](const std::string &a, const std::string &b) { return a.size() < b.size(); });
@@ -363,31 +392,38 @@ std::string build_view(const view_spec &spec,
       if (::symlink(target, to.c_str()) != 0 && errno != EEXIST) return err("cannot show the symlink", f);
       continue;
     }
-    if (auto e = bind_host(f, ro); !e.empty()) return e;
+    if (auto e = bind_host(f, ro_attrs); !e.empty()) return e;
     bound.push_back(f);
   }
-  // Trusted files (the policy) that show in the view, in the workspace say, are read-only there.
-  auto protect = [&](const std::string &f) -> std::string {
-    std::string to = new_root + f;
-    if (::lstat(to.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) return {};
-    bool dir = S_ISDIR(st.st_mode);
-    if (::mount(to.c_str(), to.c_str(), nullptr, MS_BIND | (dir ? MS_REC : 0), nullptr) != 0 ||
-        !set_attr(to, ro, dir)) {
-      return err("cannot make read-only the trusted", f);
-    }
-    return {};
-  };
+  return {};
+}
+
+// A path of the view made read-only where it shows (a file, or a directory and all below it).
+std::string protect(const std::string &f) {
+  std::string to = new_root + f;
+  struct stat st {};
+  if (::lstat(to.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) return {};
+  bool dir = S_ISDIR(st.st_mode);
+  if (::mount(to.c_str(), to.c_str(), nullptr, MS_BIND | (dir ? MS_REC : 0), nullptr) != 0 ||
+      !set_attr(to, ro_attrs, dir)) {
+    return err("cannot make read-only the trusted", f);
+  }
+  return {};
+}
+
+// Stage 7: trusted files read-only where they show (the policy in the workspace, say), an agent's
+// stored keys hidden, then what sluice's walk of the workspace found meanwhile
+// (workspace_guard::scan): guarded names and Git metadata read-only, credential files and host
+// sockets hidden.
+std::string protect_and_hide(const view_spec &spec, const std::function<view_marks()> &workspace_marks) {
   for (auto &f : spec.protect) {
     if (auto e = protect(f); !e.empty()) return e;
   }
+  struct stat st {};
   for (auto &f : spec.hide) {
-    std::string to = new_root + f;
-    if (::lstat(to.c_str(), &st) != 0) continue; // nothing there to hide
+    if (::lstat((new_root + f).c_str(), &st) != 0) continue; // nothing there to hide
     if (auto e = mask(f); !e.empty()) return e;
   }
-
-  // What sluice's walk of the workspace found meanwhile (workspace_guard::scan): guarded names and
-  // Git metadata read-only, credential files and host sockets hidden.
   if (workspace_marks) {
     view_marks marks = workspace_marks();
     for (auto &p : marks.protect) {
@@ -397,8 +433,11 @@ std::string build_view(const view_spec &spec,
       if (auto e = mask(p); !e.empty()) return e;
     }
   }
+  return {};
+}
 
-  // Step two: drop the host's root and pivot into the new one.
+// Stage 8: the host's root dropped, and the new root made the root.
+std::string pivot_into_new_root() {
   if (::umount2(old_root.c_str(), MNT_DETACH) != 0) return err("cannot detach", "the host's root");
   int old_fd = ::open("/", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
   if (old_fd < 0 || ::chdir(new_root.c_str()) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 ||
@@ -406,6 +445,27 @@ std::string build_view(const view_spec &spec,
     return err("cannot pivot into", "the new root");
   }
   ::close(old_fd);
+  return {};
+}
+
+} // namespace
+
+std::string build_view(const view_spec &spec,
+                       const std::function<view_marks()> &workspace_marks,
+                       const std::function<int()> &system_etc) {
+  const auto &sys_paths = system_paths(); // looked up before the host's root moves
+  bool etc_idmapped = false;              // a root caller's /etc with no file of root's: no walk needed
+  for (auto stage : std::initializer_list<std::function<std::string()>>{
+           [&] { return new_root_on_tmpfs(); },
+           [&] { return show_system_paths(spec, sys_paths, system_etc, etc_idmapped); },
+           [&] { return show_devices_and_tmp(spec); },
+           [&] { return show_home_and_workspace(spec); },
+           [&] { return mask_secrets(spec, etc_idmapped); },
+           [&] { return show_command_files(spec, sys_paths); },
+           [&] { return protect_and_hide(spec, workspace_marks); },
+           [&] { return pivot_into_new_root(); }}) {
+    if (auto e = stage(); !e.empty()) return e;
+  }
   return {};
 }
 

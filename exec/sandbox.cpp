@@ -397,28 +397,27 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
   return {};
 }
 
-// PID 1 of the sandbox. Sets up the network and the filesystem view, hands the listener over,
-// takes sluice's files, seals the view, applies Landlock and seccomp, waits for the go, runs the
-// command in a session of its own, forwards signals, reaps orphans, and exits with the command's
-// status.
-[[noreturn]] void init_main(const sandbox_options &o, int control, int exec_pipe_w) {
-  auto fail = [&](const char *step, const std::string &msg) {
-    send_msg(control, 'E', std::string(step) + '\0' + msg);
-    // Read whatever sluice sends until it closes: a Unix socket closed with unread data resets the
-    // peer, and sluice would lose this message to ECONNRESET.
-    std::unique_ptr<char[]> sink(new char[max_message]);
-    while (::recv(control, sink.get(), max_message, 0) > 0) {
-    }
-    _exit(125);
-  };
-  // Nothing the caller had open reaches the command but what it named.
+// init's failure: the step and the reason to sluice, then its exit (125).
+[[noreturn]] void init_fail(int control, const char *step, const std::string &msg) {
+  send_msg(control, 'E', std::string(step) + '\0' + msg);
+  // Read whatever sluice sends until it closes: a Unix socket closed with unread data resets the
+  // peer, and sluice would lose this message to ECONNRESET.
+  std::unique_ptr<char[]> sink(new char[max_message]);
+  while (::recv(control, sink.get(), max_message, 0) > 0) {
+  }
+  _exit(125);
+}
+
+// init's stage 1: nothing of the caller's open files but what it named, a session of its own,
+// sluice's go (the id maps are written), then no ptrace of init, and (unless allowed) no user
+// namespace below this one. Whether that limit holds.
+bool init_begin(const sandbox_options &o, int control, int exec_pipe_w) {
   std::vector<int> keep = o.pass_fds;
   keep.push_back(control);
   keep.push_back(exec_pipe_w);
   close_except(keep);
   // A session of its own: no controlling terminal, out of the caller's process group.
   ::setsid();
-
   std::string msg;
   if (!recv_msg(control, msg, 10'000) || msg != "G") _exit(125); // sluice is gone
   // The id maps are written; from now on nothing in the sandbox may ptrace init, which holds
@@ -433,37 +432,40 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
     userns_limit = fd >= 0 && ::write(fd, "0\n", 2) == 2;
     if (fd >= 0) ::close(fd);
   }
+  return userns_limit;
+}
 
-  // Loopback: the only interface; without it the listener has no address to live on.
+// Stage 2: loopback, the only interface; the proxy listener on it and, with capture, the DNS
+// responder's sockets and one listener per captured port and family.
+void init_network(const sandbox_options &o, int control, int &listener, std::vector<int> &captured) {
   int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
   if (o.fault == "loopback" || s < 0 || ::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
-    fail("loopback", std::string("cannot read lo flags: ") + std::strerror(errno));
+    init_fail(control, "loopback", std::string("cannot read lo flags: ") + std::strerror(errno));
   }
   ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
   if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) {
-    fail("loopback", std::string("cannot bring lo up: ") + std::strerror(errno));
+    init_fail(control, "loopback", std::string("cannot bring lo up: ") + std::strerror(errno));
   }
   ::close(s);
-
-  int listener = -1;
   if (o.network) {
     std::string err;
     listener = tcp_listener(AF_INET, true, o.port, 1024, err);
-    if (listener < 0) fail("fd_handoff", err + " inside the sandbox");
+    if (listener < 0) init_fail(control, "fd_handoff", err + " inside the sandbox");
   }
-
-  std::vector<int> captured; // DNS UDP, DNS TCP, then one listener per captured port and family
   if (o.network && !o.capture_ports.empty()) {
-    if (o.fault == "capture") fail("capture", "fault injected (SLUICE_FAULT=capture)");
-    if (auto e = make_capture(o.capture_ports, captured); !e.empty()) fail("capture", e);
+    if (o.fault == "capture") init_fail(control, "capture", "fault injected (SLUICE_FAULT=capture)");
+    if (auto e = make_capture(o.capture_ports, captured); !e.empty()) init_fail(control, "capture", e);
   }
+}
 
-  // The filesystem view: built, not inherited.
+// Stage 3: the filesystem view, built, not inherited (mount_view.cpp), with the marks of sluice's
+// walk of the workspace and, for a root caller, the id-mapped /etc sluice made.
+void init_view(const sandbox_options &o, int control) {
   if (o.fault == "mounts" || o.fault == "apparmor_userns" || o.fault == "proc_masked" ||
       o.fault == "container_apparmor") {
-    fail("mounts", "fault injected (SLUICE_FAULT=" + o.fault + ")");
+    init_fail(control, "mounts", "fault injected (SLUICE_FAULT=" + o.fault + ")");
   }
   std::function<view_marks()> masks;
   if (o.await_masks) {
@@ -492,57 +494,65 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
       return fds.empty() ? -1 : fds[0];
     };
   }
-  if (auto e = build_view(o.view, masks, system_etc); !e.empty()) fail("mounts", e);
+  if (auto e = build_view(o.view, masks, system_etc); !e.empty()) init_fail(control, "mounts", e);
+}
 
-  if (o.fault == "fd_handoff") fail("fd_handoff", "fault injected (SLUICE_FAULT=fd_handoff)");
-  // The descriptors travel in one message: the proxy listener, then (with capture) the DNS
-  // responder's UDP and TCP sockets and the captured ports' listeners; the text says how many.
+// Stage 4: the descriptors to sluice, in one message: the proxy listener, then (with capture) the
+// DNS responder's UDP and TCP sockets and the captured ports' listeners; the text says how many.
+void init_hand_over(const sandbox_options &o, int control, int listener, const std::vector<int> &captured) {
+  if (o.fault == "fd_handoff") init_fail(control, "fd_handoff", "fault injected (SLUICE_FAULT=fd_handoff)");
   std::vector<int> handed;
   if (listener >= 0) handed.push_back(listener);
   handed.insert(handed.end(), captured.begin(), captured.end());
   if (!send_msg(control, 'R', std::to_string(captured.size()), handed)) _exit(125);
   for (int fd : handed) ::close(fd);
+}
 
+// Stage 5: sluice's files, then the seal: read-only root, the working directory, Landlock, seccomp;
+// sluice hears the Landlock ABI and whether the user-namespace limit holds, and says start.
+void init_seal(const sandbox_options &o, int control, bool userns_limit) {
   // While sluice builds the gateway: the Landlock ruleset and the seccomp program, enforced below.
   auto rules = view_landlock_rules(o.view);
   rules.fds = {0, 1, 2};
   rules.fds.insert(rules.fds.end(), o.pass_fds.begin(), o.pass_fds.end());
-  std::string lerr, serr;
+  std::string lerr, serr, msg;
   landlock_ruleset ruleset = prepare_landlock(rules, lerr);
   // The seccomp program, compiled by sluice while init built the view.
   if (!recv_msg(control, msg, -1) || msg.empty() || msg[0] != 'P') _exit(125);
   std::vector<sock_filter> program((msg.size() - 1) / sizeof(sock_filter));
-  if (program.empty() || (msg.size() - 1) % sizeof(sock_filter) != 0) fail("seccomp", "bad seccomp program");
+  if (program.empty() || (msg.size() - 1) % sizeof(sock_filter) != 0) init_fail(control, "seccomp", "bad seccomp program");
   std::memcpy(program.data(), msg.data() + 1, msg.size() - 1);
 
-  // sluice's files, then the seal: read-only root, Landlock, seccomp.
   if (!recv_msg(control, msg, -1) || msg.empty() || msg[0] != 'F') _exit(125);
   std::vector<std::pair<std::string, std::string>> files;
-  if (!decode_files(std::string_view(msg).substr(1), files)) fail("private_dir", "bad file list");
-  if (o.fault == "private_dir") fail("private_dir", "fault injected (SLUICE_FAULT=private_dir)");
-  if (auto e = seal_view(files, o.view.replace_trust, o.view.dns_stub); !e.empty()) fail("private_dir", e);
+  if (!decode_files(std::string_view(msg).substr(1), files)) init_fail(control, "private_dir", "bad file list");
+  if (o.fault == "private_dir") init_fail(control, "private_dir", "fault injected (SLUICE_FAULT=private_dir)");
+  if (auto e = seal_view(files, o.view.replace_trust, o.view.dns_stub); !e.empty()) init_fail(control, "private_dir", e);
   files.clear();
   if (::chdir(o.cwd.c_str()) != 0) {
-    fail("mounts", "cannot enter the working directory " + o.cwd + " in the view: " + std::strerror(errno));
+    init_fail(control, "mounts", "cannot enter the working directory " + o.cwd + " in the view: " + std::strerror(errno));
   }
   if (o.fault == "landlock") {
     ruleset.abi = -1;
     lerr = "fault injected (SLUICE_FAULT=landlock)";
   }
-  if (ruleset.abi < 0 || !enforce_landlock(ruleset, lerr)) fail("landlock", lerr);
+  if (ruleset.abi < 0 || !enforce_landlock(ruleset, lerr)) init_fail(control, "landlock", lerr);
   int abi = ruleset.abi;
   if (abi == 0 && o.require_landlock) {
-    fail("landlock", "this kernel has no Landlock and the policy sets require_landlock = true; "
-                     "use a kernel with Landlock (5.13+, enabled in the lsm= list) or drop the setting");
+    init_fail(control, "landlock", "this kernel has no Landlock and the policy sets require_landlock = true; "
+                                   "use a kernel with Landlock (5.13+, enabled in the lsm= list) or drop the setting");
   }
   if (o.fault == "seccomp") serr = "fault injected (SLUICE_FAULT=seccomp)";
-  if (!serr.empty() || !load_seccomp(program, serr)) fail("seccomp", serr);
+  if (!serr.empty() || !load_seccomp(program, serr)) init_fail(control, "seccomp", serr);
   if (!send_msg(control, 'K', std::to_string(abi) + (userns_limit ? " 1" : " 0"))) _exit(125);
-
   if (!recv_msg(control, msg, -1) || msg != "S") {
     _exit(125); // sluice gave up before the start: nothing runs
   }
+}
 
+// Stage 6: the command in a session of its own, signals forwarded to it, orphans reaped; then
+// whatever it left running killed. The command's status.
+int init_run(const sandbox_options &o, int control, int exec_pipe_w) {
   sigset_t set;
   sigemptyset(&set);
   for (int sig : forwarded) sigaddset(&set, sig);
@@ -647,6 +657,20 @@ std::string make_capture(const std::vector<unsigned> &ports, std::vector<int> &o
     int st = 0;
     if (::waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
   }
+  return status;
+}
+
+// PID 1 of the sandbox: its stages in order (each ends init with the reason on failure), then the
+// command's status to sluice and as init's own.
+[[noreturn]] void init_main(const sandbox_options &o, int control, int exec_pipe_w) {
+  bool userns_limit = init_begin(o, control, exec_pipe_w);
+  int listener = -1;
+  std::vector<int> captured; // DNS UDP, DNS TCP, then one listener per captured port and family
+  init_network(o, control, listener, captured);
+  init_view(o, control);
+  init_hand_over(o, control, listener, captured);
+  init_seal(o, control, userns_limit);
+  int status = init_run(o, control, exec_pipe_w);
   send_msg(control, 'X', std::to_string(status));
   _exit(status);
 }
