@@ -68,6 +68,23 @@ struct loader {
     return *i;
   }
 
+  // A duration written as text ("90s", "14d") within [min, max]; else `message` at its line.
+  std::chrono::milliseconds duration_within(const toml::table &t, std::string_view key, std::chrono::milliseconds def,
+                                            std::chrono::milliseconds min, std::chrono::milliseconds max,
+                                            const std::string &message) const {
+    auto *d = t.get(key);
+    if (!d) return def;
+    auto text = d->value<std::string>();
+    std::chrono::milliseconds ms{0};
+    try {
+      if (text) ms = parse_duration(*text);
+    } catch (const std::exception &) {
+      text.reset();
+    }
+    if (!text || ms < min || ms > max) fail(*d, message);
+    return ms;
+  }
+
   std::chrono::milliseconds duration_of(const toml::table &t, std::string_view key,
                                         const std::string &where,
                                         std::chrono::milliseconds def) const {
@@ -593,19 +610,10 @@ struct loader {
                                    "guarded_names", "caches", "nested_userns", "journal", "journal_max_age",
                                    "journal_max_size"});
       c.journal = bool_of(*t, "journal", "sandbox", false);
-      if (auto *d = t->get("journal_max_age")) {
-        auto v = d->value<std::string>();
-        std::chrono::milliseconds ms{0};
-        try {
-          if (v) ms = parse_duration(*v);
-        } catch (const std::exception &) {
-          v.reset();
-        }
-        if (!v || ms < std::chrono::hours(1)) {
-          fail(*d, "[sandbox] journal_max_age must be a duration of an hour or more (\"14d\", \"72h\"): how long runs stay undoable");
-        }
-        c.journal_max_age = ms;
-      }
+      c.journal_max_age = duration_within(*t, "journal_max_age", c.journal_max_age, std::chrono::hours(1),
+                                          std::chrono::hours(24 * 3650),
+                                          "[sandbox] journal_max_age must be a duration of an hour or more (\"14d\", "
+                                          "\"72h\"): how long runs stay undoable");
       c.journal_max_bytes = static_cast<std::uint64_t>(int_of(*t, "journal_max_size", "sandbox",
                                                               static_cast<std::int64_t>(c.journal_max_bytes >> 20), 16,
                                                               1024 * 1024)) << 20;
@@ -652,19 +660,10 @@ struct loader {
           c.approvals.allowed.push_back(*host);
         }
       }
-      if (auto *d = t->get("timeout")) {
-        auto text = d->value<std::string>();
-        std::chrono::milliseconds ms{0};
-        try {
-          if (text) ms = parse_duration(*text);
-        } catch (const std::exception &) {
-          text.reset();
-        }
-        if (!text || ms < std::chrono::seconds(1) || ms > std::chrono::minutes(10)) {
-          fail(*d, "[approvals] timeout must be a duration from \"1s\" to \"10m\" (how long a request waits for a person)");
-        }
-        c.approvals.timeout = ms;
-      }
+      c.approvals.timeout = duration_within(*t, "timeout", c.approvals.timeout, std::chrono::seconds(1),
+                                            std::chrono::minutes(10),
+                                            "[approvals] timeout must be a duration from \"1s\" to \"10m\" (how long "
+                                            "a request waits for a person)");
       if (auto *m = t->get("max_pending")) {
         auto v = m->value<std::int64_t>();
         if (!v || *v < 1 || *v > 1000) fail(*m, "[approvals] max_pending must be a number from 1 to 1000");

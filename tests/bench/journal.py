@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from exec_startup import default_binary
 
 WRITE_20K = ("import os\n"
              "for d in range(200):\n"
@@ -28,14 +28,6 @@ REWRITE_100 = ("import os\n"
                "for i in range(100):\n"
                "    p = 'src/d%d/f%d.txt' % (i % 50, i)\n"
                "    open(p, 'a').write('more\\n')\n")
-
-
-def default_binary():
-    for preset in ("release", "default"):
-        p = os.path.join(HERE, "../../build", preset, "sluice")
-        if os.path.exists(p):
-            return os.path.realpath(p)
-    raise SystemExit("build sluice first: scripts/build.sh release")
 
 
 def main():

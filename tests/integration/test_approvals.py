@@ -360,17 +360,23 @@ class ExecApprovalsAsRoot(base.ExecCase):
     outside, which find the run's admin listener and token in the caller's state directory; the
     token is never printed without a terminal and never inside the view."""
 
-    def test_a_held_request_inside_exec(self):
+    def askable_policy(self):
+        """The suite's policy with origin.test off the skill's allowlist and in [approvals]: only a
+        person can let it through. The file is the test user's; its path."""
         with open(M["policy"]) as f:
             text = f.read()
         d = tempfile.mkdtemp(dir=M["tmp"])
         os.chmod(d, 0o755)
         policy = os.path.join(d, "policy.toml")
         with open(policy, "w") as f:
-            # origin.test off the skill's allowlist: only a person can let it through.
             text = text.replace('allow_domains = ["origin.test:8443"]\ngrants', 'allow_domains = []\ngrants', 1)
             f.write(text + '\n[approvals]\nhosts = ["origin.test:8443"]\ntimeout = "20s"\n')
+        os.chown(policy, self.user or 0, self.user or 0)
         os.chmod(policy, 0o644)
+        return policy
+
+    def test_a_held_request_inside_exec(self):
+        policy = self.askable_policy()
         # Through the proxy variables: a refused CONNECT's status is curl's http_connect.
         script = ("curl -sS https://origin.test:8443/hello; "
                   "curl -sS -o /dev/null -w '%{http_connect}\\n' https://origin.test:8443/hello; "
@@ -420,16 +426,7 @@ class ExecApprovalsAsRoot(base.ExecCase):
         """`sluice approve --always --yes` for a run of `sluice exec`: the caller's policy file gets
         the block (appended by sluice outside the sandbox, as the caller), the rest of the run and
         the next run pass without asking."""
-        with open(M["policy"]) as f:
-            text = f.read()
-        d = tempfile.mkdtemp(dir=M["tmp"])
-        os.chmod(d, 0o755)
-        policy = os.path.join(d, "policy.toml")
-        with open(policy, "w") as f:
-            text = text.replace('allow_domains = ["origin.test:8443"]\ngrants', 'allow_domains = []\ngrants', 1)
-            f.write(text + '\n[approvals]\nhosts = ["origin.test:8443"]\ntimeout = "20s"\n')
-        os.chown(policy, self.user or 0, self.user or 0)
-        os.chmod(policy, 0o644)
+        policy = self.askable_policy()
         with open(policy) as f:
             before = f.read()
         script = "curl -sS https://origin.test:8443/hello; curl -sS https://origin.test:8443/hello"
