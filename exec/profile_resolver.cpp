@@ -193,6 +193,7 @@ resolved_exec resolve_exec(const exec_request &req) {
   }
   out.require_landlock = trusted.require_landlock;
   out.nested_userns = skill.nested_userns.value_or(trusted.nested_userns);
+  out.journal = skill.journal.value_or(trusted.journal);
   out.credential_files = trusted.credential_files;
   out.max_workspace_entries = trusted.max_workspace_entries;
   out.guarded_names = trusted.guarded_names;

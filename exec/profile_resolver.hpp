@@ -48,6 +48,7 @@ struct resolved_exec {
   bool read_only_workspace = false;
   bool require_landlock = false;
   bool nested_userns = false;             // [sandbox] or [skills.NAME] nested_userns (trusted only)
+  bool journal = false;                   // [sandbox] or [skills.NAME] journal (trusted only)
   std::vector<std::string> credential_files; // the defaults plus the policy's
   std::size_t max_workspace_entries = 0;
   std::vector<std::string> guarded_names; // the policy's, beside guarded_names()

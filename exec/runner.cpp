@@ -339,7 +339,7 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
     throw refusal("--stage: the workspace is read-only for this run (--filesystem read-only), so nothing could be "
                   "staged; leave out one or the other");
   }
-  if ((plan.staged || opt.journal || resolved.gateway.journal) && so.view.workspace_writable) {
+  if ((plan.staged || opt.journal || resolved.journal) && so.view.workspace_writable) {
     journal::limits lim;
     lim.max_age_seconds = std::chrono::duration_cast<std::chrono::seconds>(resolved.gateway.journal_max_age).count();
     lim.max_bytes = resolved.gateway.journal_max_bytes;

@@ -80,6 +80,8 @@ struct skill_config {
   std::vector<profile> ask_profiles;
   // nested_userns for this skill's commands; unset: [sandbox] nested_userns.
   std::optional<bool> nested_userns;
+  // journal for this skill's commands (`sluice undo`); unset: [sandbox] journal.
+  std::optional<bool> journal;
 };
 
 // [listen.agents.NAME] (serve): a proxy listener of one agent host. Its traffic is named in the

@@ -833,7 +833,7 @@ struct loader {
         if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
         check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
                                "keep_env", "filesystem", "filesystem_escalations", "credentials",
-                               "writable", "ask_domains", "ask_profiles", "nested_userns", "ssh"});
+                               "writable", "ask_domains", "ask_profiles", "nested_userns", "ssh", "journal"});
         skill_config sk;
         sk.name = std::string(k.str());
         if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -847,6 +847,7 @@ struct loader {
         sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);
         sk.writable = strings_of(*s, "writable", "skills." + sk.name);
         if (s->get("nested_userns")) sk.nested_userns = bool_of(*s, "nested_userns", "skills." + sk.name, false);
+        if (s->get("journal")) sk.journal = bool_of(*s, "journal", "skills." + sk.name, false);
         check_patterns(*s, "ask_domains", "skills." + sk.name);
         sk.ask_domains = strings_of(*s, "ask_domains", "skills." + sk.name);
         if (auto *n = s->get("ask_profiles")) {

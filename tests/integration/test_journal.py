@@ -286,6 +286,22 @@ class JournalAsRoot(unittest.TestCase):
         self.assertEqual(u.returncode, 0, u.stderr.decode())
         self.assertEqual(snapshot(self.ws), before)
 
+    def test_a_skill_of_the_trusted_policy_journals_every_run(self):
+        """journal = true under [skills.NAME]: that skill's runs are journaled without --journal."""
+        policy = os.path.join(self.tmp, "policy.toml")
+        with open(policy, "w") as f:
+            f.write('default_skill = "agent"\n[skills.agent]\ndefault_profile = "offline"\njournal = true\n'
+                    '[skills.plain]\ndefault_profile = "offline"\n')
+        self.write("a.txt", b"keep me\n")
+        self.own()
+        p = self.sluice("exec", "--policy", policy, "--", "rm", "a.txt")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(self.sluice("undo").returncode, 0)
+        self.assertEqual(self.read("a.txt"), "keep me\n")
+        p = self.sluice("exec", "--policy", policy, "--skill", "plain", "--", "rm", "a.txt")
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(len(self.runs_json()), 1)   # the plain skill's run is not journaled
+
     def test_refused_where_it_cannot_layer(self):
         """A workspace path the overlay's options cannot name is refused before anything runs."""
         odd = os.path.join(self.tmp, "a,b")

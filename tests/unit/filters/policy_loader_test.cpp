@@ -176,6 +176,9 @@ TEST_CASE("[sandbox] journal settings", "[filters][config]") {
   CHECK(c.journal_max_age == std::chrono::hours(72));
   CHECK(c.journal_max_bytes == 512ull << 20);
   CHECK_FALSE(load_config_string("", "t.toml").journal);
+  auto sk = load_config_string("[skills.agent]\njournal = true\n[skills.other]\n", "t.toml");
+  CHECK(sk.skills.at("agent").journal == std::optional<bool>(true));
+  CHECK_FALSE(sk.skills.at("other").journal.has_value());
   CHECK(contains(error_of("[sandbox]\njournal_max_age = \"5m\"\n"), "an hour or more"));
   CHECK(contains(error_of("[sandbox]\njournal_max_size = 1\n"), "journal_max_size"));
 }
