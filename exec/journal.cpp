@@ -878,7 +878,6 @@ int apply_staged(const std::string &home, const std::string &id, const std::vect
   auto done = ops_of(meta);
   int batch = 0;
   for (const auto &o : done) batch = std::max(batch, o.batch + 1);
-  if (done.empty()) batch = 0;
   std::vector<op> all, now;
   plan_dir(dir + "/upper", ws, "", all);
   std::vector<std::string> held;

@@ -259,19 +259,24 @@ int run_approvals(const approvals_options &o) {
   }
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
   if (token.empty()) throw std::runtime_error("give the approvals token: --token-file FILE or SLUICE_APPROVALS_TOKEN");
-  if (o.action == "list") {
+  // The held requests, as GET /api/approvals lists them.
+  auto pending = [&] {
     auto [status, body] = admin_call(admin, http::verb::get, "/api/approvals", token, "");
     if (status != 200) throw std::runtime_error("the admin listener answered " + std::to_string(status) + ": " + body);
     boost::system::error_code jec;
     auto v = boost::json::parse(body, jec);
     auto *list = !jec && v.is_object() ? v.as_object().if_contains("pending") : nullptr;
     if (!list || !list->is_array()) throw std::runtime_error("the admin listener's answer is not the approvals list");
-    if (list->as_array().empty()) {
+    return std::move(list->as_array());
+  };
+  if (o.action == "list") {
+    auto held = pending();
+    if (held.empty()) {
       std::printf("nothing is waiting for a decision\n");
       return 0;
     }
     std::printf("%-6s %-8s %-40s %-10s %-8s %s\n", "ID", "METHOD", "HOST", "PROFILE", "WAITED", "CLIENT");
-    for (const auto &x : list->as_array()) {
+    for (const auto &x : held) {
       const auto &r = x.as_object();
       auto str = [&](const char *k) { return r.if_contains(k) && r.at(k).is_string() ? std::string(r.at(k).as_string()) : std::string(); };
       std::string host = str("host") + ":" + std::to_string(r.at("port").to_number<unsigned>()) + str("path");
@@ -283,14 +288,9 @@ int run_approvals(const approvals_options &o) {
   }
   if (o.action == "always") {
     // What would be written, shown first; written only on a yes.
-    auto [status, list_body] = admin_call(admin, http::verb::get, "/api/approvals", token, "");
-    if (status != 200) throw std::runtime_error("the admin listener answered " + std::to_string(status) + ": " + list_body);
-    boost::system::error_code jec;
-    auto v = boost::json::parse(list_body, jec);
-    auto *list = !jec && v.is_object() ? v.as_object().if_contains("pending") : nullptr;
-    if (!list || !list->is_array()) throw std::runtime_error("the admin listener's answer is not the approvals list");
+    auto list = pending();
     const boost::json::object *held = nullptr;
-    for (const auto &x : list->as_array()) {
+    for (const auto &x : list) {
       auto *id = x.is_object() ? x.as_object().if_contains("id") : nullptr;
       if (id && id->is_number() && id->to_number<std::uint64_t>() == o.id) held = &x.as_object();
     }

@@ -375,6 +375,21 @@ class ExecApprovalsAsRoot(base.ExecCase):
         os.chmod(policy, 0o644)
         return policy
 
+    def cli(self, *args):
+        return subprocess.run(self.prefix() + [SLUICE, *args], capture_output=True, env=self.env(), timeout=30)
+
+    def next_id(self, listing="approvals"):
+        """The id of the first request to origin.test:8443 that `sluice approvals` (or `pending`)
+        lists, within 20 s."""
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            p = self.cli(listing)
+            rows = [l.split() for l in p.stdout.decode().splitlines()[1:] if "origin.test:8443" in l]
+            if rows:
+                return rows[0][0]
+            time.sleep(0.1)
+        self.fail("no held request listed within 20 s: %s" % p.stderr.decode())
+
     def test_a_held_request_inside_exec(self):
         policy = self.askable_policy()
         # Through the proxy variables: a refused CONNECT's status is curl's http_connect.
@@ -387,18 +402,7 @@ class ExecApprovalsAsRoot(base.ExecCase):
         try:
             state = os.path.join(self.home, ".local/state/sluice/approvals")
 
-            def cli(*args):
-                return subprocess.run(self.prefix() + [SLUICE, *args], capture_output=True, env=self.env(), timeout=30)
-
-            def next_id():
-                deadline = time.time() + 20
-                while time.time() < deadline:
-                    p = cli("approvals")
-                    rows = [l.split() for l in p.stdout.decode().splitlines()[1:] if "origin.test:8443" in l]
-                    if rows:
-                        return rows[0][0]
-                    time.sleep(0.1)
-                self.fail("no held request listed within 20 s: %s" % p.stderr.decode())
+            cli, next_id = self.cli, self.next_id
             first = next_id()
             files = os.listdir(state)
             self.assertEqual(len(files), 1)
@@ -433,15 +437,7 @@ class ExecApprovalsAsRoot(base.ExecCase):
         run = self.prefix() + [SLUICE, "exec", "--policy", policy, "--sandbox-profile", "network-read", "--", "sh", "-c"]
         proc = subprocess.Popen(run + [script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(), cwd=self.work)
         try:
-            deadline = time.time() + 20
-            rows = []
-            while not rows and time.time() < deadline:
-                p = subprocess.run(self.prefix() + [SLUICE, "pending"], capture_output=True, env=self.env(), timeout=30)
-                rows = [l.split() for l in p.stdout.decode().splitlines()[1:] if "origin.test:8443" in l]
-                time.sleep(0.1)
-            self.assertTrue(rows, "nothing was held")
-            p = subprocess.run(self.prefix() + [SLUICE, "approve", "--always", "--yes", rows[0][0]],
-                               capture_output=True, env=self.env(), timeout=30)
+            p = self.cli("approve", "--always", "--yes", self.next_id("pending"))
             self.assertEqual(p.returncode, 0, p.stderr.decode())
             self.assertIn(policy.encode(), p.stdout)
             out, err = proc.communicate(timeout=60)
