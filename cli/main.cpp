@@ -143,6 +143,9 @@ int main(int argc, char **argv) {
     c->add_option("--stage-run", ex.stage_run, "go on with staged run RUN (its earlier changes in view)");
     c->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
     c->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
+    c->add_option("--access-log-format", ex.access_log_format,
+        "json (sluice's line) or ocsf (OCSF 1.8 events); default: the policy's [log] format")
+        ->check(CLI::IsMember({"json", "ocsf"}));
     c->add_option("--json-summary", ex.json_summary, "write a JSON summary here at exit");
     c->add_option("--metrics-textfile", ex.metrics_textfile,
         "add this command's metrics to DIR/sluice_exec.prom (node_exporter textfile "

@@ -243,6 +243,7 @@ exec_plan plan_command(const exec_options &opt, exec_progress &progress) {
   auto &resolved = plan.resolved;
   if (!opt.agent.host.empty()) add_host_boundary(opt.agent, resolved);
   resolved.gateway.access_log = opt.access_log;
+  if (!opt.access_log_format.empty()) resolved.gateway.access_log_format = opt.access_log_format;
   plan.mode = resolved.gateway.mode;
   progress.skill = resolved.skill;
   progress.profile = std::string(filters::to_string(plan.mode));

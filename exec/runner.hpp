@@ -27,6 +27,7 @@ struct exec_options {
   exec_request request;
   std::vector<std::string> argv; // everything after `--`
   std::string access_log;        // "" none, "-" stderr, else a file
+  std::string access_log_format; // "json" or "ocsf"; empty: the trusted policy's [log] format
   std::string json_summary;      // file to write the summary to
   std::vector<int> pass_fds;     // descriptors above 2 the command keeps (--pass-fd)
   std::string metrics_textfile;  // node_exporter textfile directory (--metrics-textfile)

@@ -175,6 +175,7 @@ struct config {
   limits_config limits;
   std::string access_log; // "" none, "-" stderr, else a file path
   bool redact_query = true;
+  std::string access_log_format = "json"; // [log] format: "json" (sluice's line) or "ocsf"
   std::map<std::string, skill_config> skills;
   // [credentials.NAME]. serve injects every one; exec only those granted (resolve_exec), with their
   // secrets loaded (load_secret) before the policy is built.

@@ -601,8 +601,13 @@ struct loader {
       l.pool_idle_timeout = duration_of(*t, "pool_idle_timeout", "limits", l.pool_idle_timeout);
     }
     if (auto *t = root["log"].as_table()) {
-      check_keys(*t, "[log]", {"access_log", "redact_query"});
+      check_keys(*t, "[log]", {"access_log", "redact_query", "format"});
       c.access_log = string_of(*t, "access_log", "log", "");
+      c.access_log_format = string_of(*t, "format", "log", "json");
+      if (c.access_log_format != "json" && c.access_log_format != "ocsf") {
+        fail(*t->get("format"), "[log] format must be \"json\" (sluice's access log line) or \"ocsf\" "
+                                    "(OCSF 1.8 HTTP and Network Activity events)");
+      }
       c.redact_query = bool_of(*t, "redact_query", "log", true);
     }
     if (auto *t = root["sandbox"].as_table()) {

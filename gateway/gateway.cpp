@@ -97,8 +97,9 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
         "sluice ephemeral CA", std::chrono::hours(24 * 30), constraints_for(*policy)));
   }
   metrics_ = std::make_unique<metrics::metrics>(options_.skill);
-  log_ = std::make_unique<metrics::access_log>(cfg.access_log, options_.command_id, options_.skill,
-                                               cfg.redact_query);
+  log_ = std::make_unique<metrics::access_log>(
+      cfg.access_log, options_.command_id, options_.skill, cfg.redact_query,
+      cfg.access_log_format == "ocsf" ? metrics::log_format::ocsf : metrics::log_format::json);
   leaves_ = std::make_unique<certs::leaf_cache>(*ca_, cfg.leaf_validity);
 
   server_tls_.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
@@ -210,6 +211,11 @@ bool gateway::peer_allowed(const tcp::socket &socket, const listener_set &set) {
   r.decision = "deny";
   r.reason = "agent_peer_refused";
   r.agent = set.agent;
+  boost::system::error_code ec;
+  auto peer = socket.remote_endpoint(ec);
+  std::string ip = ec ? std::string() : peer.address().to_string();
+  r.source_ip = ip;
+  r.source_port = ec ? 0 : peer.port();
   log_->write(r);
   auto now = std::chrono::steady_clock::now().time_since_epoch().count();
   auto last = last_refusal_note_.load();

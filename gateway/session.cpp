@@ -260,7 +260,7 @@ void session::finish(outcome &o) {
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
                     captured_ ? "capture" : "proxy", agent_, who(), cfg().role, o.protocol,
                     o.ws_messages_in, o.ws_messages_out, o.ws_close_code, o.grpc_status, o.ssh_user,
-                    o.ssh_command, o.exit_status, o.approval, o.decided_by});
+                    o.ssh_command, o.exit_status, o.approval, o.decided_by, source_.ip, source_.port});
   if (!agent_.empty()) state_.metrics.agent_request(agent_, o.decision);
   state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                        o.bytes_in, o.bytes_out});

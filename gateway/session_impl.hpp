@@ -132,8 +132,8 @@ class session {
 public:
   session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent, bool identify,
           bool tls_listener = false)
-      : client_(std::in_place, std::move(socket)), worker_(w), state_(state), agent_(agent), identify_(identify),
-        tls_listener_(tls_listener), policy_(state.policy.load()),
+      : source_(peer_of(socket)), client_(std::in_place, std::move(socket)), worker_(w), state_(state),
+        agent_(agent), identify_(identify), tls_listener_(tls_listener), policy_(state.policy.load()),
         buffer_(cfg().limits.max_header_bytes + chunk_size) {}
 
   net::awaitable<void> run();
@@ -351,6 +351,18 @@ public:
 private:
   // The client's connection; gone once a parked tunnel has taken the socket (park()), with the
   // stream's timers (about 0.5 KiB).
+  // The client's address and port as the listener saw them, for the access log.
+  struct peer {
+    std::string ip;
+    unsigned port = 0;
+  };
+  static peer peer_of(const tcp::socket &socket) {
+    error_code ec;
+    auto ep = socket.remote_endpoint(ec);
+    if (ec) return {};
+    return {ep.address().to_string(), ep.port()};
+  }
+  peer source_;
   std::optional<beast::tcp_stream> client_;
   worker &worker_;
   gateway_state &state_;

@@ -34,7 +34,18 @@ struct access_record {
   // A request held for a person ([approvals]): the decision ("once", "run", "deny", "timeout") and
   // where it was made ("page", "cli"; empty for a timeout).
   std::string_view approval, decided_by;
+  // The client's address and port as sluice's listener saw them (empty: not known).
+  std::string_view source_ip;
+  unsigned source_port = 0;
 };
+
+// How the log encodes a record ([log] format, exec --access-log-format): sluice's JSON line
+// (docs/metrics.md), or an OCSF 1.x event (HTTP Activity or Network Activity) per line.
+enum class log_format { json, ocsf };
+
+// The fields only some records have (WebSocket, gRPC and SSH details, an approval), appended as
+// ",\"key\":value" pairs: the same in both encodings.
+void append_detail_fields(std::string &line, const access_record &r);
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never
 // thrown into the data path.
@@ -43,7 +54,7 @@ public:
   // `destination`: "" (off), "-" (stderr) or a path opened for append.
   // `skill`: the exec skill (empty for serve), carried in every line with the command id.
   access_log(const std::string &destination, std::string command_id, std::string skill,
-             bool redact_query);
+             bool redact_query, log_format format = log_format::json);
   ~access_log();
   access_log(const access_log &) = delete;
   access_log &operator=(const access_log &) = delete;
@@ -60,6 +71,7 @@ private:
   std::string command_id_;
   std::string skill_;
   bool redact_query_;
+  log_format format_;
   std::mutex mutex_;
 };
 

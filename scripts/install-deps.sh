@@ -13,7 +13,7 @@ test_pkgs=(
   curl openssl python3 iproute2 git util-linux procps wget
   prometheus prometheus-node-exporter chromium nodejs bubblewrap socat
   python3-pip python3-requests python3-setuptools python3-wheel golang-go busybox python3-yaml haproxy
-  podman runc catatonit mmdebstrap apparmor nftables
+  podman runc catatonit mmdebstrap apparmor nftables docker.io
   nghttp2-client python3-h2 python3-websockets python3-grpcio
   openssh-server openssh-client gh nginx
 )

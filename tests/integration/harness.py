@@ -192,7 +192,7 @@ def start_dns(procs, records):
 class Gateway:
     """One `sluice serve` process with a config written from a TOML string."""
 
-    def __init__(self, procs, directory, toml_body, name="gw", listen_extra="", args=()):
+    def __init__(self, procs, directory, toml_body, name="gw", listen_extra="", args=(), log_format=None):
         self.dir = directory
         self.port = free_port()
         self.admin = free_port()
@@ -200,6 +200,7 @@ class Gateway:
         self.ca = os.path.join(directory, name + "-ca.pem")
         self.log = os.path.join(directory, name + "-access.log")
         self.stderr_path = os.path.join(directory, name + ".stderr")
+        self.log_format = log_format  # [log] format; None: the default (sluice's JSON line)
         self.write_config(toml_body, listen_extra)
         self.stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen([SLUICE, "serve", "--config", self.config, "--ca-out", self.ca, *args],
@@ -216,6 +217,8 @@ class Gateway:
             f.write('[listen]\nproxy = "127.0.0.1:%d"\nadmin = "127.0.0.1:%d"\n' % (self.port, self.admin))
             f.write(listen_extra)
             f.write('[log]\naccess_log = "%s"\n' % self.log)
+            if self.log_format:
+                f.write('format = "%s"\n' % self.log_format)
 
     @property
     def proxy(self):

@@ -15,6 +15,7 @@ import unittest
 import urllib.parse
 import urllib.request
 
+import ocsf_schema
 import test_exec as base
 from harness import (PYTHON, SLUICE, Gateway, LoopbackOrigins, curl, free_port, loopback_upstream,
                      raw_exchange, start_dns, status_of, wait_port)
@@ -31,7 +32,7 @@ PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 LOG_FIELDS = {"time", "command_id", "skill", "profile", "method", "scheme", "host", "port", "path", "rule",
               "decision", "reason", "status", "bytes_in", "bytes_out", "duration_seconds", "entry", "agent", "client", "role",
-              "protocol"}
+              "protocol", "source_ip", "source_port"}
 
 
 def need(path, package):
@@ -330,6 +331,102 @@ class ExecTextfileAsRoot(base.ExecCase):
 
 
 class ExecTextfileAsNobody(ExecTextfileAsRoot):
+    user = 65534
+
+
+def ocsf_problems(events):
+    return [(e.get("unmapped", {}).get("reason"), p) for e in events for p in ocsf_schema.validate(e)]
+
+
+class OcsfAuditEvents(LoopbackOrigins):
+    """[log] format = "ocsf": the same traffic through two gateways, one writing sluice's JSON line
+    and one writing OCSF events; every event is valid against the OCSF 1.8.0 classes
+    (ocsf_schema.py) and says what the JSON line says."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        body = serve_config(cls)
+        cls.json_gw = Gateway(cls.procs, cls.tmp.name, body, "json")
+        cls.ocsf_gw = Gateway(cls.procs, cls.tmp.name, body, "ocsf", log_format="ocsf")
+        for gw in (cls.json_gw, cls.ocsf_gw):
+            traffic(cls, gw)
+            raw_exchange(gw.port, bytes.fromhex("16030100") + b"\x00" * 8, read_timeout=5)  # not HTTP
+        deadline = time.monotonic() + 5
+        while len(cls.ocsf_gw.access_log()) < len(cls.json_gw.access_log()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def test_every_event_is_valid_ocsf(self):
+        events = self.ocsf_gw.access_log()
+        self.assertGreaterEqual(len(events), 7)
+        self.assertEqual(ocsf_problems(events), [])
+        self.assertEqual({e["class_uid"] for e in events}, {4001, 4002})
+
+    def test_one_record_two_encodings(self):
+        def key(method, host, port, decision, reason, status):
+            return (method, host, port, decision, reason, status)
+        from_json = sorted(key(l["method"], l["host"], l["port"], l["decision"], l["reason"], l["status"])
+                           for l in self.json_gw.access_log())
+        from_ocsf = []
+        for e in self.ocsf_gw.access_log():
+            u, dst = e["unmapped"], e["dst_endpoint"]
+            method = e["http_request"]["http_method"] if e["class_uid"] == 4002 else u["method"]
+            status = e["http_response"]["code"] if e["class_uid"] == 4002 else u["status"]
+            from_ocsf.append(key(method, dst.get("hostname", ""), dst.get("port", 0), u["decision"], u["reason"], status))
+            self.assertEqual(e["status_code"], u["reason"])
+            self.assertEqual(e["traffic"]["bytes"], e["traffic"]["bytes_in"] + e["traffic"]["bytes_out"])
+        self.assertEqual(sorted(from_ocsf), from_json)
+
+    def test_the_verdicts_map_to_ocsf(self):
+        events = self.ocsf_gw.access_log()
+
+        def one(**match):
+            found = [e for e in events if all(e["unmapped"].get(k) == v for k, v in match.items())]
+            self.assertTrue(found, (match, events))
+            return found[0]
+        get = one(decision="allow", method="GET", path="/bytes/20000")
+        self.assertEqual((get["class_uid"], get["activity_id"], get["type_uid"]), (4002, 3, 400203))
+        self.assertEqual((get["action_id"], get["disposition_id"], get["status_id"], get["severity_id"]), (1, 1, 1, 1))
+        self.assertEqual(get["http_response"]["code"], 200)
+        self.assertEqual(get["traffic"]["bytes_in"], 20000)  # from the destination, to the client
+        self.assertEqual(get["firewall_rule"]["name"], "origin.test:%d" % self.https)
+        self.assertEqual(get["http_request"]["url"]["url_string"], "https://origin.test:%d/bytes/20000" % self.https)
+        self.assertEqual(get["src_endpoint"]["ip"], "127.0.0.1")
+        self.assertEqual(get["metadata"]["product"]["name"], "sluice")
+        self.assertLessEqual(get["start_time"], get["time"])
+        post = one(decision="deny", method="POST")
+        self.assertEqual((post["activity_id"], post["action_id"], post["disposition_id"], post["status_id"]), (6, 2, 2, 2))
+        self.assertEqual(post["status_code"], "method_not_allowed")
+        self.assertEqual(post["http_response"]["code"], 403)
+        denied = one(reason="host_not_allowlisted")
+        self.assertEqual((denied["activity_id"], denied["dst_endpoint"]["hostname"]), (1, "exfil.example.net"))
+        failed = one(decision="error", reason="client_tls_rejected")
+        self.assertEqual((failed["action_id"], failed["disposition_id"]), (1, 27))
+        opening = one(reason="non_http_protocol")
+        self.assertEqual((opening["class_uid"], opening["activity_id"], opening["type_uid"]), (4001, 4, 400104))
+
+
+class OcsfFromExecAsRoot(base.ExecCase):
+    def test_an_exec_runs_events(self):
+        log = os.path.join(self.work, "audit.log")
+        p = self.sx("--sandbox-profile", "network-read", "--access-log", log, "--access-log-format", "ocsf", "--",
+                    "sh", "-c", "curl -sS -o /dev/null https://origin.test:8443/bytes/100 && "
+                    "curl -s -o /dev/null -X POST https://origin.test:8443/post; exit 0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(log) as f:
+            events = [json.loads(l) for l in f]
+        self.assertEqual(ocsf_problems(events), [])
+        verdicts = sorted((e["http_request"]["http_method"], e["action_id"], e["unmapped"]["skill"]) for e in events
+                          if e["class_uid"] == 4002 and e["activity_id"] != 1)
+        self.assertEqual(verdicts, [("GET", 1, "default"), ("POST", 2, "default")])
+        ids = {e["metadata"]["correlation_uid"] for e in events}
+        self.assertEqual(len(ids), 1)  # one run, one command id
+        p = self.sx("--access-log", log, "--access-log-format", "xml", "--", "true")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(b"--access-log-format", p.stderr)
+
+
+class OcsfFromExecAsNobody(OcsfFromExecAsRoot):
     user = 65534
 
 
