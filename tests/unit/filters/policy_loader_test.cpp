@@ -43,6 +43,7 @@ max_header_bytes = 32768
 [log]
 access_log = "-"
 redact_query = false
+format = "ocsf"
 [skills.code-review]
 default_profile = "offline"
 escalations = ["network-read"]
@@ -59,6 +60,7 @@ grants = ["GITHUB_TOKEN"]
   CHECK(c.timeouts.io == std::chrono::milliseconds(500));
   CHECK(c.limits.max_header_bytes == 32768);
   CHECK_FALSE(c.redact_query);
+  CHECK(c.access_log_format == "ocsf");
   CHECK(c.skills.at("code-review").escalations.at(0) == profile::network_read);
 }
 
@@ -69,6 +71,7 @@ TEST_CASE("config errors name the file, the line and the fix", "[filters][config
   };
   const row rows[] = {
       {"profile = \"network-read\"\nbogus = 1\n", {"test.toml:2:", "unknown key 'bogus'", "known keys"}},
+      {"[log]\nformat = \"cef\"\n", {"test.toml:2:", "[log] format", "\"ocsf\""}},
       {"profile = \"readonly\"\n", {"test.toml:1:", "profile", "network-read"}},
       {"[policy]\nallow = [\n  \"ok.com\",\n  \"re:([\"\n]\n", {"test.toml:4:", "bad regex", "re:(["}},
       {"[policy]\nallow = [\"host:70000\"]\n", {"test.toml:2:", "out of range", "1 to 65535"}},
