@@ -64,9 +64,11 @@ class Engine:
         self.env = dict(os.environ, DOCKER_HOST="unix://" + SOCKET)
         self.proc = None
         self._stop_leftover()
+        others = run(["pidof", "dockerd"], check=False).stdout.strip()
+        if not others:
+            self._clean_leftovers()
         # The range must be Docker's alone here: refuse to run where any of it is routed already,
         # except by the bridges a stopped dockerd of these tests leaves behind (removed here).
-        others = run(["pidof", "dockerd"], check=False).stdout.strip()
         for line in run(["ip", "-4", "route", "show"]).stdout.splitlines():
             words = line.split()
             dest = words[0]
@@ -109,6 +111,26 @@ class Engine:
             time.sleep(0.2)
         os.kill(pid, signal.SIGKILL)
 
+    @staticmethod
+    def _clean_leftovers():
+        """What a dockerd of these tests that was stopped may leave behind, with no dockerd running:
+        the network namespaces of its overlay networks (bind mounts under its exec root) and VXLAN
+        devices it made but had not moved into one yet (named vx-VNI-ID). A new overlay network with
+        the same VNI fails with "error creating vxlan interface: file exists" otherwise."""
+        netns = os.path.join(EXEC_ROOT, "netns")
+        if os.path.isdir(netns):
+            for name in os.listdir(netns):
+                path = os.path.join(netns, name)
+                run(["umount", path], check=False)
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        for line in run(["ip", "-o", "link", "show", "type", "vxlan"]).stdout.splitlines():
+            dev = line.split(":")[1].strip().split("@")[0]
+            if re.fullmatch(r"vx-[0-9a-f]{6}-[0-9a-z]+", dev):
+                run(["ip", "link", "del", dev], check=False)
+
     def log_tail(self, n=4000):
         with open(self.log_path, errors="replace") as f:
             return f.read()[-n:]
@@ -139,5 +161,7 @@ class Engine:
                     self.proc.wait()
             self.proc = None
             self.log.close()
+            if not run(["pidof", "dockerd"], check=False).stdout.strip():
+                self._clean_leftovers()
         if self.forward_before and forward_policy() != self.forward_before:
             run(["iptables", "-P", "FORWARD", self.forward_before])

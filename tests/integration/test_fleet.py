@@ -70,6 +70,9 @@ class Load(threading.Thread):
         self.host = "%s:%d" % (url_host, url_port)
         self.auth = "Basic " + base64.b64encode(("%s:%s" % (client, TOKENS[client])).encode()).decode()
         self.ok, self.failed, self.paths, self.retried = 0, [], [], 0
+        # Each request that got its 200: its number and when it started and ended (monotonic), for
+        # the slowest request during an event.
+        self.done = []
         self.stopping = threading.Event()
 
     def run(self):
@@ -77,6 +80,8 @@ class Load(threading.Thread):
         n = 0
         while not self.stopping.is_set():
             n += 1
+            started = time.monotonic()
+            ok_before = self.ok
             path = "/bytes/%d" % (100 + n % 50)
             target = "http://%s%s?%s-%d" % (self.host, path, self.client, n)
             try:
@@ -118,6 +123,8 @@ class Load(threading.Thread):
                 self.failed.append((n, repr(e)))
                 conn = None
             self.paths.append(n)
+            if self.ok > ok_before:
+                self.done.append((n, started, time.monotonic()))
         if conn is not None:
             conn.close()
 
