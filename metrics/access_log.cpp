@@ -30,6 +30,9 @@ access_log::~access_log() {
   if (owned_) std::fclose(file_);
 }
 
+namespace {
+
+// The fields only some records have: WebSocket, gRPC and SSH details, an approval.
 void append_detail_fields(std::string &line, const access_record &r) {
   using namespace json_text;
   if (r.protocol == "websocket") {
@@ -51,7 +54,7 @@ void append_detail_fields(std::string &line, const access_record &r) {
   }
 }
 
-namespace {
+} // namespace
 
 // sluice's own line (docs/metrics.md): the keys in the documented order.
 void encode_json(std::string &line, const access_record &r, std::chrono::system_clock::time_point now,
@@ -86,8 +89,6 @@ void encode_json(std::string &line, const access_record &r, std::chrono::system_
   }
   line.push_back('}');
 }
-
-} // namespace
 
 void access_log::write(const access_record &r) {
   if (!file_) return;

@@ -1,4 +1,5 @@
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -43,9 +44,10 @@ struct access_record {
 // (docs/metrics.md), or an OCSF 1.x event (HTTP Activity or Network Activity) per line.
 enum class log_format { json, ocsf };
 
-// The fields only some records have (WebSocket, gRPC and SSH details, an approval), appended as
-// ",\"key\":value" pairs: the same in both encodings.
-void append_detail_fields(std::string &line, const access_record &r);
+// Appends sluice's JSON line for `r` written at `now` (one object, no newline): the access log's
+// own encoding, and the `unmapped` part of its OCSF one.
+void encode_json(std::string &line, const access_record &r, std::chrono::system_clock::time_point now,
+                 std::string_view command_id, std::string_view skill);
 
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never
 // thrown into the data path.

@@ -234,25 +234,10 @@ void encode_ocsf(std::string &out, const access_record &r, std::chrono::system_c
     out.push_back('}');
   }
   out.push_back(']');
-  // sluice's own fields, under the names its JSON line gives them (docs/metrics.md).
-  out.append(",\"unmapped\":{");
-  field(out, "\"decision\":", r.decision);
-  field(out, ",\"reason\":", r.reason);
-  field(out, ",\"rule\":", r.rule);
-  field(out, ",\"command_id\":", command_id);
-  field(out, ",\"skill\":", skill);
-  field(out, ",\"profile\":", r.profile);
-  field(out, ",\"entry\":", r.entry);
-  field(out, ",\"agent\":", r.agent);
-  field(out, ",\"client\":", r.client);
-  field(out, ",\"role\":", r.role);
-  field(out, ",\"protocol\":", r.protocol);
-  field(out, ",\"method\":", r.method);
-  field(out, ",\"path\":", r.target);
-  field(out, ",\"status\":", std::uint64_t{r.status});
-  field(out, ",\"duration_seconds\":", r.duration_seconds);
-  append_detail_fields(out, r);
-  out.append("}}");
+  // sluice's own record: its JSON line as is (docs/metrics.md), every field under its own name.
+  out.append(",\"unmapped\":");
+  encode_json(out, r, now, command_id, skill);
+  out.push_back('}');
 }
 
 } // namespace sluice::metrics

@@ -48,6 +48,24 @@ def run(cmd, timeout=600, check=True, **kw):
     return p
 
 
+class HostOrigin:
+    """The test origin (tests/integration/origin.py) on this machine at `address`, for containers."""
+
+    def __init__(self, address, port):
+        self.proc = subprocess.Popen(["/usr/bin/python3", os.path.join(os.path.dirname(__file__), "..", "integration",
+                                                                       "origin.py"), str(port)],
+                                     env=dict(os.environ, ORIGIN_HOST=address), stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.stop()
+            raise AssertionError("the test origin did not start on %s:%d" % (address, port))
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
 def forward_policy():
     for line in run(["iptables", "-S", "FORWARD"]).stdout.splitlines():
         if line.startswith("-P FORWARD "):

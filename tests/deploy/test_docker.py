@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from docker_engine import Engine, run
+from docker_engine import Engine, HostOrigin, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "../.."))
@@ -64,11 +63,7 @@ def setUpModule():
         e.build_image(IMAGE, package(), os.path.join(ROOT, "deploy/container/Containerfile"))
         e.docker(["network", "rm", NETWORK], check=False)
         e.docker(["network", "create", "--subnet", SUBNET, "--gateway", GATEWAY, NETWORK])
-        M["origin"] = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "tests/integration/origin.py"),
-                                        str(ORIGIN_PORT)], env=dict(os.environ, ORIGIN_HOST=GATEWAY),
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if M["origin"].stdout.readline().strip() != "ready":
-            raise AssertionError("the test origin did not start on %s:%d" % (GATEWAY, ORIGIN_PORT))
+        M["origin"] = HostOrigin(GATEWAY, ORIGIN_PORT)
     except BaseException:
         tearDownModule()
         raise
@@ -76,9 +71,7 @@ def setUpModule():
 
 def tearDownModule():
     if "origin" in M:
-        M["origin"].kill()
-        M["origin"].wait()
-        M["origin"].stdout.close()
+        M["origin"].stop()
     if "engine" in M:
         M["engine"].docker(["network", "rm", NETWORK], check=False)
         M["engine"].stop()

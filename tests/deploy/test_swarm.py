@@ -23,7 +23,7 @@ import tempfile
 import time
 import unittest
 
-from docker_engine import BRIDGE_IP, Engine, run
+from docker_engine import BRIDGE_IP, Engine, HostOrigin, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "../.."))
@@ -102,11 +102,7 @@ def setUpModule():
         run([SLUICE, "ca", "init", "--cert", os.path.join(d, "ca.pem"), "--key", os.path.join(d, "ca.key")])
         e.docker(["secret", "create", "sluice-ca-cert", os.path.join(d, "ca.pem")])
         e.docker(["secret", "create", "sluice-ca-key", os.path.join(d, "ca.key")])
-        M["origin"] = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "tests/integration/origin.py"),
-                                        str(ORIGIN_PORT)], env=dict(os.environ, ORIGIN_HOST=BRIDGE_IP),
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if M["origin"].stdout.readline().strip() != "ready":
-            raise AssertionError("the test origin did not start on %s:%d" % (BRIDGE_IP, ORIGIN_PORT))
+        M["origin"] = HostOrigin(BRIDGE_IP, ORIGIN_PORT)
         M["lb_port"] = free_port()
         deploy(image=1, policy_version=1)
         wait_converged()
@@ -118,9 +114,7 @@ def setUpModule():
 
 def tearDownModule():
     if "origin" in M:
-        M["origin"].kill()
-        M["origin"].wait()
-        M["origin"].stdout.close()
+        M["origin"].stop()
     if "engine" in M:
         e = M["engine"]
         e.docker(["stack", "rm", STACK], check=False)
