@@ -254,7 +254,7 @@ void session::finish(outcome &o) {
   auto elapsed = std::chrono::duration<double>(clock::now() - o.start).count();
   auto profile = filters::to_string(cfg().mode);
   state_.metrics.request(
-      {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed, who()});
+      {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed, who(), o.protocol});
   std::string path = metrics::redact_target(o.target, state_.log.redact_query());
   state_.log.write({profile, o.method, o.scheme, o.host, o.port, path, o.rule, o.reason,
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,

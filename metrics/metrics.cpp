@@ -16,7 +16,9 @@ std::shared_ptr<prometheus::Registry> make_registry() {
 }
 
 std::string_view bounded_method(std::string_view m) {
-  for (auto known : {"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "TRACE"}) {
+  // Git over SSH's programs count under their own names (protocol "ssh").
+  for (auto known : {"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "TRACE",
+                     "git-upload-pack", "git-receive-pack", "git-upload-archive"}) {
     if (m == known) return m;
   }
   return "OTHER";
@@ -167,19 +169,22 @@ metrics::series &metrics::series_for(const request_sample &s) {
   key.clear();
   key.append(s.profile).append(1, '\n').append(s.decision).append(1, '\n').append(s.reason);
   key.append(1, '\n').append(m).append(1, '\n').append(rule).append(1, '\n').append(s.client);
+  key.append(1, '\n').append(s.protocol);
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
   auto out = std::make_unique<series>();
-  std::string profile(s.profile), decision(s.decision), reason(s.reason), r(rule);
+  std::string profile(s.profile), decision(s.decision), reason(s.reason), r(rule), protocol(s.protocol);
   // Clients are named in the policy file: a bounded label, left out where none identified.
-  prometheus::Labels labels{{"profile", profile}, {"decision", decision}, {"reason", reason}, {"method", std::string(m)}};
+  prometheus::Labels labels{{"profile", profile}, {"decision", decision}, {"reason", reason},
+                            {"method", std::string(m)}, {"protocol", protocol}};
   if (!s.client.empty()) labels.emplace("client", std::string(s.client));
   out->requests = &requests_.Add(labels);
   out->rule_requests = &rule_requests_.Add({{"profile", profile},
                                             {"skill", skill_},
                                             {"rule", r},
                                             {"decision", decision},
-                                            {"reason", reason}});
+                                            {"reason", reason},
+                                            {"protocol", protocol}});
   out->rule_bytes_in =
       &rule_bytes_.Add({{"profile", profile}, {"skill", skill_}, {"rule", r}, {"direction", "in"}});
   out->rule_bytes_out =

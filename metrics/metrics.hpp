@@ -23,6 +23,8 @@ struct request_sample {
   std::uint64_t bytes_in = 0, bytes_out = 0;
   double seconds = 0;
   std::string_view client = {}; // serve: the [clients] name it identified as, else empty (no label)
+  // What carried it, as the access log's `protocol`: http/1.1, h2, grpc, websocket, ssh.
+  std::string_view protocol = "http/1.1";
 };
 
 // The named instruments of docs/metrics.md on one prometheus-cpp registry. Label values are bounded:

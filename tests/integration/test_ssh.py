@@ -187,12 +187,22 @@ class SshAsRoot(base.ExecCase):
         self.assertEqual(log[-1]["port"], 2222)
 
     def test_a_large_clone_arrives_whole(self):
+        metrics = os.path.join(self.work, "metrics")
+        os.makedirs(metrics)
+        os.chmod(metrics, 0o777)
         p, log = self.sh(f"set -e; git clone -q {USER}@git.test:org/large.git /tmp/l; "
-                         "git -C /tmp/l fsck --no-progress --strict; wc -c < /tmp/l/blob")
+                         "git -C /tmp/l fsck --no-progress --strict; wc -c < /tmp/l/blob",
+                         "--metrics-textfile", metrics)
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         self.assertEqual(p.stdout.decode().split()[-1], str(12 * 1024 * 1024))
         self.assertEqual([(l["decision"], l["exit_status"]) for l in log], [("allow", 0)])
         self.assertGreater(log[0]["bytes_out"], 12 * 1024 * 1024)
+        # The same metrics families as HTTP, told apart by protocol.
+        with open(os.path.join(metrics, "sluice_exec.prom")) as f:
+            text = f.read()
+        self.assertIn('sluice_requests_total{decision="allow",method="git-upload-pack",profile="network-read",'
+                      'protocol="ssh",reason="allowed"} 1', text)
+        self.assertIn('protocol="ssh",reason="allowed",rule="ssh://git.test org/*",skill="default"} 1', text)
 
     def test_push_needs_publish(self):
         script = (f"set -e; git clone -q {USER}@git.test:org/push.git /tmp/w; cd /tmp/w; echo more >> README; "

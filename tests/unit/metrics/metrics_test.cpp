@@ -20,6 +20,7 @@ std::string run_text(const char *result) {
   metrics m("build");
   m.request({"network-read", "allow", "allowed", "GET", "docs.example.com", 10, 2000, 0.02});
   m.request({"network-read", "deny", "host_not_allowlisted", "GET", "", 0, 0, 0.001});
+  m.request({"network-read", "allow", "allowed", "git-upload-pack", "git.example.com", 100, 5000, 0.5, {}, "ssh"});
   m.exec_finished("network-read", result, 1.5, 1700000000);
   return m.serialize();
 }
@@ -31,9 +32,12 @@ TEST_CASE("textfile merge sums counters and histograms across runs, keeps the la
   CHECK(merged.find("sluice_exec_commands_total{profile=\"network-read\",result=\"exit_zero\","
                     "skill=\"build\"} 2\n") != std::string::npos);
   CHECK(merged.find("sluice_rule_requests_total{decision=\"allow\",profile=\"network-read\","
-                    "reason=\"allowed\",rule=\"docs.example.com\",skill=\"build\"} 2\n") !=
+                    "protocol=\"http/1.1\",reason=\"allowed\",rule=\"docs.example.com\",skill=\"build\"} 2\n") !=
         std::string::npos);
   CHECK(merged.find("rule=\"none\"") != std::string::npos);
+  // Git over SSH counts in the same families, told apart by protocol, its method the Git program.
+  CHECK(merged.find("sluice_requests_total{decision=\"allow\",method=\"git-upload-pack\",profile=\"network-read\","
+                    "protocol=\"ssh\",reason=\"allowed\"} 2\n") != std::string::npos);
   CHECK(merged.find("sluice_rule_bytes_total{direction=\"out\",profile=\"network-read\","
                     "rule=\"docs.example.com\",skill=\"build\"} 4000\n") != std::string::npos);
   CHECK(merged.find("sluice_exec_duration_seconds_count{profile=\"network-read\",skill=\"build\"} 2\n") !=
