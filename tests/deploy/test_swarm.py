@@ -7,9 +7,10 @@ mode). The test origin listens on this machine, on Docker's bridge address.
 Two clients send requests without pause through HAProxy's published port (host mode: this
 kernel has no IPVS for the routing mesh) while (a) the service rolls to a new image tag, (b) one
 replica is killed (SIGKILL), (c) the policy config is replaced under a new name and the service
-updated. No request fails (a GET whose keep-alive connection is closed under it is sent again once
-on a new connection, as every HTTP client does), every request is in some replica's log with its
-client, and the requests, failures and the slowest request during each event are printed (the
+updated. No request fails (a GET whose connection breaks before its whole answer came, between two
+requests or with the killed replica mid-answer, is sent again once on a new connection, as HTTP
+clients do for idempotent requests), both clients keep sending through every event, every request
+is in some replica's log with its client, and the requests, failures and the slowest request during each event are printed (the
 figures in docs/benchmarks.md). The tasks run as the stack says: non-root, no capabilities, no new
 privileges, read-only root, Docker's default seccomp, healthy by their /readyz check."""
 import hashlib
@@ -247,8 +248,13 @@ class SwarmStack(unittest.TestCase):
                 l.join(timeout=30)
         self.assertEqual(via_lb("builder", other), "200")  # the new policy is in force
         for l in loads:
+            # A client still inside a request has not failed yet, and has not succeeded either.
+            self.assertFalse(l.is_alive(), "client %s is stuck in request %d" % (l.client, l.paths[-1] + 1
+                                                                                if l.paths else 1))
             self.assertEqual(l.failed, [], "client %s: %d requests failed" % (l.client, len(l.failed)))
             self.assertGreater(l.ok, 100, l.client)
+            for name, t0, t1 in events:  # and kept sending through every event
+                self.assertGreater(sum(1 for _, s, e in l.done if s <= t1 and e >= t0), 10, (l.client, name))
         # Every request is in some replica's log (the tasks' stderr, old and killed ones included),
         # with its client and role.
         # (Each container's own log: `docker service logs` of 20.10 can hang on a killed task's.)
@@ -271,10 +277,11 @@ class SwarmStack(unittest.TestCase):
         print()
         for name, t0, t1 in events:
             during = [(end - start) for l in loads for _, start, end in l.done if start <= t1 and end >= t0]
-            print("swarm: %-16s %5.1f s, %6d requests, 0 failed, slowest %.3f s" % (
-                name, t1 - t0, len(during), max(during)))
+            each = ", ".join("%s %d" % (l.client, sum(1 for _, s, e in l.done if s <= t1 and e >= t0)) for l in loads)
+            print("swarm: %-16s %5.1f s, %6d requests (%s), 0 failed, slowest %.3f s" % (
+                name, t1 - t0, len(during), each, max(during)))
         print("swarm: the killed replica had logged %d requests in the 2 s before" % busy)
-        print("swarm: in all %d requests, %d retried once on a closed keep-alive connection" % (
+        print("swarm: in all %d requests, %d sent again once because their connection broke" % (
             sum(l.ok for l in loads), sum(l.retried for l in loads)))
 
 

@@ -62,7 +62,7 @@ class Replica:
 
 class Load(threading.Thread):
     """One client sending GETs through the load balancer, keep-alive, one after another; a request
-    that fails (no status, a reset, a 5xx) is recorded with why."""
+    that fails (no status, a reset, a 5xx, any exception) is recorded with why, and the client goes on."""
 
     def __init__(self, port, client, url_host, url_port):
         super().__init__(daemon=True)
@@ -75,56 +75,52 @@ class Load(threading.Thread):
         self.done = []
         self.stopping = threading.Event()
 
+    def send(self, conn, target):
+        """One GET on `conn` (a new connection when None); the connection to go on with and the status."""
+        if conn is None:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("GET", target, headers={"Proxy-Authorization": self.auth})
+        r = conn.getresponse()
+        r.read()
+        if r.getheader("Connection", "").lower() == "close" or r.will_close:
+            conn.close()
+            conn = None
+        return conn, r.status
+
     def run(self):
         conn = None
         n = 0
         while not self.stopping.is_set():
             n += 1
             started = time.monotonic()
-            ok_before = self.ok
             path = "/bytes/%d" % (100 + n % 50)
             target = "http://%s%s?%s-%d" % (self.host, path, self.client, n)
             try:
-                if conn is None:
-                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-                conn.request("GET", target, headers={"Proxy-Authorization": self.auth})
-                r = conn.getresponse()
-                r.read()
-                if r.status != 200:
-                    self.failed.append((n, r.status))
-                else:
-                    self.ok += 1
-                if r.getheader("Connection", "").lower() == "close" or r.will_close:
-                    conn.close()
-                    conn = None
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
-                # A keep-alive connection the server closed between two requests: every HTTP client
-                # retries an idempotent request on a new connection then (RFC 9112 section 9.3.1),
-                # and so does this one, once. Only a second failure counts.
-                conn.close()
-                conn = None
-                self.retried += 1
                 try:
-                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-                    conn.request("GET", target, headers={"Proxy-Authorization": self.auth})
-                    r = conn.getresponse()
-                    r.read()
-                    if r.status == 200:
-                        self.ok += 1
-                    else:
-                        self.failed.append((n, r.status))
-                    if r.will_close:
+                    conn, status = self.send(conn, target)
+                except (http.client.RemoteDisconnected, http.client.IncompleteRead, ConnectionResetError,
+                        BrokenPipeError):
+                    # The connection broke before the whole answer came: a keep-alive connection the
+                    # server closed between two requests, or a replica that died mid-answer. Every
+                    # HTTP client sends an idempotent request again on a new connection then (RFC 9112
+                    # section 9.3.1), and so does this one, once. Only a second failure counts.
+                    if conn is not None:
                         conn.close()
-                        conn = None
-                except OSError as e2:
-                    self.failed.append((n, "retry: %r after %r" % (e2, e)))
                     conn = None
-            except OSError as e:
+                    self.retried += 1
+                    conn, status = self.send(None, target)
+            except Exception as e:  # anything else, or the retry's failure: a failed request, never a dead client
                 self.failed.append((n, repr(e)))
+                if conn is not None:
+                    conn.close()
                 conn = None
+            else:
+                if status == 200:
+                    self.ok += 1
+                    self.done.append((n, started, time.monotonic()))
+                else:
+                    self.failed.append((n, status))
             self.paths.append(n)
-            if self.ok > ok_before:
-                self.done.append((n, started, time.monotonic()))
         if conn is not None:
             conn.close()
 
