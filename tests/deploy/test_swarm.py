@@ -12,7 +12,9 @@ requests or with the killed replica mid-answer, is sent again once on a new conn
 clients do for idempotent requests), both clients keep sending through every event, every request
 is in some replica's log with its client, and the requests, failures and the slowest request during each event are printed (the
 figures in docs/benchmarks.md). The tasks run as the stack says: non-root, no capabilities, no new
-privileges, read-only root, Docker's default seccomp, healthy by their /readyz check."""
+privileges, read-only root, Docker's default seccomp, healthy by their /readyz check. Last, a
+policy that does not load, deployed as the next config, is rolled back: the old config serves on
+and the failed task's log names the file and the fault."""
 import hashlib
 import json
 import os
@@ -147,18 +149,20 @@ def tasks():
     return out
 
 
-def wait_converged(image=1, timeout=240):
-    """Until the last update finished, three tasks of `image` run and each is healthy."""
+def wait_converged(image=1, timeout=240, rolled_back=False):
+    """Until the last update finished (or, `rolled_back`, was rolled back), three tasks of `image` run
+    and each is healthy."""
     e = M["engine"]
     deadline = time.monotonic() + timeout
     while True:
         state = e.docker(["service", "inspect", "--format", "{{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}",
                           SERVICE]).stdout.strip()
-        if state in ("rollback_started", "rollback_completed", "paused", "rollback_paused"):
+        done = ("rollback_completed",) if rolled_back else ("", "completed")
+        if state not in done and state not in ("updating", "rollback_started"):
             raise AssertionError("the update of %s ended in %s:\n%s" % (SERVICE, state, e.docker(
                 ["service", "ps", "--no-trunc", SERVICE]).stdout))
         t = tasks()
-        if state in ("", "completed") and len(t) == 3 and all(h == "healthy" and i == IMAGE % image for _, h, i in t):
+        if state in done and len(t) == 3 and all(h == "healthy" and i == IMAGE % image for _, h, i in t):
             return
         if time.monotonic() > deadline:
             raise AssertionError("the service did not converge in %d s (update %r, tasks %s):\n%s" % (
@@ -283,6 +287,40 @@ class SwarmStack(unittest.TestCase):
         print("swarm: the killed replica had logged %d requests in the 2 s before" % busy)
         print("swarm: in all %d requests, %d sent again once because their connection broke" % (
             sum(l.ok for l in loads), sum(l.retried for l in loads)))
+
+    def test_c_a_policy_that_does_not_load_is_rolled_back(self):
+        # Runs after the three events: the service is at image 2 and policy config 2.
+        e = M["engine"]
+        path = os.path.join(M["stack_dir"], "sluice.toml")
+        with open(path) as f:
+            good = f.read()
+        with open(path, "w") as f:
+            f.write(good.replace('profile = "network-read"', 'profile = "read-mostly"', 1))
+        try:
+            deploy(image=2, policy_version=3)
+            deadline = time.monotonic() + 240
+            while True:
+                state = e.docker(["service", "inspect", "--format",
+                                  "{{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}", SERVICE]).stdout.strip()
+                if state == "rollback_completed":
+                    break
+                self.assertLess(time.monotonic(), deadline, "update state %r:\n%s" % (state, e.docker(
+                    ["service", "ps", "--no-trunc", SERVICE]).stdout))
+                time.sleep(1)
+        finally:
+            with open(path, "w") as f:
+                f.write(good)
+        configs = e.docker(["service", "inspect", "--format",
+                            "{{range .Spec.TaskTemplate.ContainerSpec.Configs}}{{.ConfigName}}{{end}}", SERVICE]).stdout
+        self.assertEqual(configs.strip(), "sluice-policy-2")
+        wait_converged(image=2, rolled_back=True)
+        self.assertEqual(via_lb("builder", "http://other.test:%d/bytes/10" % ORIGIN_PORT), "200")
+        # The failed task said why.
+        failed = e.docker(["ps", "-aq", "--filter", "label=com.docker.swarm.service.name=" + SERVICE,
+                           "--filter", "status=exited"]).stdout.split()
+        said = "".join(e.docker(["logs", cid], timeout=60).stderr for cid in failed)
+        self.assertIn("sluice.toml:", said)
+        self.assertIn("profile must be one of", said)
 
 
 if __name__ == "__main__":
