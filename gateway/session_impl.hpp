@@ -349,8 +349,6 @@ public:
   };
 
 private:
-  // The client's connection; gone once a parked tunnel has taken the socket (park()), with the
-  // stream's timers (about 0.5 KiB).
   // The client's address and port as the listener saw them, for the access log.
   struct peer {
     std::string ip;
@@ -363,6 +361,8 @@ private:
     return {ep.address().to_string(), ep.port()};
   }
   peer source_;
+  // The client's connection; gone once a parked tunnel has taken the socket (park()), with the
+  // stream's timers (about 0.5 KiB).
   std::optional<beast::tcp_stream> client_;
   worker &worker_;
   gateway_state &state_;
