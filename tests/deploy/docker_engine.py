@@ -19,6 +19,8 @@ import signal
 import subprocess
 import time
 
+from container_fixtures import run
+
 DOCKERD = "/usr/sbin/dockerd"
 DOCKER = "/usr/bin/docker"  # Debian's client, of the daemon's version (not another one on PATH)
 SOCKET = "/run/sluice-test-docker.sock"
@@ -38,14 +40,6 @@ CONFIG = {
     "no-new-privileges": True,
     "log-driver": "json-file",
 }
-
-
-def run(cmd, timeout=600, check=True, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-    if check and p.returncode != 0:
-        raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout[-3000:],
-                                                          p.stderr[-3000:]))
-    return p
 
 
 class HostOrigin:

@@ -12,8 +12,6 @@ the test origin on its gateway:
   read-only root, Docker's default seccomp): ready, a client allowed, one refused, its log.
 Where AppArmor is on, Docker also applies docker-default; this machine's kernel has none, so the
 AppArmor row stays with tests/package/test_deb.py (fault injection)."""
-import glob
-import hashlib
 import json
 import os
 import shutil
@@ -24,7 +22,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-from docker_engine import Engine, HostOrigin, run
+from container_fixtures import one_client_policy, package, run, write_exec_files
+from docker_engine import Engine, HostOrigin
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "../.."))
@@ -42,14 +41,6 @@ SHIPPED_PROFILE = os.path.join(ROOT, "deploy/container/seccomp.json")
 M = {}
 
 
-def package():
-    """The Debian package of this build (cpack), made once per module."""
-    for old in glob.glob(os.path.join(BUILD, "sluice_*.deb")):
-        os.unlink(old)
-    run(["cpack", "-G", "DEB"], cwd=BUILD, timeout=900)
-    return glob.glob(os.path.join(BUILD, "sluice_*.deb"))[0]
-
-
 def setUpModule():
     if os.geteuid() != 0:
         raise unittest.SkipTest("dockerd needs root")
@@ -60,7 +51,7 @@ def setUpModule():
     os.chmod(M["tmp"], 0o755)
     M["engine"] = e = Engine(M["tmp"])
     try:
-        e.build_image(IMAGE, package(), os.path.join(ROOT, "deploy/container/Containerfile"))
+        e.build_image(IMAGE, package(BUILD), os.path.join(ROOT, "deploy/container/Containerfile"))
         e.docker(["network", "rm", NETWORK], check=False)
         e.docker(["network", "create", "--subnet", SUBNET, "--gateway", GATEWAY, NETWORK])
         M["origin"] = HostOrigin(GATEWAY, ORIGIN_PORT)
@@ -90,20 +81,7 @@ def get(url, proxy=None):
 class ExecInDockerRun(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        d = M["tmp"]
-        cls.request_script = os.path.join(d, "req.sh")
-        with open(cls.request_script, "w") as f:
-            # The image has no curl: bash's /dev/tcp speaks to the sandbox's proxy.
-            f.write('p=${http_proxy#http://}; p=${p%/}; exec 3<>/dev/tcp/${p%:*}/${p##*:}\n'
-                    'printf \'%s %s HTTP/1.1\\r\\nHost: origin.test:' + str(ORIGIN_PORT) +
-                    '\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n\' "$1" "$2" >&3\nhead -1 <&3\n')
-        cls.exec_policy = os.path.join(d, "exec-policy.toml")
-        with open(cls.exec_policy, "w") as f:
-            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["origin.test:%d"]\n'
-                    '[upstream]\nallow_addresses = ["%s/32"]\n[upstream.resolve]\n"origin.test" = "%s"\n'
-                    % (ORIGIN_PORT, GATEWAY, GATEWAY))
-        for p in (cls.request_script, cls.exec_policy):
-            os.chmod(p, 0o644)
+        cls.request_script, cls.exec_policy = write_exec_files(M["tmp"], ORIGIN_PORT, GATEWAY)
 
     def in_container(self, script, *options, user="10001", network="none"):
         return M["engine"].docker(["run", "--rm", "--network", network, "--user", user, "--entrypoint", "/bin/sh"] +
@@ -172,17 +150,7 @@ class ServeInARestrictedContainer(unittest.TestCase):
         with open(os.path.join(ROOT, "deploy/kubernetes/sluice.toml")) as f:
             shipped = f.read()
         with open(os.path.join(d, "sluice.toml"), "w") as f:
-            f.write(shipped.split("[policy]")[0] + f"""[policy]
-allow = ["origin.test:{ORIGIN_PORT}"]
-[upstream]
-allow_addresses = ["{GATEWAY}/32"]
-[upstream.resolve]
-"origin.test" = "{GATEWAY}"
-[roles.agents]
-[clients.agent-1]
-token_sha256 = "{hashlib.sha256(TOKEN.encode()).hexdigest()}"
-role = "agents"
-""")
+            f.write(one_client_policy(shipped, ORIGIN_PORT, GATEWAY, TOKEN))
         for name in os.listdir(d):
             os.chmod(os.path.join(d, name), 0o644)
         cls.name = "sluice-docker-serve"

@@ -14,8 +14,6 @@ doctor and exec name the seccomp filter and sluice's profile; the profile genera
 those rules lets the sandbox start and keeps the rest of the filter. The CI recipe's container job
 (deploy/ci/github-actions.yml) runs with podman behind `docker`."""
 import base64
-import glob
-import hashlib
 import ipaddress
 import json
 import os
@@ -30,6 +28,8 @@ import urllib.error
 import urllib.request
 
 import yaml
+
+from container_fixtures import one_client_policy, package, run, write_exec_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "../.."))
@@ -80,14 +80,6 @@ def docker_like(podman_default):
     return dict(podman_default, syscalls=rules, defaultErrnoRet=1)
 
 
-def run(cmd, timeout=900, check=True, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-    if check and p.returncode != 0:
-        raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout[-3000:],
-                                                          p.stderr[-3000:]))
-    return p
-
-
 class PodmanKubePlay(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -114,10 +106,7 @@ class PodmanKubePlay(unittest.TestCase):
                                      "or run the test elsewhere" % (SUBNET, line))
         d = cls.tmp.name
         # The package, the offline base, the image.
-        for old in glob.glob(os.path.join(BUILD, "sluice_*.deb")):
-            os.unlink(old)
-        run(["cpack", "-G", "DEB"], cwd=BUILD)
-        deb = glob.glob(os.path.join(BUILD, "sluice_*.deb"))[0]
+        deb = package(BUILD)
         run(["bash", os.path.join(ROOT, "scripts/container-base.sh"), deb], env=cls.env, timeout=1500)
         context = os.path.join(d, "image")
         os.makedirs(context)
@@ -130,20 +119,8 @@ class PodmanKubePlay(unittest.TestCase):
         shutil.copytree(os.path.join(ROOT, "deploy/kubernetes"), fleet)
         run([SLUICE, "ca", "init", "--cert", os.path.join(fleet, "ca.pem"), "--key", os.path.join(fleet, "ca.key")])
         cls.origin_port = 18080
-        digest = hashlib.sha256(TOKEN.encode()).hexdigest()
         with open(os.path.join(fleet, "sluice.toml")) as f:
-            shipped = f.read()
-        policy = shipped.split("[policy]")[0] + f"""[policy]
-allow = ["origin.test:{cls.origin_port}"]
-[upstream]
-allow_addresses = ["{GATEWAY}/32"]
-[upstream.resolve]
-"origin.test" = "{GATEWAY}"
-[roles.agents]
-[clients.agent-1]
-token_sha256 = "{digest}"
-role = "agents"
-"""
+            policy = one_client_policy(f.read(), cls.origin_port, GATEWAY, TOKEN)
         with open(os.path.join(fleet, "sluice.toml"), "w") as f:
             f.write(policy)
         rendered = run(["kubectl", "kustomize", fleet]).stdout
@@ -171,16 +148,7 @@ role = "agents"
                         v["configMap"] = {"name": v.pop("secret")["secretName"], "optional": False}
             keep.append(o)
         # For `sluice exec` inside a container: a request helper and an exec policy for the origin.
-        cls.request_script = os.path.join(d, "req.sh")
-        with open(cls.request_script, "w") as f:
-            f.write('p=${http_proxy#http://}; p=${p%/}; exec 3<>/dev/tcp/${p%:*}/${p##*:}\n'
-                    'printf \'%s %s HTTP/1.1\\r\\nHost: origin.test:' + str(cls.origin_port) +
-                    '\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n\' "$1" "$2" >&3\nhead -1 <&3\n')
-        cls.exec_policy = os.path.join(d, "exec-policy.toml")
-        with open(cls.exec_policy, "w") as f:
-            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = ["origin.test:%d"]\n'
-                    '[upstream]\nallow_addresses = ["%s/32"]\n[upstream.resolve]\n"origin.test" = "%s"\n'
-                    % (cls.origin_port, GATEWAY, GATEWAY))
+        cls.request_script, cls.exec_policy = write_exec_files(d, cls.origin_port, GATEWAY)
         # The seccomp profiles: Docker's rules, sluice's generator run on them, and the shipped one.
         with open("/usr/share/containers/seccomp.json") as f:
             cls.podman_default = json.load(f)

@@ -19,14 +19,14 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
-from docker_engine import BRIDGE_IP, Engine, HostOrigin, run
+from container_fixtures import package, run
+from docker_engine import BRIDGE_IP, Engine, HostOrigin
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "../.."))
@@ -34,7 +34,7 @@ BUILD = os.environ.get("SLUICE_BUILD_DIR") or os.path.join(ROOT, "build/default"
 SLUICE = os.environ.get("SLUICE_BIN") or os.path.join(BUILD, "sluice")
 sys.path.insert(0, os.path.join(ROOT, "tests/integration"))
 from test_fleet import TOKENS, Load  # noqa: E402  (clients that send GETs without pause)
-from test_docker import package  # noqa: E402
+from harness import free_port  # noqa: E402
 
 STACK = "sl"
 SERVICE = STACK + "_sluice"
@@ -42,12 +42,6 @@ IMAGE = "localhost/sluice:swarm-%d"
 HAPROXY_IMAGE = "localhost/sluice-haproxy:swarm"
 ORIGIN_PORT = 18082
 M = {}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def policy(extra_allow=""):
@@ -89,7 +83,7 @@ def setUpModule():
         e.docker(["container", "prune", "-f"])  # an earlier run's task containers, and their logs
         e.docker(["swarm", "init", "--advertise-addr", BRIDGE_IP, "--default-addr-pool", "198.19.128.0/17",
                   "--default-addr-pool-mask-length", "24", "--task-history-limit", "20"])
-        deb = package()
+        deb = package(BUILD)
         e.build_image(IMAGE % 1, deb, os.path.join(ROOT, "deploy/container/Containerfile"))
         # The second tag is another image (its own label), as a new release would be.
         e.docker(["build", "--network=none", "--label", "sluice.test.release=2", "-t", IMAGE % 2, "-"],
