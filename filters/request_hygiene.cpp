@@ -130,6 +130,21 @@ bool is_framing_error(std::string_view reason) {
          reason == "underscore_framing_field";
 }
 
+namespace {
+
+// RFC 6455 section 4.1: the key is a random 16-byte value, base64-encoded: 22 characters of the
+// alphabet and "==" (a value of any other shape is not a WebSocket handshake).
+bool websocket_key_is_valid(std::string_view key) {
+  if (key.size() != 24 || key.substr(22) != "==") return false;
+  for (char c : key.substr(0, 22)) {
+    bool b64 = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+    if (!b64) return false;
+  }
+  return true;
+}
+
+} // namespace
+
 std::string_view check_request(const request_view &req, profile p) {
   int content_lengths = 0;
   int transfer_encodings = 0;
@@ -186,7 +201,7 @@ std::string_view check_request(const request_view &req, profile p) {
       });
       if (strips) return "connection_strips_field";
     } else if (iequals(name, "sec-websocket-key")) {
-      ws_key = true;
+      ws_key = !ws_key && websocket_key_is_valid(trim(value)); // one key, a base64 16-byte nonce
     } else if (iequals(name, "sec-websocket-version")) {
       ws_version = trim(value) == "13";
     } else if (iequals(name, "x-http-method-override") || iequals(name, "x-http-method") ||

@@ -109,12 +109,22 @@ std::optional<std::string> route_path(std::string_view target) {
   return out;
 }
 
-bool route_path_matches(std::string_view pattern, std::string_view path, bool fold_case) {
+bool route_path_matches(std::string_view pattern, std::string_view path, bool deny) {
+  // A deny route also takes the path's trailing-slash twin ("/a" and "/a/"), which many servers
+  // serve as the same resource; an allow route stays exact.
+  auto twin = [&](std::string_view want) {
+    if (!deny) return false;
+    if (path.size() == want.size() + 1 && path.back() == '/') return equal(path.substr(0, want.size()), want, true);
+    if (want.size() == path.size() + 1 && want.back() == '/') return equal(want.substr(0, path.size()), path, true);
+    return false;
+  };
   if (!pattern.empty() && pattern.back() == '*') {
     auto prefix = pattern.substr(0, pattern.size() - 1);
-    return path.size() >= prefix.size() && equal(path.substr(0, prefix.size()), prefix, fold_case);
+    if (path.size() >= prefix.size() && equal(path.substr(0, prefix.size()), prefix, deny)) return true;
+    // A denied "/admin/*" takes "/admin" too (the directory itself, redirected to "/admin/").
+    return prefix.size() > 1 && prefix.back() == '/' && twin(prefix);
   }
-  return equal(pattern, path, fold_case);
+  return equal(pattern, path, deny) || twin(pattern);
 }
 
 std::string describe_route(route_rule &r) {

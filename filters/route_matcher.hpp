@@ -28,8 +28,9 @@ struct route_rule {
 std::optional<std::string> route_path(std::string_view target);
 
 // Whether a route's path pattern matches `path` (route_path's): exact, or a prefix when the
-// pattern ends in '*'. `fold_case` compares without case (deny routes: some servers ignore it).
-bool route_path_matches(std::string_view pattern, std::string_view path, bool fold_case);
+// pattern ends in '*'. A `deny` route compares without case and takes a path's trailing-slash
+// twin ("/x" and "/x/"; "/x/*" takes "/x"), as servers that ignore either would serve it.
+bool route_path_matches(std::string_view pattern, std::string_view path, bool deny);
 
 // Checks a route's method and path lists and returns its text; throws pattern_error naming what
 // is wrong (a path that is not one route_path would keep, TRACE or CONNECT, a bad token).

@@ -27,7 +27,7 @@ h2_connection &self_of(void *user_data) { return *static_cast<h2_connection *>(u
 
 h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_target &target)
     : owner_(owner), tls_(tls), target_(target), wake_(tls.get_executor()), finished_(tls.get_executor()),
-      dog_(tls.get_executor()) {
+      dog_(tls.get_executor()), provoked_tokens_(max_provoked_resets) {
   nghttp2_session_callbacks *cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &on_begin_headers);
@@ -35,6 +35,7 @@ h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_targe
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, &on_stream_close);
+  nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, &on_invalid_frame);
   // No on_invalid_header callback: without one a field that breaks RFC 9113 resets its stream
   // (with one that returns 0, nghttp2 would drop the field and let the request through).
   nghttp2_option *opt = nullptr;
@@ -212,8 +213,16 @@ int h2_connection::on_header(nghttp2_session *, const nghttp2_frame *frame, cons
                              void *user_data) {
   auto &self = self_of(user_data);
   auto it = self.streams_.find(frame->hd.stream_id);
-  if (it == self.streams_.end() || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; // trailers
+  if (it == self.streams_.end()) return 0;
   auto &st = *it->second;
+  if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    // Request trailers are not sent on (docs/policy.md), but their decoding is bounded as a
+    // head's: past the limit the stream is reset, and it counts as an oversized list.
+    st.trailer_bytes += namelen + valuelen + 32;
+    if (st.trailer_bytes <= self.owner_.cfg().limits.max_header_bytes) return 0;
+    if (++self.oversized_ >= max_oversized_header_lists) self.terminate(NGHTTP2_ENHANCE_YOUR_CALM);
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
   // SETTINGS_MAX_HEADER_LIST_SIZE is only advertised by nghttp2 1.52: counted here (RFC 9113's
   // measure, 32 bytes a field besides its name and value). Past it the fields are not kept, and
   // the request is answered 431 once its block ends.
@@ -269,6 +278,12 @@ int h2_connection::on_data_chunk(nghttp2_session *ng, std::uint8_t, std::int32_t
     return 0;
   }
   auto &st = *it->second;
+  if (st.v.bodyless) { // a read method's DATA under network-read: refused, never kept (forward())
+    nghttp2_session_consume(ng, id, len);
+    st.body_seen = st.body_seen || len > 0;
+    st.signal();
+    return 0;
+  }
   st.body_in.append(reinterpret_cast<const char *>(data), len);
   // Git negotiation is read whole before it is judged (bounded by its own cap), so its window
   // opens at once; any other body's opens as the origin takes it (forward()).
@@ -287,6 +302,22 @@ int h2_connection::on_stream_close(nghttp2_session *, std::int32_t id, std::uint
   if (it == self.streams_.end()) return 0;
   auto st = it->second;
   st->closed = true;
+  if (!st->begun && !self.stopping_) {
+    // Reset before its header block was judged (a malformed field, say): one access-log line
+    // with the reason, as a refused HTTP/1.1 request has, so smuggling attempts show.
+    auto &o = st->o;
+    o.scheme = self.target_.scheme;
+    o.host = self.target_.host;
+    o.port = self.target_.port;
+    o.protocol = "h2";
+    o.method = "-";
+    for (auto &[n, v] : st->fields) {
+      if (n == ":method") o.method = v;
+      if (n == ":path") o.target = v;
+    }
+    o.reason = !st->reset_reason.empty() ? st->reset_reason : "h2_stream_reset";
+    self.owner_.finish(o);
+  }
   // What the stream received and the origin never took still counts against the connection's
   // window: given back, or resets mid-upload would shut it for every other stream.
   if (st->unconsumed) nghttp2_session_consume_connection(self.ng_, st->unconsumed);
@@ -299,6 +330,40 @@ int h2_connection::on_stream_close(nghttp2_session *, std::int32_t id, std::uint
   self.streams_.erase(it);
   if (self.streams_.empty()) self.dog_.cancel(); // the idle deadline applies again
   return 0;
+}
+
+int h2_connection::on_invalid_frame(nghttp2_session *, const nghttp2_frame *frame, int lib_error,
+                                    void *user_data) {
+  auto &self = self_of(user_data);
+  if (auto it = self.streams_.find(frame->hd.stream_id); it != self.streams_.end()) {
+    auto &reason = it->second->reset_reason;
+    if (reason.empty()) {
+      reason = lib_error == NGHTTP2_ERR_HTTP_HEADER      ? "h2_malformed_field"
+               : lib_error == NGHTTP2_ERR_HTTP_MESSAGING ? "h2_malformed_message"
+               : lib_error == NGHTTP2_ERR_FLOW_CONTROL   ? "h2_flow_control_error"
+                                                         : "h2_protocol_error";
+    }
+  }
+  self.provoked_reset();
+  return 0;
+}
+
+void h2_connection::provoked_reset() {
+  auto now = clock::now();
+  std::chrono::duration<double> since = now - provoked_at_;
+  provoked_at_ = now;
+  provoked_tokens_ = std::min(max_provoked_resets, provoked_tokens_ + since.count() * provoked_resets_per_second);
+  if (provoked_tokens_ < 1) {
+    terminate(NGHTTP2_ENHANCE_YOUR_CALM); // MadeYouReset (CVE-2025-8671): the client's fault, over and over
+    return;
+  }
+  provoked_tokens_ -= 1;
+}
+
+void h2_connection::aborted(stream &st) {
+  st.o.decision = "error";
+  st.o.reason = st.reset_reason.empty() ? std::string_view("client_aborted") : st.reset_reason;
+  owner_.finish(st.o);
 }
 
 ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint8_t *buf, std::size_t length,
@@ -383,15 +448,17 @@ void h2_connection::respond(stream &st, unsigned status, std::string_view ps_err
            false);
     return;
   }
-  st.body_out = std::move(body);
+  const auto length = std::to_string(body.size());
+  const bool head = st.o.method == "HEAD"; // its answer has the length, not the text (RFC 9110 9.3.2)
+  st.body_out = head ? std::string() : std::move(body);
   st.out_at = 0;
   st.response_ended = true;
   submit(st, status,
          {{"content-type", "text/plain; charset=utf-8"},
-          {"content-length", std::to_string(st.body_out.size())},
+          {"content-length", length},
           {"server", "sluice"},
           {"proxy-status", ps}},
-         true);
+         !head);
 }
 
 void h2_connection::refuse(stream &st, std::string_view reason, std::string rule) {
@@ -419,9 +486,12 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
   o.port = target_.port;
   o.protocol = "h2";
   o.method = "-";
+  st->begun = true;
   if (stopping_) return;
   if (st->too_large) {
     refuse(*st, "header_too_large", {});
+    // An HPACK bomb costs its decoding however the list ends: a few refusals, then the end.
+    if (++oversized_ >= max_oversized_header_lists) terminate(NGHTTP2_ENHANCE_YOUR_CALM);
     return;
   }
   std::vector<filters::h2_field> in;

@@ -38,6 +38,8 @@ private:
   static int on_data_chunk(nghttp2_session *, std::uint8_t, std::int32_t, const std::uint8_t *, std::size_t,
                            void *);
   static int on_stream_close(nghttp2_session *, std::int32_t, std::uint32_t, void *);
+  // A frame that broke the protocol: nghttp2 resets its stream (or ends the connection).
+  static int on_invalid_frame(nghttp2_session *, const nghttp2_frame *, int, void *);
   static ssize_t read_body(nghttp2_session *, std::int32_t, std::uint8_t *, std::size_t, std::uint32_t *,
                            nghttp2_data_source *, void *);
 
@@ -62,6 +64,11 @@ private:
   void respond(stream &st, unsigned status, std::string_view ps_error, std::string body);
   void refuse(stream &st, std::string_view reason, std::string rule);
   void fail(stream &st, error_code ec);
+  // The stream ended before its answer did: the client reset it, or nghttp2 did for the
+  // client's fault (its reason), or the connection ended.
+  void aborted(stream &st);
+  // A stream the client made sluice reset: counted, and past the bound the connection ends.
+  void provoked_reset();
   // Submits the response head (and the body through read_body, if one follows).
   void submit(stream &st, unsigned status, std::vector<std::pair<std::string, std::string>> fields, bool body);
   // Wakes the writer: frames to send.
@@ -88,6 +95,9 @@ private:
   bool dialing_ = false;        // a stream is dialing the origin (others wait to share an h2 origin)
   // Flood counters (nghttp2 1.52 bounds some floods itself: rapid reset, CONTINUATION, ACKs).
   std::size_t empty_frames_ = 0;
+  std::size_t oversized_ = 0;   // header lists refused as too large
+  double provoked_tokens_;       // provoked_reset()'s bucket, full at the start
+  clock::time_point provoked_at_ = clock::now();
   std::size_t control_frames_ = 0;
   clock::time_point control_window_ = clock::now();
 };

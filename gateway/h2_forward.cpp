@@ -33,11 +33,6 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     }
   } guard{*this, *st};
   auto gone = [&] { return st->closed || stopping_; };
-  auto aborted = [&] {
-    o.decision = "error";
-    o.reason = "client_aborted";
-    owner_.finish(o);
-  };
 
   // Git negotiation under network-read: the whole body, bounded, checked before anything leaves.
   std::string preread;
@@ -45,7 +40,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     while (!st->request_ended && !gone() && st->body_in.size() <= filters::max_git_request_bytes) {
       if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
     }
-    if (gone()) co_return aborted();
+    if (gone()) co_return aborted(*st);
     std::string_view encoding;
     for (auto &[n, v] : req.fields) {
       if (n == "content-encoding") encoding = v;
@@ -63,6 +58,19 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     st->body_in.clear();
   }
 
+  // network-read: a read method carries no body. Over h2 nothing frames one in advance, so the
+  // stream's end is awaited before anything leaves, and a DATA byte refuses the request.
+  if (st->v.bodyless) {
+    while (!st->request_ended && !st->body_seen && !gone()) {
+      if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
+    }
+    if (gone()) co_return aborted(*st);
+    if (st->body_seen || !st->request_ended) {
+      refuse(*st, st->body_seen ? "body_on_read_method" : "bad_request_body", o.rule);
+      co_return;
+    }
+  }
+
   const bool tls = o.scheme == "https";
   std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
@@ -74,7 +82,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     while (!st->request_ended && !gone() && st->body_in.size() <= filters::max_aws_body_bytes) {
       if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
     }
-    if (gone()) co_return aborted();
+    if (gone()) co_return aborted(*st);
     if (st->body_in.size() > filters::max_aws_body_bytes || !st->request_ended) {
       refuse(*st, st->request_ended ? "body_too_large" : "bad_request_body", o.rule);
       co_return;
@@ -96,7 +104,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   // client dials it, the others wait for that dial instead of each opening a connection.
   auto &origins = owner_.worker_.h2_origins;
   while (dialing_ && tls && !gone()) co_await st->wait(clock::now() + t.connect + t.tls_handshake);
-  if (gone()) co_return aborted();
+  if (gone()) co_return aborted(*st);
   if (auto it = origins.find(key); tls && it != origins.end() && it->second->usable()) {
     co_return co_await forward_h2(st, it->second, std::move(preread), authority);
   }
@@ -109,7 +117,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     conn = co_await owner_.connect_upstream(o.host, st->v.ip, o.port, tls, ec, tls);
     dialing_ = false;
     for (auto &[id, other] : streams_) other->signal(); // those waiting for this dial look again
-    if (gone()) co_return aborted();
+    if (gone()) co_return aborted(*st);
     if (ec) co_return fail(*st, ec);
     conn->key = key;
     if (conn->h2) {
@@ -135,11 +143,6 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   const auto deadline = o.start + t.request;
   const bool tls = o.scheme == "https";
   auto gone = [&] { return st->closed || stopping_; };
-  auto aborted = [&] {
-    o.decision = "error";
-    o.reason = "client_aborted";
-    owner_.finish(o);
-  };
   // The head for the origin: HTTP/1.1, Host from :authority, the end-to-end fields, the
   // credentials the verdict sets, and framing of sluice's own.
   std::string head;
@@ -172,7 +175,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
     if (!conn) {
       error_code ec;
       conn = co_await owner_.connect_upstream(o.host, st->v.ip, o.port, tls, ec);
-      if (gone()) co_return aborted();
+      if (gone()) co_return aborted(*st);
       if (ec) co_return fail(*st, ec);
     } else {
       owner_.state_.metrics.upstream_reused.Increment();
@@ -181,7 +184,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
     st->up = conn.get();
     conn->expires_after(t.io);
     auto [wec, wn] = co_await conn->visit([&](auto &up) { return net::async_write(up, net::buffer(head), use_tuple); });
-    if (gone()) co_return aborted();
+    if (gone()) co_return aborted(*st);
     if (!wec) break;
     if (reused && attempt == 0) { // a pooled connection the origin had closed: once more, fresh
       conn.reset();
@@ -207,7 +210,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
       auto [ec, n] = co_await conn->visit([&](auto &up) {
         return net::async_write(up, net::buffer(chunked ? framed : piece), use_tuple);
       });
-      if (gone()) co_return aborted();
+      if (gone()) co_return aborted(*st);
       if (ec) co_return fail(*st, gateway_error::response_incomplete);
       o.bytes_in += piece.size();
       if (owner_.cfg().limits.max_body_bytes && o.bytes_in > owner_.cfg().limits.max_body_bytes) {
@@ -226,13 +229,13 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
         auto [ec, n] = co_await conn->visit([&](auto &up) {
           return net::async_write(up, net::buffer(std::string_view("0\r\n\r\n")), use_tuple);
         });
-        if (gone()) co_return aborted();
+        if (gone()) co_return aborted(*st);
         if (ec) co_return fail(*st, gateway_error::response_incomplete);
       }
       break;
     }
     if (!co_await st->wait(std::min(deadline, clock::now() + t.io)) || gone()) {
-      if (gone()) co_return aborted();
+      if (gone()) co_return aborted(*st);
       refuse(*st, "bad_request_body", o.rule); // the client stopped sending its body
       co_return;
     }
@@ -257,7 +260,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
     }
   }
   auto &rp = *parser;
-  if (gone()) co_return aborted();
+  if (gone()) co_return aborted(*st);
   if (ec) {
     co_return fail(*st, ec == beast::error::timeout       ? gateway_error::response_timeout
                         : ec == http::error::header_limit ? gateway_error::upstream_response_too_large
@@ -284,18 +287,18 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
     while (st->body_out.size() >= response_buffer && !gone() && !stalled) { // the client reads slower
       stalled = !co_await st->wait(clock::now() + t.io);
     }
-    if (gone()) co_return aborted();
+    if (gone()) co_return aborted(*st);
     if (stalled) { // its window stayed shut for a whole I/O deadline: the stream is given up
       nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
       kick();
-      co_return aborted();
+      co_return aborted(*st);
     }
     rp.get().body().data = buffer.get();
     rp.get().body().size = chunk_size;
     conn->expires_after(t.io);
     auto [rec, rn] = co_await conn->visit([&](auto &up) { return http::async_read_some(up, conn->buffer, rp, use_tuple); });
     if (rec == http::error::need_buffer) rec = {};
-    if (gone()) co_return aborted();
+    if (gone()) co_return aborted(*st);
     std::size_t got = chunk_size - rp.get().body().size;
     o.bytes_out += got;
     const auto limit = owner_.cfg().limits.max_response_body_bytes;
@@ -341,11 +344,6 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
   const auto &t = st->policy->cfg().timeouts;
   const auto &limits = st->policy->cfg().limits;
   auto gone = [&] { return st->closed || stopping_; };
-  auto aborted = [&] {
-    o.decision = "error";
-    o.reason = "client_aborted";
-    owner_.finish(o);
-  };
   std::vector<std::pair<std::string, std::string>> fields;
   fields.reserve(req.fields.size() + st->v.set.size() + 5);
   fields.emplace_back(":method", req.method);
@@ -407,7 +405,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
     kick();
   };
   for (;;) {
-    if (gone()) co_return aborted();
+    if (gone()) co_return aborted(*st);
     if (st->sent_up) { // the origin's session took request body bytes: the client may send more
       o.bytes_in += st->sent_up;
       if (!st->v.read_whole()) {

@@ -20,6 +20,14 @@ inline constexpr std::size_t response_buffer = 256 * 1024;
 // PRIORITY and WINDOW_UPDATE frames in one second.
 inline constexpr std::size_t max_empty_frames = 100;
 inline constexpr std::size_t max_control_frames_per_second = 500;
+// Streams the client made sluice reset (a malformed header block, a window overflowed: the
+// MadeYouReset attack, CVE-2025-8671, which nghttp2 1.52 does not bound): a bucket of this many,
+// refilled at the rate below, as nghttp2's own bound on the resets a client sends.
+inline constexpr double max_provoked_resets = 100;
+inline constexpr double provoked_resets_per_second = 10;
+// Header lists refused as too large (431) on one connection: an HPACK bomb costs the decoding
+// however the list ends, so past this many the connection ends.
+inline constexpr std::size_t max_oversized_header_lists = 4;
 
 struct h2_connection::stream {
   stream(net::any_io_executor ex, std::int32_t id) : id(id), wake(ex) {}
@@ -27,6 +35,7 @@ struct h2_connection::stream {
   // The request's fields as they arrive, copied (nghttp2's views last one read) and bounded.
   std::vector<std::pair<std::string, std::string>> fields;
   std::size_t field_bytes = 0;
+  std::size_t trailer_bytes = 0; // of request trailers, which are dropped but bounded
   bool too_large = false;
   filters::h2_request request;
   bool grpc = false;         // content-type application/grpc: refusals are gRPC-shaped
@@ -35,6 +44,10 @@ struct h2_connection::stream {
   std::size_t sent_up = 0;   // request body bytes an h2 origin's session took, not yet counted back
   std::size_t unconsumed = 0; // of those received, not yet counted back into the windows
   bool request_ended = false;
+  bool body_seen = false;    // a DATA byte arrived on a bodyless stream (verdict::bodyless)
+  bool begun = false;        // its header block ended: translated and judged (begin())
+  // Why nghttp2 reset it, where the client broke the protocol on it (on_invalid_frame): logged.
+  std::string_view reset_reason;
   // The response as the origin sends it, read out by read_body.
   std::string body_out;
   std::size_t out_at = 0;

@@ -88,6 +88,10 @@ struct verdict {
   std::string aws_credential;
   // The body is read whole before the request leaves (and sent with its length).
   bool read_whole() const { return git_read || aws_body; }
+  // network-read: a read method, which carries no body. HTTP/1.1 announces one in its framing
+  // fields (refused by hygiene); an h2 stream may send DATA without content-length, so its end
+  // is awaited before anything leaves, and a DATA byte refuses it (body_on_read_method).
+  bool bodyless = false;
   bool ask = false; // host_not_allowlisted, but a person may be asked ([approvals])
 };
 

@@ -105,6 +105,8 @@ verdict session::judge(const request_in &r, const tunnel_target *tunnel, const f
   pol.credentials().header_names(view.guarded);
   if (auto why = filters::check_request(view, pol.mode()); !why.empty()) return refuse(why);
   v.websocket = filters::is_websocket_upgrade(view);
+  v.bodyless = pol.mode() == filters::profile::network_read &&
+               (r.method == "GET" || r.method == "HEAD" || r.method == "OPTIONS");
   if (v.websocket && (r.h2 || r.version != 11)) return refuse("upgrade_refused"); // RFC 6455: an HTTP/1.1 GET
   // Read-only Git over smart HTTP: in network-read a fetch's POST to git-upload-pack is a read
   // once its whole body (bounded) shows nothing but negotiation; a push is refused by name.

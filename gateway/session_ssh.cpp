@@ -69,7 +69,8 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
   job.agent_socket = state_.ssh_agent_socket;
   job.known_hosts = state_.ssh_known_hosts;
   job.connect = cfg().timeouts.connect;
-  job.handshake = std::max(cfg().timeouts.header_read, cfg().timeouts.tls_handshake);
+  job.handshake = cfg().timeouts.header_read; // the client's side: a request head's deadline
+  job.upstream_handshake = cfg().timeouts.tls_handshake; // the origin's: a handshake's
   job.idle = cfg().timeouts.tunnel_idle; // no byte either way: a silent server counts objects too
   ++state_.in_flight;
   error_code ec;

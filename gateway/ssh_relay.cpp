@@ -377,7 +377,7 @@ private:
   // user and starts the same command there.
   bool connect_upstream() {
     r_.decision = "error";
-    const auto deadline = clock::now() + job_.connect + job_.handshake;
+    const auto deadline = clock::now() + job_.connect + job_.upstream_handshake;
     up_fd_ = dial(job_.addresses, job_.port, clock::now() + job_.connect);
     if (up_fd_ < 0) return fail("ssh_connect_failed", "sluice could not reach " + job_.host);
     u_.s = ssh_new();

@@ -45,7 +45,8 @@ struct ssh_job {
   std::string host_key_private;                  // ssh_host_key::private_base64
   std::string agent_socket;                      // the caller's SSH_AUTH_SOCK (identity "ssh-agent")
   std::vector<std::string> known_hosts;          // the caller's known_hosts files (no pin)
-  std::chrono::milliseconds handshake{10'000};   // key exchange, login and the command request
+  std::chrono::milliseconds handshake{10'000};   // the client's key exchange, login and command request
+  std::chrono::milliseconds upstream_handshake{10'000}; // the origin's key exchange and login
   std::chrono::milliseconds connect{10'000};
   std::chrono::milliseconds idle{300'000};       // no byte either way
 };

@@ -13,7 +13,7 @@ import hpack
 from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, PingFrame, SettingsFrame
 
 
-def tunnel(proxy_port, host, port, ca, timeout=10):
+def tunnel(proxy_port, host, port, ca, timeout=10, alpn=("h2", "http/1.1")):
     """A TLS socket to host:port through the proxy's CONNECT, ALPN h2 negotiated (or not: check
     `.selected_alpn_protocol()`)."""
     raw = socket.create_connection(("127.0.0.1", proxy_port), timeout=timeout)
@@ -27,7 +27,7 @@ def tunnel(proxy_port, host, port, ca, timeout=10):
     if not head.startswith(b"HTTP/1.1 200"):
         raise OSError("CONNECT refused: " + head.split(b"\r\n")[0].decode())
     ctx = ssl.create_default_context(cafile=ca)
-    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    ctx.set_alpn_protocols(list(alpn))
     return ctx.wrap_socket(raw, server_hostname=host)
 
 

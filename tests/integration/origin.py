@@ -13,8 +13,12 @@ GET /files/PATH     a file under ORIGIN_ROOT (a directory: its index.html)
 GET /private/PATH   like /files/PATH, only with an Authorization header listed in ORIGIN_AUTH
                     ("|"-separated values); 401 with WWW-Authenticate otherwise
 POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked request)
+
+With ORIGIN_RECORD set to a file, every request head that arrives is appended to it as a JSON line
+(method, path, its framing and upgrade fields): what reached the origin, for the attack rows.
 """
 import http.server
+import json
 import os
 import ssl
 import subprocess
@@ -34,6 +38,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def parse_request(self):
+        ok = super().parse_request()
+        record = os.environ.get("ORIGIN_RECORD")
+        if ok and record:
+            line = {"method": self.command, "path": self.path,
+                    "transfer_encoding": self.headers.get("Transfer-Encoding"),
+                    "content_length": self.headers.get("Content-Length"), "upgrade": self.headers.get("Upgrade")}
+            with open(record, "a") as f:
+                f.write(json.dumps(line) + "\n")
+        return ok
 
     def _body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":

@@ -71,6 +71,16 @@ TEST_CASE("upgrades: only a well-formed WebSocket handshake, never h2c", "[filte
     auto no_key = ws;
     no_key.erase(no_key.begin() + 3);
     CHECK(check("GET", "/", no_key, p) == "upgrade_refused");
+    // RFC 6455 section 4.1: the key is a base64 16-byte nonce, and there is one of it.
+    for (std::string_view key : {"hello", "aGVsbG8=", "dGhlIHNhbXBsZSBub25jZQ=", "dGhlIHNhbXBsZSBub25jZQ==x",
+                                 "dGhlIHNhbXBsZSBub25j!Q==", "dGhlIHNhbXBsZSBub25jZQ==dGhlIHNhbXBsZQ==", ""}) {
+      auto bad_key = ws;
+      bad_key[3].second = key;
+      CHECK(check("GET", "/", bad_key, p) == "upgrade_refused");
+    }
+    auto two_keys = ws;
+    two_keys.emplace_back("Sec-WebSocket-Key", "AAAAAAAAAAAAAAAAAAAAAA==");
+    CHECK(check("GET", "/", two_keys, p) == "upgrade_refused");
     auto old_version = ws;
     old_version[4].second = "8";
     CHECK(check("GET", "/", old_version, p) == "upgrade_refused");

@@ -84,6 +84,22 @@ TEST_CASE("route path patterns: exact or a prefix, case only folded for deny", "
   CHECK(route_path_matches("*", "/anything", false));
 }
 
+TEST_CASE("deny routes take the trailing-slash twin, allow routes stay exact", "[filters][routes]") {
+  CHECK(route_path_matches("/public/exact", "/public/exact/", true));
+  CHECK(route_path_matches("/public/exact", "/PUBLIC/Exact/", true));
+  CHECK(route_path_matches("/public/dir/", "/public/dir", true));
+  CHECK_FALSE(route_path_matches("/public/exact", "/public/exact//", true));
+  CHECK_FALSE(route_path_matches("/public/exact", "/public/exactx", true));
+  CHECK_FALSE(route_path_matches("/public/exact", "/public/exac", true));
+  CHECK_FALSE(route_path_matches("/public/exact", "/public/exact/", false));
+  CHECK(route_path_matches("/admin/*", "/admin", true));
+  CHECK(route_path_matches("/admin/*", "/Admin", true));
+  CHECK_FALSE(route_path_matches("/admin/*", "/admin", false));
+  CHECK_FALSE(route_path_matches("/admin/*", "/adminx", true));
+  CHECK_FALSE(route_path_matches("/*", "", true));
+  CHECK(route_path_matches("/", "/", true));
+}
+
 TEST_CASE("route definitions: what a route may say", "[filters][routes]") {
   CHECK(route("api.github.com", {"POST"}, {"/graphql"}).text == "api.github.com POST /graphql");
   CHECK(route("api.github.com", {}, {}).text == "api.github.com * *");
@@ -137,7 +153,12 @@ TEST_CASE("routes in the policy: narrow, widen from the trusted file, deny by pa
       {"GET", "plain.test", "/admin;jsessionid=1", false, "route_denied"},
       {"GET", "plain.test", "//admin", false, "route_denied"},
       {"GET", "plain.test", "/private/x", false, "route_denied"},
-      {"GET", "plain.test", "/admin/", true, "plain.test"},
+      // ... and its trailing-slash twin, which many servers serve as the same resource.
+      {"GET", "plain.test", "/admin/", false, "route_denied"},
+      {"GET", "plain.test", "/Admin/?x=1", false, "route_denied"},
+      {"GET", "plain.test", "/private", false, "route_denied"},
+      {"GET", "plain.test", "/admin/x", true, "plain.test"},
+      {"GET", "plain.test", "/privatex", true, "plain.test"},
       {"GET", "other.test", "/", false, "host_not_allowlisted"},
   };
   for (const auto &r : rows) {
