@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Configures and builds one CMake preset (default: "default"). Usage: scripts/build.sh [PRESET]
+# Configures and builds one CMake preset (default: "default"). Usage: scripts/build.sh [PRESET [CMAKE_ARG...]]
+# (CMAKE_ARGs go to the configure step, e.g. -DSLUICE_ASAN_DIR=...; TARGET=NAME builds one target.)
 # With ccache installed (scripts/install-deps.sh does), objects are cached outside the checkout, in
 # /var/cache/sluice-ccache (root) or ~/.cache/ccache, so a clean clone on the same machine rebuilds
 # only what changed. SLUICE_NO_CCACHE=1 builds without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-default}"
+shift || true
 launcher=()
 if [ -z "${SLUICE_NO_CCACHE:-}" ] && command -v ccache >/dev/null; then
   if [ -z "${CCACHE_DIR:-}" ]; then
@@ -19,5 +21,5 @@ if [ -z "${SLUICE_NO_CCACHE:-}" ] && command -v ccache >/dev/null; then
 else
   launcher=(-UCMAKE_C_COMPILER_LAUNCHER -UCMAKE_CXX_COMPILER_LAUNCHER)
 fi
-cmake --preset "$preset" "${launcher[@]}" >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)"
+cmake --preset "$preset" "${launcher[@]}" "$@" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)" ${TARGET:+--target "$TARGET"}

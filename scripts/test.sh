@@ -1,25 +1,41 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds, and runs every test: unit and integration tests on the default
-# build, then the whole suite again under ASan+UBSan. Usage: scripts/test.sh [--no-asan]
+# Installs the dependencies, builds, and runs every test: the unit and integration suites, the agent
+# hosts, the package and deploy suites on the default build; the unit tests, every integration suite
+# and one Claude Code class again under ASan+UBSan; then each fuzz target for a bounded time.
+# Usage: scripts/test.sh [--no-asan]
+# Both builds' suites run in one ctest run (tests/CMakeLists.txt says how they share the machine),
+# and the run ends with where its time went (scripts/test-times.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/build.sh default
-# The host suites mostly wait on the hosts (about 1.8 of 2 cores busy with three side by side); the
-# integration suites that check timing bounds run alone (RUN_SERIAL) whatever -j says.
-ctest --preset default -j 3
-if [ "${1:-}" != "--no-asan" ]; then
-  bash scripts/build.sh asan
-  asan_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
-  env "${asan_env[@]}" ctest --preset asan -j 2 -E 'hosts\.|package\.deb|deploy\.'
-  # The host suites differ in the host, not in sluice's code: the hook runs under ASan in the unit
-  # and integration suites, the exec and gateway code in the integration suites. Under ASan the
-  # host level gets one Claude Code class through the hook and exec (as 65534); `sluice serve` runs
-  # under ASan in the integration suites. Running every host suite twice would take CI past its
-  # time budget. The package is built from the default build only.
-  (cd tests/hosts && env "${asan_env[@]}" SLUICE_BIN="$(cd ../.. && pwd)/build/asan/sluice" \
-    /usr/bin/python3 -m unittest test_claude.ClaudeCurrentAsNobody)
+asan=1
+[ "${1:-}" = "--no-asan" ] && asan=0
+times="$PWD/build/test-times"
+mkdir -p "$times"
+: > "$times/phases"
+phase() { # phase NAME CMD...: runs CMD, appends "NAME START END" to the phase file
+  local name="$1" start
+  shift
+  start=$(date +%s)
+  "$@"
+  echo "$name $start $(date +%s)" >> "$times/phases"
+}
+extra=()
+[ "$asan" = 1 ] && extra=(clang libclang-rt-14-dev) # the fuzz targets' compiler and runtime
+phase install bash scripts/install-deps.sh "${extra[@]}"
+if [ "$asan" = 1 ]; then
+  phase build-asan bash scripts/build.sh asan
+  phase build bash scripts/build.sh default -DSLUICE_ASAN_DIR="$PWD/build/asan"
+  phase build-fuzz env TARGET=fuzzers bash scripts/build.sh fuzz
+else
+  phase build bash scripts/build.sh default -DSLUICE_ASAN_DIR=
 fi
-if [ "${1:-}" != "--no-asan" ]; then
-  bash scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-10}"
+status=0
+# Four slots on two cores: most suites wait on processes and sockets; the timing suites take two.
+# The JUnit file keeps each suite's whole output (its "Ran N tests" line is counted at the end).
+phase tests ctest --preset default -j 4 --output-junit "$times/ctest.xml" \
+  --test-output-size-passed 1048576 --test-output-size-failed 1048576 || status=$?
+if [ "$asan" = 1 ] && [ "$status" = 0 ]; then
+  phase fuzz bash scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-10}" || status=$?
 fi
+/usr/bin/python3 scripts/test-times.py "$times/phases" "ctest=$times/ctest.xml" || true
+exit "$status"

@@ -3,6 +3,8 @@ cache outside the repository, at the version this project follows and at the min
 rewrite holds), driven headlessly against a fake model server on 127.0.0.1, with `sluice adapter
 install claude` as its only configuration. Run as root and as 65534."""
 import base64
+import fcntl
+import functools
 import json
 import os
 import shutil
@@ -69,6 +71,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def install_lock(install):
+    """Runs an install into the shared cache one process at a time: suites running side by side may
+    want the same host version, and two npm installs into one prefix break each other. With the
+    cache filled it only checks and returns."""
+    @functools.wraps(install)
+    def locked(*args):
+        os.makedirs(CACHE, exist_ok=True)
+        with open(os.path.join(CACHE, ".install.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return install(*args)
+    return locked
+
+
+@install_lock
 def install_claude(version):
     """The host from the npm registry, once per version, into the cache. npm leaves the launcher a
     placeholder when install scripts do not run; the platform package's binary works directly."""

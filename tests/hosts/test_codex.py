@@ -11,11 +11,12 @@ import subprocess
 import unittest
 
 from netns_host import NetnsHostCase, npm_install
-from test_claude import ARGS_CMD, CACHE, SLUICE, full_matrix, prompt_for
+from test_claude import ARGS_CMD, CACHE, SLUICE, full_matrix, prompt_for, install_lock
 
 CURRENT, MINIMUM = "0.171.0", "0.131.0"
 
 
+@install_lock
 def install_codex(version):
     prefix = os.path.join(CACHE, "codex-" + version)
     vendor = os.path.join(prefix, "node_modules", "@openai", "codex-linux-x64", "vendor", "x86_64-unknown-linux-musl")

@@ -12,13 +12,14 @@ import subprocess
 import unittest
 
 from netns_host import HERE, NetnsHostCase, npm_install
-from test_claude import ARGS_CMD, CACHE, PYTHON, SLUICE, free_port, full_matrix, prompt_for
+from test_claude import ARGS_CMD, CACHE, PYTHON, SLUICE, free_port, full_matrix, prompt_for, install_lock
 
 CURRENT, MINIMUM = "1.18.33", "1.3.2"
 QUIET = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
          "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
 
 
+@install_lock
 def install_opencode(version):
     prefix = os.path.join(CACHE, "opencode-" + version)
     binary = os.path.join(prefix, "node_modules", "opencode-linux-x64", "bin", "opencode")

@@ -11,11 +11,12 @@ import threading
 import unittest
 
 from netns_host import NetnsHostCase, npm_install
-from test_claude import ARGS_CMD, CACHE, SLUICE, full_matrix, prompt_for
+from test_claude import ARGS_CMD, CACHE, SLUICE, full_matrix, prompt_for, install_lock
 
 CURRENT, MINIMUM = "0.73.1", "0.51.0"
 
 
+@install_lock
 def install_pi(version):
     prefix = os.path.join(CACHE, "pi-" + version)
     binary = os.path.join(prefix, "node_modules", ".bin", "pi")

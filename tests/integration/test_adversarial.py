@@ -398,7 +398,9 @@ max_header_bytes = 16384
         else:
             s = self.client_socket(gw, rcvbuf=4096)
             s.sendall(f"GET http://origin.test:{self.http}/bytes/80000000 HTTP/1.1\r\nHost: origin.test:{self.http}\r\n\r\n".encode())
-        time.sleep(4)  # past the io timeout of a blocked write
+        # The record is written once the blocked write's io timeout (1.5 s) has passed: waited for,
+        # with the bound the fixed wait had and more.
+        gw.logged(lambda r: r["path"] == "/bytes/80000000", timeout=8)
         self.still_serving(gw)
         recs = [r for r in gw.access_log() if r["path"] == "/bytes/80000000"]
         s.close()

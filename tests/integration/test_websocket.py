@@ -184,8 +184,8 @@ class LongStreams(unittest.TestCase):
 [policy]
 allow = ["ws.test:8444"]
 [timeouts]
-request = "60s"
-io = "30s"
+request = "9s"
+io = "5s"
 """ + M["upstream"], "sse")
 
     def test_an_event_stream_outlives_the_request_deadline_and_a_stalled_one_is_cut(self):
@@ -193,24 +193,25 @@ io = "30s"
 
         def stalled():
             t0 = time.monotonic()
-            p = curl(self.gw, "https://ws.test:8444/sse-stall/2/1", "--max-time", "120", "-N")
+            p = curl(self.gw, "https://ws.test:8444/sse-stall/2/1", "--max-time", "60", "-N")
             results["stall"] = (p, time.monotonic() - t0)
         t = threading.Thread(target=stalled)
         t.start()
-        # Ten events, 20 s apart: three minutes, three times the request deadline.
+        # Ten events, 3 s apart: 27 s, three times the request deadline, each gap well inside the
+        # I/O deadline (the ratios of a 3-minute stream with request = 60 s and io = 30 s).
         t0 = time.monotonic()
-        p = curl(self.gw, "https://ws.test:8444/sse/10/20", "--max-time", "300", "-N")
+        p = curl(self.gw, "https://ws.test:8444/sse/10/3", "--max-time", "120", "-N")
         elapsed = time.monotonic() - t0
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout.decode().count("data: event"), 10)
-        self.assertGreater(elapsed, 170)
+        self.assertGreater(elapsed, 26)
         t.join()
         sp, stall_time = results["stall"]
         self.assertNotEqual(sp.returncode, 0)  # cut: the chunked body never ended
         self.assertIn(b"data: event 0", sp.stdout)
-        self.assertLess(stall_time, 90)  # by the 30 s idle deadline, not curl's 120 s
+        self.assertLess(stall_time, 30)  # by the 5 s idle deadline, not curl's 60 s
         reasons = {r["path"]: r["reason"] for r in self.gw.access_log()}
-        self.assertEqual(reasons["/sse/10/20"], "allowed")
+        self.assertEqual(reasons["/sse/10/3"], "allowed")
         self.assertEqual(reasons["/sse-stall/2/1"], "response_timeout")
 
 
