@@ -16,6 +16,9 @@ if [ -z "${SLUICE_NO_CCACHE:-}" ] && command -v ccache >/dev/null; then
   mkdir -p "$CCACHE_DIR"
   # The precompiled header is part of what a translation unit depends on: ccache hashes it.
   export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+  # Paths under the checkout are hashed relative to it, and the build directory is not hashed (-g
+  # would add it): a clone in another folder (CI's) finds the objects another clone compiled.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   ccache --max-size=5G >/dev/null
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 else
