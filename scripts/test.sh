@@ -32,7 +32,7 @@ else
 fi
 status=0
 # Three slots on two cores: the host and ASan suites keep both cores busy; more slots only add
-# contention. The JUnit file keeps each suite's whole output (its "Ran N tests" line is counted at the end).
+# contention. The JUnit file keeps each suite's whole output (its "Ran N tests" line is counted).
 phase tests ctest --preset default -j 3 --output-junit "$times/ctest.xml" \
   --test-output-size-passed 1048576 --test-output-size-failed 1048576 || status=$?
 if [ "$asan" = 1 ] && [ "$status" = 0 ]; then

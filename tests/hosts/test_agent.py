@@ -23,7 +23,7 @@ from test_pi import CURRENT as PI_CURRENT, MINIMUM as PI_MINIMUM, install_pi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../integration"))
-from git_sshd import GitSshd  # noqa: E402
+from git_sshd import GitSshd, agent_with_key  # noqa: E402
 from page_driver import CHROMIUM, drive_page, start_chromium  # noqa: E402
 
 KEY = "sk-test-REALKEY-5b1f0c"  # what sluice is given; the host inside must never see it
@@ -321,14 +321,8 @@ class AgentClaudeCurrentAsRoot(unittest.TestCase):
             os.chown(p, uid, uid)
         os.chmod(key, 0o600)
         sock = os.path.join(keys, "agent.sock")
-        agent = subprocess.Popen(self.prefix() + ["ssh-agent", "-D", "-a", sock], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+        agent = agent_with_key(self.prefix(), sock, key)
         try:
-            deadline = time.time() + 5
-            while not os.path.exists(sock) and time.time() < deadline:
-                time.sleep(0.05)
-            subprocess.run(self.prefix() + ["ssh-add", "-q", key], check=True, capture_output=True,
-                           env={"SSH_AUTH_SOCK": sock, "PATH": "/usr/bin:/bin"})
             known = os.path.join(self.home, ".ssh", "known_hosts")
             with open(known, "w") as f:
                 f.write("[git.test]:%d %s\n" % (port, sshd.host_pub))

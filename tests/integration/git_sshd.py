@@ -17,6 +17,25 @@ def keygen(path):
         return " ".join(f.read().split()[:2])
 
 
+def agent_with_key(prefix, sock, key):
+    """The caller's ssh-agent (run through `prefix`, as its user) on socket `sock`, holding `key`;
+    returns its process. The socket file exists from bind(), a moment before the agent listens, so
+    ssh-add is tried again while it finds no agent (exit 2), for up to 5 s."""
+    agent = subprocess.Popen(prefix + ["ssh-agent", "-D", "-a", sock], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.time() + 5
+    while True:
+        p = subprocess.run(prefix + ["ssh-add", "-q", key], capture_output=True,
+                           env={"SSH_AUTH_SOCK": sock, "PATH": "/usr/bin:/bin"})
+        if p.returncode == 0:
+            return agent
+        if p.returncode != 2 or time.time() > deadline:
+            agent.kill()
+            agent.wait()
+            raise AssertionError("ssh-add %s: %s" % (key, p.stderr.decode()))
+        time.sleep(0.05)
+
+
 class GitSshd:
     def __init__(self, directory, user, listen, netns=None, large=True):
         """`listen`: (address, port) pairs; `netns`: a netns.TestHost to run sshd in."""

@@ -16,7 +16,7 @@ import time
 import unittest
 
 import test_exec as base
-from git_sshd import GitSshd
+from git_sshd import GitSshd, agent_with_key
 from netns import TestHost
 
 M = {}
@@ -113,13 +113,7 @@ class SshAsRoot(base.ExecCase):
         os.chmod(self.policy, 0o644)
         # The caller's agent, outside the sandbox, holding the key (ssh-agent serves its own user).
         self.agent_sock = os.path.join(self.keys, "agent.sock")
-        self.agent = subprocess.Popen(self.prefix() + ["ssh-agent", "-D", "-a", self.agent_sock],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 5
-        while not os.path.exists(self.agent_sock) and time.time() < deadline:
-            time.sleep(0.05)
-        subprocess.run(self.prefix() + ["ssh-add", "-q", self.key], check=True, capture_output=True,
-                       env={"SSH_AUTH_SOCK": self.agent_sock, "PATH": "/usr/bin:/bin"})
+        self.agent = agent_with_key(self.prefix(), self.agent_sock, self.key)
 
     def tearDown(self):
         self.agent.kill()
