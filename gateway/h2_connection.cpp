@@ -305,18 +305,9 @@ int h2_connection::on_stream_close(nghttp2_session *, std::int32_t id, std::uint
   if (!st->begun && !self.stopping_) {
     // Reset before its header block was judged (a malformed field, say): one access-log line
     // with the reason, as a refused HTTP/1.1 request has, so smuggling attempts show.
-    auto &o = st->o;
-    o.scheme = self.target_.scheme;
-    o.host = self.target_.host;
-    o.port = self.target_.port;
-    o.protocol = "h2";
-    o.method = "-";
-    for (auto &[n, v] : st->fields) {
-      if (n == ":method") o.method = v;
-      if (n == ":path") o.target = v;
-    }
-    o.reason = !st->reset_reason.empty() ? st->reset_reason : "h2_stream_reset";
-    self.owner_.finish(o);
+    self.label(*st, true);
+    st->o.reason = !st->reset_reason.empty() ? st->reset_reason : "h2_stream_reset";
+    self.owner_.finish(st->o);
   }
   // What the stream received and the origin never took still counts against the connection's
   // window: given back, or resets mid-upload would shut it for every other stream.
@@ -479,13 +470,23 @@ void h2_connection::fail(stream &st, error_code ec) {
   owner_.finish(st.o);
 }
 
-void h2_connection::begin(const std::shared_ptr<stream> &st) {
-  auto &o = st->o;
+void h2_connection::label(stream &st, bool from_fields) {
+  auto &o = st.o;
   o.scheme = target_.scheme;
   o.host = target_.host;
   o.port = target_.port;
   o.protocol = "h2";
   o.method = "-";
+  if (!from_fields) return;
+  for (auto &[n, v] : st.fields) {
+    if (n == ":method") o.method = v;
+    if (n == ":path") o.target = v;
+  }
+}
+
+void h2_connection::begin(const std::shared_ptr<stream> &st) {
+  auto &o = st->o;
+  label(*st, false);
   st->begun = true;
   if (stopping_) return;
   if (st->too_large) {
@@ -499,10 +500,7 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
   for (auto &[n, v] : st->fields) in.push_back({n, v});
   auto &req = st->request;
   if (auto why = filters::translate_h2_request(in, req); !why.empty()) {
-    for (auto &[n, v] : st->fields) {
-      if (n == ":method") o.method = v;
-      if (n == ":path") o.target = v;
-    }
+    label(*st, true);
     refuse(*st, why, {});
     return;
   }

@@ -50,6 +50,9 @@ private:
   // stream open for the idle deadline (header_read before the first frames), end it.
   net::awaitable<void> watchdog();
   void stop(); // ends the reader, the writer and the watchdog
+  // The stream's log line names the tunnel's origin and, `from_fields`, the method and path the
+  // client sent (a stream refused before translation, or reset before judging).
+  void label(stream &st, bool from_fields);
   // A request's header block is complete: translated, judged, answered or forwarded.
   void begin(const std::shared_ptr<stream> &st);
   // Forwards an allowed stream to the origin and its response back: over the worker's h2
