@@ -5,6 +5,8 @@
 // `sluice approve` / `sluice deny`, a webhook, or the timeout. Shared by every
 // worker (a mutex); a decision wakes the held session through the function it registered, which
 // posts to that session's own thread. Private to gateway/.
+#include "gateway/exchange/judge.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -29,7 +31,7 @@ struct held_request {
   std::chrono::milliseconds timeout{0};
 };
 
-class approvals {
+class approvals : public exchange::run_approvals {
 public:
   struct entry;
   using entry_ptr = std::shared_ptr<entry>;
@@ -59,7 +61,7 @@ public:
   // [[approvals.allowed]] with the host (and its port when not the scheme's own).
   static std::string always_text(const held_request &r);
   // Hosts allowed for the rest of the run (host:port), by a decision "run" or "always".
-  bool allowed_for_run(const std::string &host, unsigned port) const;
+  bool allowed_for_run(const std::string &host, unsigned port) const override;
   // The held requests, oldest first, as the JSON the page and the CLI read.
   std::string pending_json() const;
   std::size_t pending() const;

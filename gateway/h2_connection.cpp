@@ -513,13 +513,13 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
   std::vector<std::pair<std::string_view, std::string_view>> fields;
   fields.reserve(req.fields.size());
   for (auto &[n, v] : req.fields) fields.emplace_back(n, v);
-  request_in r;
+  exchange::request r;
   r.method = req.method;
   r.target = req.path;
   r.authority = req.authority;
   r.scheme = req.scheme;
   r.fields = &fields;
-  r.h2 = true;
+  r.version = 20;
   // Each stream is judged by the policy current at its start, for the client that opened the
   // tunnel while the policy still names it, within its role's rate.
   if (auto revoked = owner_.refresh_policy(); !revoked.empty()) {

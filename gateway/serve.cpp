@@ -4,6 +4,7 @@
 #include "certs/ca_files.hpp"
 #include "filters/policy_loader.hpp"
 #include "filters/request_hygiene.hpp"
+#include "gateway/exchange/judge.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/oauth2.hpp"
 
@@ -295,43 +296,44 @@ int run_check(const std::string &config_file, const std::string &profile,
   if (!u || !u->has_authority() || (u->scheme() != "http" && u->scheme() != "https")) {
     throw std::runtime_error("URL '" + url + "' is not an absolute http:// or https:// URL");
   }
-  auto say = [](const filters::decision &d) {
-    if (d.would_deny) {
-      // A role in report mode: let through, and logged as what enforce would do.
-      std::printf("WOULD_DENY reason=%s%s%s (report mode: allowed)\n", std::string(d.reason).c_str(),
-                  d.rule.empty() ? "" : " rule=", d.rule.c_str());
-      return 0;
-    }
-    if (d.allowed) {
-      std::printf("ALLOW rule=%s\n", d.rule.c_str());
-      return 0;
-    }
-    std::printf("DENY reason=%s%s%s\n", std::string(d.reason).c_str(),
-                d.rule.empty() ? "" : " rule=", d.rule.c_str());
-    return 1;
-  };
-  if (u->has_userinfo()) return say(filters::decision::deny("userinfo_in_target"));
-  if (u->has_fragment()) return say(filters::decision::deny("ambiguous_target"));
-  std::string host(u->encoded_host());
-  if (u->host_type() == boost::urls::host_type::ipv6 && host.front() != '[') host = "[" + host + "]";
-  unsigned port = u->has_port() ? u->port_number() : (u->scheme() == "https" ? 443 : 80);
-  std::string path(u->encoded_path());
-  if (path.empty()) path = "/";
-  if (!filters::target_is_unambiguous(path)) return say(filters::decision::deny("ambiguous_target"));
-  std::string target = path + (u->has_query() ? "?" + std::string(u->encoded_query()) : "");
-  auto d = pol.decide(method, u->scheme(), host, port, target);
-  if (d.allowed) {
-    auto parsed = filters::parse_host(host);
+  // The request as a client sends it to the proxy, judged by the gateway's own judge: absolute-form
+  // with its Host, and a POST to git-upload-pack with the content type Git gives it, so that a
+  // fetch is judged as the read it is.
+  exchange::field_list fields{{"host", u->encoded_host_and_port()}};
+  std::string_view path = u->encoded_path();
+  if (method == "POST" && path.ends_with("/git-upload-pack")) {
+    fields.emplace_back("content-type", "application/x-git-upload-pack-request");
+  }
+  exchange::request r;
+  r.method = method;
+  r.target = url;
+  r.fields = &fields;
+  exchange::outcome o;
+  auto v = exchange::judge(r, exchange::judging{pol}, o);
+  if (v.reason.empty()) {
+    // The addresses the gateway would dial, judged as it judges them: the literal, or the pins.
     std::vector<boost::asio::ip::address> addrs;
-    if (parsed.host->ip) addrs.push_back(*parsed.host->ip);
-    if (auto pin = cfg.pins.find(parsed.host->name); pin != cfg.pins.end()) addrs = pin->second;
+    if (v.ip) addrs.push_back(*v.ip);
+    if (auto pin = cfg.pins.find(o.host); pin != cfg.pins.end()) addrs = pin->second;
     for (auto &a : addrs) {
-      if (!pol.decide_address(a).allowed) {
-        return say(filters::decision::deny("destination_address_denied", d.rule));
-      }
+      if (!pol.decide_address(a).allowed) v.reason = "destination_address_denied";
     }
   }
-  return say(d);
+  if (!v.reason.empty()) {
+    std::string rule = v.rule.empty() ? o.rule : v.rule;
+    std::printf("DENY reason=%s%s%s\n", std::string(v.reason).c_str(), rule.empty() ? "" : " rule=",
+                rule.c_str());
+    return 1;
+  }
+  if (!o.would_deny.empty()) {
+    // A role in report mode: let through, and logged as what enforce would do.
+    std::printf("WOULD_DENY reason=%s%s%s (report mode: allowed)\n", std::string(o.would_deny).c_str(),
+                o.rule.empty() ? "" : " rule=", o.rule.c_str());
+    return 0;
+  }
+  std::printf("ALLOW rule=%s\n", o.rule.c_str());
+  if (v.git_read) std::printf("  (a Git fetch: its body must hold Git negotiation only, as network-read reads)\n");
+  return 0;
 }
 
 } // namespace sluice::gateway

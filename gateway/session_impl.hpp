@@ -9,6 +9,7 @@
 // Private to gateway/: nothing outside includes it.
 #include "filters/client_identity.hpp"
 #include "gateway/error.hpp"
+#include "gateway/exchange/judge.hpp"
 #include "gateway/gateway_state.hpp"
 #include "gateway/tls_stream.hpp"
 
@@ -32,68 +33,9 @@ inline constexpr std::size_t chunk_size = 64 * 1024;
 // tunnels that then idle does not hold every frame at once.
 inline constexpr auto park_after = std::chrono::milliseconds(100);
 
-// The authority a terminated tunnel was opened for; every request inside must name it.
-struct tunnel_target {
-  std::string host; // normalized
-  unsigned port = 0;
-  std::string_view scheme = "https"; // "http": a captured plain connection
-};
-
-// What one request turned into, for the access log, the metrics and the exec summary.
-struct outcome {
-  std::string method, scheme, host, target, rule;
-  unsigned port = 0;
-  std::string_view decision = "deny";
-  std::string_view reason;
-  unsigned status = 0;
-  std::uint64_t bytes_in = 0, bytes_out = 0;
-  clock::time_point start = clock::now();
-  // Report mode: allowed, but enforce would have refused it for this reason (logged as would_deny).
-  std::string_view would_deny;
-  std::string_view protocol = "http/1.1"; // "websocket" for an upgrade the policy let through
-  std::uint64_t ws_messages_in = 0, ws_messages_out = 0; // after the 101
-  int ws_close_code = -1;
-  int grpc_status = -1; // a gRPC call answered with a grpc-status (sluice's own refusals, for now)
-  // Git over SSH (protocol "ssh"): the user the client named, its request, the exit status passed back.
-  std::string ssh_user, ssh_command;
-  std::string credential; // the credential whose value the gateway added, if any
-  std::string_view approval; // held for a person: what was decided ("once", "run", "deny", "timeout")
-  std::string decided_by;
-  int exit_status = -1;
-};
-
-// A request as the judging step sees it, whatever carried it (an HTTP/1.1 head, an h2 stream).
-struct request_in {
-  std::string_view method;
-  std::string_view target;    // HTTP/1.1: the request-target as sent; h2: :path
-  std::string_view authority; // h2: :authority (its host field was checked against it)
-  std::string_view scheme;    // h2: :scheme
-  const std::vector<std::pair<std::string_view, std::string_view>> *fields = nullptr; // no pseudo-headers
-  unsigned version = 11;
-  bool h2 = false;
-};
-
-// What the judging step decided: a refusal (reason set), or leave with what goes with it.
-struct verdict {
-  std::string_view reason; // empty: allowed
-  std::string rule;
-  bool close = false;      // a refusal after which the connection (HTTP/1.1) closes
-  std::optional<net::ip::address> ip; // the host is this literal address
-  bool git_read = false;   // network-read: a fetch's POST to git-upload-pack; its body is checked next
-  bool websocket = false;  // an upgrade the policy let through (o.protocol is "websocket")
-  std::vector<std::pair<std::string, std::string>> set; // credential fields to set on the way out
-  // An AWS request whose signature covers its body's hash: the body is read whole (bounded), then
-  // signed again for credential aws_credential (credential_injector::sign_aws).
-  bool aws_body = false;
-  std::string aws_credential;
-  // The body is read whole before the request leaves (and sent with its length).
-  bool read_whole() const { return git_read || aws_body; }
-  // network-read: a read method, which carries no body. HTTP/1.1 announces one in its framing
-  // fields (refused by hygiene); an h2 stream may send DATA without content-length, so its end
-  // is awaited before anything leaves, and a DATA byte refuses it (body_on_read_method).
-  bool bodyless = false;
-  bool ask = false; // host_not_allowlisted, but a person may be asked ([approvals])
-};
+using exchange::outcome;
+using exchange::tunnel_target;
+using exchange::verdict;
 
 // Relay buffers of chunk_size, kept per thread for reuse: allocating and freeing 64 KiB per request
 // makes malloc trim and re-fault its heap each time. At most `kept` wait idle per worker.
@@ -225,10 +167,10 @@ private:
                                        http::request_parser<http::buffer_body> &parser,
                                        std::string_view &raw_reason);
 
-  // The judging step every protocol shares (session_judge.cpp): the origin worked out and
-  // cross-checked (Host, :authority, the tunnel), hygiene, Git negotiation, WebSocket upgrades,
-  // the policy's decision, credentials. Fills `o` as it goes; no I/O.
-  verdict judge(const request_in &r, const tunnel_target *tunnel, const filters::policy &pol, outcome &o);
+  // The one judging step (exchange::judge), with what this session knows of a person's approvals:
+  // the host approved for this tunnel or connection, the next request, the run's.
+  verdict judge(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol,
+                outcome &o);
   // [approvals]: holds the request `o` describes until a person decides or its time runs out
   // (session.cpp). `pending` when no more may wait (refused at once: approval_queue_full).
   // `client`: its socket, watched meanwhile: a client that hangs up is forgotten (`gone`).

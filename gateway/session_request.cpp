@@ -256,11 +256,12 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   auto &fields = field_views_; // kept by the session: its capacity serves every request
   fields.clear();
   for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
-  request_in in;
+  exchange::request in;
   in.method = req.method_string();
   in.target = req.target();
   in.fields = &fields;
   in.version = version;
+  in.can_hold = true;
   verdict v = judge(in, tunnel, pol, o);
   if (v.ask) { // not on the allowlist, but a person may let it through ([approvals])
     auto a = co_await ask(o, "request", pol, lowest(s).socket());

@@ -105,6 +105,43 @@ deny = [{{ host = "{o}", paths = ["/bytes/666"] }}]
         p = check("GET", self.url("/bytes/666"))
         self.assertEqual(p.stdout.strip(), "DENY reason=route_denied rule=" + self.deny_rule)
 
+    def test_check_and_the_gateway_agree(self):
+        """`sluice check` judges with the gateway's own judge: for each request of a table, what it
+        prints is what the gateway decides, over HTTP/1.1 and over h2 (a Git fetch's POST, as Git
+        sends it, is the read it is under network-read)."""
+        oid = b"a" * 40
+        negotiation = b"0032want " + oid + b"\n" + b"00000009done\n"
+        git = ("-H", "Content-Type: application/x-git-upload-pack-request", "--data-binary", "@-")
+        http = "http://origin.test:%d" % self.http
+        rows = [("GET", self.url("/bytes/16"), ()),
+                ("POST", self.url("/echo"), ("-d", "x")),
+                ("POST", self.url("/other"), ("-d", "x")),
+                ("GET", self.url("/bytes/666"), ()),
+                ("GET", self.url("/bytes/666/"), ()),
+                ("GET", self.url("/hello"), ()),
+                ("GET", "https://elsewhere.test:%d/" % self.https, ()),
+                ("GET", http + "/anything", ()),
+                ("POST", http + "/org/repo.git/git-upload-pack", git),
+                ("POST", http + "/org/repo.git/git-receive-pack", ("-d", "x")),
+                ("POST", http + "/anything", ("-d", "x"))]
+        for method, url, args in rows:
+            p = subprocess.run([SLUICE, "check", "--config", self.gw.config, method, url],
+                               capture_output=True, text=True)
+            first = p.stdout.split("\n")[0].split()
+            self.assertIn(first[0], ("ALLOW", "DENY"), p.stdout + p.stderr)
+            said = first[1].split("=", 1)[1] if first[0] == "DENY" else "allow"
+            self.assertEqual(p.returncode, 0 if said == "allow" else 1, (url, p.stdout))
+            versions = ["--http1.1", "--http2"] if url.startswith("https:") else ["--http1.1"]
+            for version in versions:
+                c = subprocess.run(["curl", "-sS", "--max-time", "20", "--proxy", self.gw.proxy, "--cacert",
+                                    self.gw.ca, "-o", "/dev/null", "-D", "/dev/stderr", "-X", method, version,
+                                    "--path-as-is", *args, url],
+                                   input=negotiation if "@-" in args else b"", capture_output=True)
+                heads = c.stderr.decode()
+                ps = header(heads, "Proxy-Status") or ""
+                did = ps.split('details="', 1)[1].split('"', 1)[0] if status_of(heads) == 403 else "allow"
+                self.assertEqual(did, said, (method, url, version, p.stdout, heads))
+
     def test_bad_route_refused_at_load_with_the_line(self):
         p = subprocess.run([SLUICE, "check", "--config", "/dev/stdin", "GET", self.url("/")],
                            input='[policy]\nallow = [{ host = "a.test", paths = ["/a//b"] }]\n',
