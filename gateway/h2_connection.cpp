@@ -26,7 +26,7 @@ h2_connection &self_of(void *user_data) { return *static_cast<h2_connection *>(u
 
 
 h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_target &target)
-    : owner_(owner), tls_(tls), target_(target), wake_(tls.get_executor()), finished_(tls.get_executor()),
+    : owner_(owner), tls_(tls), target_(target), pump_(tls.get_executor()), finished_(tls.get_executor()),
       dog_(tls.get_executor()), provoked_tokens_(max_provoked_resets) {
   nghttp2_session_callbacks *cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
@@ -48,6 +48,7 @@ h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_targe
   nghttp2_option_set_max_continuations(opt, 8);     // CONTINUATION floods (CVE-2024-28182)
   nghttp2_option_set_stream_reset_rate_limit(opt, 200, 20); // rapid reset (CVE-2023-44487)
   nghttp2_session_server_new2(&ng_, cb, this, opt);
+  pump_.ng = ng_;
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
   const auto &l = owner_.cfg().limits;
@@ -81,10 +82,7 @@ void goaway_all(worker &w) {
   for (auto *c : w.h2_clients) c->goaway();
 }
 
-void h2_connection::kick() {
-  woken_ = true;
-  wake_.cancel();
-}
+void h2_connection::kick() { pump_.kick(); }
 
 void h2_connection::terminate(std::uint32_t code) {
   nghttp2_session_terminate_session(ng_, code);
@@ -92,7 +90,7 @@ void h2_connection::terminate(std::uint32_t code) {
 }
 
 void h2_connection::stop() {
-  stopping_ = true;
+  pump_.stopping = true;
   error_code ignored;
   tls_.socket().shutdown(tcp::socket::shutdown_both, ignored);
   kick();
@@ -100,27 +98,27 @@ void h2_connection::stop() {
 }
 
 net::awaitable<void> h2_connection::watchdog() {
-  while (!stopping_) {
+  while (!pump_.stopping) {
     const auto t = owner_.cfg().timeouts; // a copy: a reload may free the policy while this waits
     // Between streams: the keep-alive idle deadline from the client's last bytes. With streams
     // open: tunnel_idle without a byte either way (an event stream that sends every 20 s lives as
     // long as its origin keeps it; a client that keeps its window shut holds nothing longer).
-    auto since = [&] { return streams_.empty() ? last_read_ : std::max(last_read_, last_write_); };
-    auto quiet = [&] { return streams_.empty() ? (reads_ == 0 ? t.header_read : t.idle) : t.tunnel_idle; };
+    auto since = [&] { return streams_.empty() ? pump_.last_read : std::max(pump_.last_read, pump_.last_write); };
+    auto quiet = [&] { return streams_.empty() ? (pump_.reads == 0 ? t.header_read : t.idle) : t.tunnel_idle; };
     auto next = since() + quiet();
-    if (writing_) next = std::min(next, write_since_ + t.io);
+    if (pump_.writing) next = std::min(next, pump_.write_since + t.io);
     dog_.expires_at(next);
     co_await dog_.async_wait(use_tuple);
-    if (stopping_) break;
+    if (pump_.stopping) break;
     auto now = clock::now();
-    if ((writing_ && now >= write_since_ + t.io) || now >= since() + quiet()) stop();
+    if ((pump_.writing && now >= pump_.write_since + t.io) || now >= since() + quiet()) stop();
   }
 }
 
 net::awaitable<void> h2_connection::run() {
   co_await (reader() && writer() && watchdog());
   // The client is gone or the connection broke: every stream still forwarding gives up.
-  stopping_ = true;
+  pump_.stopping = true;
   for (auto &[id, st] : streams_) {
     st->closed = true;
     if (st->up) {
@@ -137,66 +135,24 @@ net::awaitable<void> h2_connection::run() {
 
 // Reads frames until the client closes, idles out, or nghttp2 wants no more (GOAWAY, an error).
 net::awaitable<void> h2_connection::reader() {
-  chunk data;
-  while (!stopping_ && nghttp2_session_want_read(ng_)) {
-    // No deadline here: between streams the watchdog ends an idle connection as a keep-alive one
-    // would end; while streams run, their own deadlines bound them.
-    tls_.expires_never();
-    auto [ec, n] = co_await tls_.async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
-    if (ec) break; // end of stream, reset, or stop()
-    last_read_ = clock::now();
-    ++reads_;
-    auto rv = nghttp2_session_mem_recv(ng_, reinterpret_cast<const std::uint8_t *>(data.get()), n);
-    if (rv < 0) {
-      // A protocol error nghttp2 found (it queues GOAWAY where it can), or a flood it bounds
-      // (NGHTTP2_ERR_FLOODED, too many CONTINUATIONs): the connection ends.
-      terminate(NGHTTP2_PROTOCOL_ERROR);
-      break;
-    }
-    kick();
+  // No deadline on reads: between streams the watchdog ends an idle connection as a keep-alive one
+  // would end; while streams run, their own deadlines bound them.
+  // (co_await is kept out of the condition: GCC 12 miscompiles it there.)
+  const int rv = co_await pump_.read(tls_);
+  if (rv < 0) {
+    // A protocol error nghttp2 found (it queues GOAWAY where it can), or a flood it bounds
+    // (NGHTTP2_ERR_FLOODED, too many CONTINUATIONs): the connection ends.
+    terminate(NGHTTP2_PROTOCOL_ERROR);
   }
-  stopping_ = true;
+  pump_.stopping = true;
   kick();
   dog_.cancel();
 }
 
-// Sends what nghttp2 has queued, whenever there is some, until the connection ends.
+// Sends what nghttp2 has queued, whenever there is some, until the connection ends; then (GOAWAY
+// sent, or the end) the reader stops waiting too.
 net::awaitable<void> h2_connection::writer() {
-  std::string out;
-  for (;;) {
-    out.clear();
-    while (out.size() < 64 * 1024) {
-      const std::uint8_t *bytes = nullptr;
-      auto n = nghttp2_session_mem_send(ng_, &bytes);
-      if (n < 0) {
-        stopping_ = true;
-        break;
-      }
-      if (n == 0) break;
-      out.append(reinterpret_cast<const char *>(bytes), static_cast<std::size_t>(n));
-    }
-    if (!out.empty()) {
-      writing_ = true;
-      write_since_ = clock::now();
-      dog_.cancel(); // the watchdog now has a write to time
-      tls_.expires_never();
-      auto [ec, n] = co_await net::async_write(tls_, net::buffer(out), use_tuple);
-      writing_ = false;
-      last_write_ = clock::now();
-      if (ec) {
-        stop(); // the reader ends too
-        break;
-      }
-      continue;
-    }
-    if (stopping_ || (!nghttp2_session_want_read(ng_) && !nghttp2_session_want_write(ng_))) break;
-    if (!woken_) {
-      wake_.expires_at(clock::time_point::max());
-      co_await wake_.async_wait(use_tuple);
-    }
-    woken_ = false;
-  }
-  // GOAWAY or the end: the reader stops waiting too.
+  co_await pump_.write(tls_, dog_);
   stop();
 }
 
@@ -302,7 +258,7 @@ int h2_connection::on_stream_close(nghttp2_session *, std::int32_t id, std::uint
   if (it == self.streams_.end()) return 0;
   auto st = it->second;
   st->closed = true;
-  if (!st->begun && !self.stopping_) {
+  if (!st->begun && !self.pump_.stopping) {
     // Reset before its header block was judged (a malformed field, say): one access-log line
     // with the reason, as a refused HTTP/1.1 request has, so smuggling attempts show.
     self.label(*st, true);
@@ -488,7 +444,7 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
   auto &o = st->o;
   label(*st, false);
   st->begun = true;
-  if (stopping_) return;
+  if (pump_.stopping) return;
   if (st->too_large) {
     refuse(*st, "header_too_large", {});
     // An HPACK bomb costs its decoding however the list ends: a few refusals, then the end.

@@ -4,6 +4,7 @@
 // forwarded to the origin over HTTP/1.1 (the upstream pool), one access-log line per stream.
 // Framing is libnghttp2's; the bounds against the known HTTP/2 attacks are set here.
 // Private to gateway/.
+#include "gateway/h2_pump.hpp"
 #include "gateway/session_impl.hpp"
 
 #include <map>
@@ -84,17 +85,10 @@ private:
   tunnel_target target_;
   nghttp2_session *ng_ = nullptr;
   std::map<std::int32_t, std::shared_ptr<stream>> streams_;
-  net::steady_timer wake_;      // the writer waits on it
-  bool woken_ = false;
+  h2_pump pump_;                // the reader and the writer; stopping: no new streams, streams give up
   net::steady_timer finished_;  // run() waits on it for the last forwarding stream
   net::steady_timer dog_;       // the watchdog's
-  bool writing_ = false;
-  clock::time_point write_since_;
-  clock::time_point last_read_ = clock::now();
-  clock::time_point last_write_ = clock::now();
-  std::size_t reads_ = 0;
   std::size_t forwarding_ = 0;  // streams whose forward() has not returned
-  bool stopping_ = false;       // the connection is ending: no new streams, streams give up
   bool dialing_ = false;        // a stream is dialing the origin (others wait to share an h2 origin)
   // Flood counters (nghttp2 1.52 bounds some floods itself: rapid reset, CONTINUATION, ACKs).
   std::size_t empty_frames_ = 0;

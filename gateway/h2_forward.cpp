@@ -8,6 +8,7 @@
 #include "gateway/error.hpp"
 #include "gateway/h2_stream.hpp"
 #include "gateway/h2_upstream.hpp"
+#include "gateway/upstream/failure.hpp"
 
 #include <charconv>
 
@@ -32,7 +33,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
       if (--c.forwarding_ == 0) c.finished_.cancel();
     }
   } guard{*this, *st};
-  auto gone = [&] { return st->closed || stopping_; };
+  auto gone = [&] { return st->closed || pump_.stopping; };
 
   // Git negotiation under network-read: the whole body, bounded, checked before anything leaves.
   std::string preread;
@@ -142,7 +143,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   const auto &t = st->policy->cfg().timeouts;
   const auto deadline = o.start + t.request;
   const bool tls = o.scheme == "https";
-  auto gone = [&] { return st->closed || stopping_; };
+  auto gone = [&] { return st->closed || pump_.stopping; };
   // The head for the origin: HTTP/1.1, Host from :authority, the end-to-end fields, the
   // credentials the verdict sets, and framing of sluice's own.
   std::string head;
@@ -170,10 +171,30 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   head.append("\r\n");
   head += preread;
 
+  // The response head; interim 1xx responses are dropped (HTTP/2 needs none of them here).
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  auto read_response_head = [&]() -> net::awaitable<error_code> {
+    for (;;) {
+      parser.emplace();
+      parser->header_limit(static_cast<std::uint32_t>(owner_.cfg().limits.max_header_bytes));
+      parser->body_limit(boost::none);
+      if (req.method == "HEAD") parser->skip(true);
+      conn->expires_after(t.io);
+      auto [e, n] = co_await conn->visit(
+          [&](auto &up) { return http::async_read_header(up, conn->buffer, *parser, use_tuple); });
+      if (e || parser->get().result_int() / 100 != 1) co_return e;
+      if (parser->get().result_int() == 101) co_return http::error::bad_status;
+    }
+  };
+
+  // A pooled connection may have been closed by the origin a moment ago: a request whose body is
+  // all in `head` (or that has none) goes once more on a fresh connection, as over HTTP/1.1. Such
+  // a request reads its response head here, so that a close noticed only then is retried too.
+  const bool in_head = no_body || st->v.read_whole(); // the whole request is `head`
   const std::string key = conn->key;
+  error_code ec;
   for (int attempt = 0;; ++attempt) {
     if (!conn) {
-      error_code ec;
       conn = co_await owner_.connect_upstream(o.host, st->v.ip, o.port, tls, ec);
       if (gone()) co_return aborted(*st);
       if (ec) co_return fail(*st, ec);
@@ -184,14 +205,16 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
     st->up = conn.get();
     conn->expires_after(t.io);
     auto [wec, wn] = co_await conn->visit([&](auto &up) { return net::async_write(up, net::buffer(head), use_tuple); });
+    ec = wec;
+    if (!ec && in_head) ec = co_await read_response_head();
     if (gone()) co_return aborted(*st);
-    if (!wec) break;
-    if (reused && attempt == 0) { // a pooled connection the origin had closed: once more, fresh
+    if (!ec) break;
+    if (reused && attempt == 0 && upstream::closed_while_pooled(ec)) {
       conn.reset();
       reused = false;
       continue;
     }
-    co_return fail(*st, gateway_error::response_incomplete);
+    co_return fail(*st, upstream::response_failure(ec));
   }
   o.bytes_in += preread.size();
 
@@ -211,7 +234,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
         return net::async_write(up, net::buffer(chunked ? framed : piece), use_tuple);
       });
       if (gone()) co_return aborted(*st);
-      if (ec) co_return fail(*st, gateway_error::response_incomplete);
+      if (ec) co_return fail(*st, upstream::response_failure(ec));
       o.bytes_in += piece.size();
       if (owner_.cfg().limits.max_body_bytes && o.bytes_in > owner_.cfg().limits.max_body_bytes) {
         refuse(*st, "body_too_large", o.rule);
@@ -230,7 +253,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
           return net::async_write(up, net::buffer(std::string_view("0\r\n\r\n")), use_tuple);
         });
         if (gone()) co_return aborted(*st);
-        if (ec) co_return fail(*st, gateway_error::response_incomplete);
+        if (ec) co_return fail(*st, upstream::response_failure(ec));
       }
       break;
     }
@@ -241,33 +264,10 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
     }
   }
 
-  // The response head; interim 1xx responses are dropped (HTTP/2 needs none of them here).
-  std::optional<http::response_parser<http::buffer_body>> parser;
-  error_code ec;
-  for (;;) {
-    parser.emplace();
-    parser->header_limit(static_cast<std::uint32_t>(owner_.cfg().limits.max_header_bytes));
-    parser->body_limit(boost::none);
-    if (req.method == "HEAD") parser->skip(true);
-    conn->expires_after(t.io);
-    auto [e, n] = co_await conn->visit(
-        [&](auto &up) { return http::async_read_header(up, conn->buffer, *parser, use_tuple); });
-    ec = e;
-    if (ec || parser->get().result_int() / 100 != 1) break;
-    if (parser->get().result_int() == 101) {
-      ec = http::error::bad_status;
-      break;
-    }
-  }
+  if (!in_head) ec = co_await read_response_head(); // after the body
   auto &rp = *parser;
   if (gone()) co_return aborted(*st);
-  if (ec) {
-    co_return fail(*st, ec == beast::error::timeout       ? gateway_error::response_timeout
-                        : ec == http::error::header_limit ? gateway_error::upstream_response_too_large
-                        : (ec == http::error::end_of_stream || ec == net::error::connection_reset)
-                            ? gateway_error::response_incomplete
-                            : gateway_error::upstream_protocol_error);
-  }
+  if (ec) co_return fail(*st, upstream::response_failure(ec));
   auto &res = rp.get();
   unsigned code = res.result_int();
   o.status = code;
@@ -343,7 +343,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
   auto &req = st->request;
   const auto &t = st->policy->cfg().timeouts;
   const auto &limits = st->policy->cfg().limits;
-  auto gone = [&] { return st->closed || stopping_; };
+  auto gone = [&] { return st->closed || pump_.stopping; };
   std::vector<std::pair<std::string, std::string>> fields;
   fields.reserve(req.fields.size() + st->v.set.size() + 5);
   fields.emplace_back(":method", req.method);

@@ -29,7 +29,7 @@ constexpr std::int32_t origin_connection_window = 32 * 1024 * 1024;
 h2_upstream::h2_upstream(worker &w, std::unique_ptr<upstream_connection> conn, std::size_t max_header_bytes,
                          clock::duration idle, clock::duration io)
     : worker_(w), conn_(std::move(conn)), max_header_bytes_(max_header_bytes), idle_(idle), io_(io),
-      wake_(conn_->tls->get_executor()), dog_(conn_->tls->get_executor()) {
+      pump_(conn_->tls->get_executor()), dog_(conn_->tls->get_executor()) {
   nghttp2_session_callbacks *cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_header_callback(cb, &on_header);
@@ -45,6 +45,7 @@ h2_upstream::h2_upstream(worker &w, std::unique_ptr<upstream_connection> conn, s
   nghttp2_option_set_max_continuations(opt, 8);
   nghttp2_option_set_peer_max_concurrent_streams(opt, max_streams); // until the origin's SETTINGS say
   nghttp2_session_client_new2(&ng_, cb, this, opt);
+  pump_.ng = ng_;
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
   nghttp2_settings_entry settings[] = {
@@ -61,21 +62,18 @@ h2_upstream::~h2_upstream() { nghttp2_session_del(ng_); }
 
 void h2_upstream::start() {
   worker_.h2_origins[conn_->key] = shared_from_this();
-  net::co_spawn(wake_.get_executor(), [self = shared_from_this()]() { return self->run(); }, net::detached);
+  net::co_spawn(dog_.get_executor(), [self = shared_from_this()]() { return self->run(); }, net::detached);
 }
 
 bool h2_upstream::usable() const {
   auto limit = nghttp2_session_get_remote_settings(ng_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-  return !stopping_ && nghttp2_session_check_request_allowed(ng_) && streams_.size() < std::min(limit, max_streams);
+  return !pump_.stopping && nghttp2_session_check_request_allowed(ng_) && streams_.size() < std::min(limit, max_streams);
 }
 
-void h2_upstream::kick() {
-  woken_ = true;
-  wake_.cancel();
-}
+void h2_upstream::kick() { pump_.kick(); }
 
 void h2_upstream::stop() {
-  stopping_ = true;
+  pump_.stopping = true;
   error_code ignored;
   conn_->socket().shutdown(tcp::socket::shutdown_both, ignored);
   kick();
@@ -84,7 +82,7 @@ void h2_upstream::stop() {
 
 std::int32_t h2_upstream::open(const std::shared_ptr<stream> &st,
                                const std::vector<std::pair<std::string, std::string>> &fields, bool body) {
-  if (stopping_) return NGHTTP2_ERR_SESSION_CLOSING;
+  if (pump_.stopping) return NGHTTP2_ERR_SESSION_CLOSING;
   std::vector<nghttp2_nv> nv;
   nv.reserve(fields.size());
   for (auto &[n, v] : fields) {
@@ -132,7 +130,7 @@ void h2_upstream::cancel(std::int32_t id, std::size_t unread) {
 
 net::awaitable<void> h2_upstream::run() {
   co_await (reader() && writer() && watchdog());
-  stopping_ = true;
+  pump_.stopping = true;
   if (auto it = worker_.h2_origins.find(conn_->key); it != worker_.h2_origins.end() && it->second.get() == this) {
     worker_.h2_origins.erase(it);
   }
@@ -146,68 +144,38 @@ net::awaitable<void> h2_upstream::run() {
 }
 
 net::awaitable<void> h2_upstream::reader() {
-  chunk data;
-  while (!stopping_ && nghttp2_session_want_read(ng_)) {
-    conn_->tls->expires_never(); // the watchdog and the streams' own deadlines bound it
-    auto [ec, n] = co_await conn_->tls->async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
-    if (ec) break;
-    if (nghttp2_session_mem_recv(ng_, reinterpret_cast<const std::uint8_t *>(data.get()), n) < 0) {
-      nghttp2_session_terminate_session(ng_, NGHTTP2_PROTOCOL_ERROR);
-      kick();
-      break;
-    }
+  // The watchdog and the streams' own deadlines bound the reads.
+  // (co_await is kept out of the condition: GCC 12 miscompiles it there.)
+  const int rv = co_await pump_.read(*conn_->tls);
+  if (rv < 0) {
+    nghttp2_session_terminate_session(ng_, NGHTTP2_PROTOCOL_ERROR);
     kick();
   }
-  stopping_ = true;
+  pump_.stopping = true;
   kick();
   dog_.cancel();
 }
 
 net::awaitable<void> h2_upstream::writer() {
-  std::string out;
-  for (;;) {
-    out.clear();
-    while (out.size() < 64 * 1024) {
-      const std::uint8_t *bytes = nullptr;
-      auto n = nghttp2_session_mem_send(ng_, &bytes);
-      if (n <= 0) break;
-      out.append(reinterpret_cast<const char *>(bytes), static_cast<std::size_t>(n));
-    }
-    if (!out.empty()) {
-      writing_ = true;
-      write_since_ = clock::now();
-      dog_.cancel();
-      conn_->tls->expires_never();
-      auto [ec, n] = co_await net::async_write(*conn_->tls, net::buffer(out), use_tuple);
-      writing_ = false;
-      if (ec) break;
-      continue;
-    }
-    if (stopping_ || (!nghttp2_session_want_read(ng_) && !nghttp2_session_want_write(ng_))) break;
-    if (!woken_) {
-      wake_.expires_at(clock::time_point::max());
-      co_await wake_.async_wait(use_tuple);
-    }
-    woken_ = false;
-  }
+  co_await pump_.write(*conn_->tls, dog_);
   stop();
 }
 
 // A write that takes longer than the I/O deadline, or no stream open for the idle deadline, ends
 // the connection (an origin that stops answering mid-stream is the stream's deadline's to judge).
 net::awaitable<void> h2_upstream::watchdog() {
-  while (!stopping_) {
+  while (!pump_.stopping) {
     auto next = streams_.empty() ? quiet_since_ + idle_ : clock::time_point::max();
-    if (writing_) next = std::min(next, write_since_ + io_);
+    if (pump_.writing) next = std::min(next, pump_.write_since + io_);
     dog_.expires_at(next);
     co_await dog_.async_wait(use_tuple);
-    if (stopping_) break;
+    if (pump_.stopping) break;
     auto now = clock::now();
-    if (writing_ && now >= write_since_ + io_) {
+    if (pump_.writing && now >= pump_.write_since + io_) {
       stop();
     } else if (streams_.empty() && now >= quiet_since_ + idle_) {
       nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR); // GOAWAY, then the writer ends it
-      stopping_ = true;
+      pump_.stopping = true;
       kick();
     }
   }

@@ -6,6 +6,7 @@
 // window, which opens only as the client takes them), the trailers (gRPC's grpc-status).
 // Framing is libnghttp2's (a client session). Private to gateway/.
 #include "gateway/h2_connection.hpp"
+#include "gateway/h2_pump.hpp"
 
 #include <map>
 #include <memory>
@@ -67,12 +68,8 @@ private:
   std::size_t max_header_bytes_;
   clock::duration idle_, io_;
   std::map<std::int32_t, std::shared_ptr<stream>> streams_;
-  net::steady_timer wake_;
-  bool woken_ = false;
+  h2_pump pump_; // the reader and the writer; stopping: the connection is ending
   net::steady_timer dog_;
-  bool writing_ = false;
-  bool stopping_ = false;
-  clock::time_point write_since_;
   clock::time_point quiet_since_ = clock::now(); // the last stream closed (or the connection opened)
 };
 

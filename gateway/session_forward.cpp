@@ -3,6 +3,7 @@
 #include "gateway/end_to_end_fields.hpp"
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
+#include "gateway/upstream/failure.hpp"
 
 #include <charconv>
 #include <cstring>
@@ -377,17 +378,10 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
       });
     }
     if (!ec) break;
-    if (reused && !has_body && attempt == 0 && o.bytes_in == 0 &&
-        (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
-         ec == net::error::broken_pipe || ec == net::ssl::error::stream_truncated)) {
+    if (reused && !has_body && attempt == 0 && o.bytes_in == 0 && upstream::closed_while_pooled(ec)) {
       continue;
     }
-    error_code mapped = ec == beast::error::timeout      ? gateway_error::response_timeout
-                        : ec == http::error::header_limit ? gateway_error::upstream_response_too_large
-                        : (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
-                           ec == net::ssl::error::stream_truncated)
-                            ? gateway_error::response_incomplete
-                            : gateway_error::upstream_protocol_error;
+    error_code mapped = upstream::response_failure(ec);
     co_await fail(s, o, mapped, false, version);
     co_return false;
   }

@@ -6,8 +6,14 @@
 /huge      sends a 3 MiB Content-Length body (above the adversarial gateway's 2 MiB cap)
 /reason    answers "299 Words Of Its Own" with a small body (/reason-chunked: a chunked one)
 /no-reason answers "299" and "204" with no reason phrase at all (/no-reason-204 for the second)
-anything else: a normal small response. Also counts connections (GET /count on the same port)."""
+/garbage   answers bytes that are no HTTP/1.1 status line
+/cut-head  sends half a response head, then closes (over TLS: without close_notify, a truncation)
+/silent    reads the request and closes without a byte
+/big-head  answers a head of 64 KiB (above the gateways' 16 KiB max_header_bytes)
+anything else: a normal small response. Also counts connections (GET /count on the same port).
+Usage: bad_origin.py PORT [ADDRESS [CERT KEY]]: with CERT and KEY, it speaks TLS (http/1.1 in ALPN)."""
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -30,6 +36,14 @@ def serve(conn):
         if path.endswith(b"/count"):
             body = str(count).encode()
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        elif path.endswith(b"/garbage"):
+            conn.sendall(b"SSH-2.0-not-http\r\n\r\n")
+        elif path.endswith(b"/cut-head"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Le")
+        elif path.endswith(b"/silent"):
+            pass
+        elif path.endswith(b"/big-head"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Big: " + b"b" * 65536 + b"\r\nContent-Length: 0\r\n\r\n")
         elif path.endswith(b"/hang"):
             time.sleep(30)
         elif path.endswith(b"/trickle"):
@@ -71,10 +85,27 @@ def main():
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1", int(sys.argv[1])))
     s.listen(128)
+    tls = None
+    if len(sys.argv) > 4:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(sys.argv[3], sys.argv[4])
+        tls.set_alpn_protocols(["http/1.1"])
     print("ready", flush=True)
     while True:
         c, _ = s.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
+        threading.Thread(target=serve_tls if tls else serve, args=(c, tls) if tls else (c,), daemon=True).start()
+
+
+def serve_tls(raw, tls):
+    """One TLS connection: the handshake, then serve() on it. Closing an SSLSocket sends no
+    close_notify (only unwrap() would): an early close is a truncation the client can tell."""
+    raw.settimeout(10)
+    try:
+        conn = tls.wrap_socket(raw, server_side=True)
+    except (OSError, ssl.SSLError):
+        raw.close()
+        return
+    serve(conn)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,10 @@ class Adversarial(LoopbackOrigins):
         cls.bad = free_port()
         p = cls.procs.start([PYTHON, os.path.join(HERE, "bad_origin.py"), str(cls.bad)])
         assert p.stdout.readline().strip() == b"ready"
+        cls.bad_tls = free_port()
+        p = cls.procs.start([PYTHON, os.path.join(HERE, "bad_origin.py"), str(cls.bad_tls), "127.0.0.1",
+                             *make_leaf(d, ca, "badtls.test", "DNS:badtls.test")])
+        assert p.stdout.readline().strip() == b"ready"
         # 127.0.0.2 and 127.0.0.3 stand for private and metadata destinations: not in the allowed
         # range (127.0.0.1/32), each with a counting listener on the port the tests ask for.
         cls.trap = Counter(cls.procs, "127.0.0.2")
@@ -82,10 +86,10 @@ class Adversarial(LoopbackOrigins):
 allow = ["origin.test:{cls.https}", "origin.test:{cls.http}", "wrong.test:{cls.wrong}",
          "expired.test:{cls.expired}", "bad.test:{cls.bad}", "mixed.test:{cls.trap.port}",
          "rebind.test:{cls.trap.port}", "private.test:{cls.trap.port}",
-         "127.0.0.2:{cls.trap.port}", "allowed.test:{cls.http}"]
+         "127.0.0.2:{cls.trap.port}", "allowed.test:{cls.http}", "badtls.test:{cls.bad_tls}"]
 """ + loopback_upstream(ca[0], dns, {name: "127.0.0.1" for name in ("origin.test", "wrong.test",
                                                                      "expired.test", "bad.test",
-                                                                     "allowed.test")}) + """[timeouts]
+                                                                     "allowed.test", "badtls.test")}) + """[timeouts]
 tls_handshake = "2s"
 header_read = "1s"
 idle = "2s"
@@ -104,6 +108,24 @@ max_header_bytes = 16384
     def still_serving(self, gw=None):
         p = curl(gw or self.gw, f"http://origin.test:{self.http}/alive")
         self.assertEqual(p.stdout, b"hello from origin /alive\n")
+
+    def test_an_origin_failure_has_one_reason_whatever_the_client_speaks(self):
+        """The same failure of an HTTPS origin, met by an HTTP/1.1 client and by an h2 client (sent
+        on as HTTP/1.1 both), ends in the same reason: one mapping of origin failures
+        (gateway/upstream/failure.cpp). A TLS connection cut inside the response head was
+        response_incomplete over HTTP/1.1 but upstream_protocol_error over h2."""
+        rows = (("/cut-head", "response_incomplete", 502), ("/silent", "response_incomplete", 502),
+                ("/garbage", "upstream_protocol_error", 502),
+                ("/big-head", "upstream_response_too_large", 502), ("/hang", "response_timeout", 504))
+        for path, reason, status in rows:
+            for version, protocol in (("--http1.1", "http/1.1"), ("--http2", "h2")):
+                p = curl(self.pub, f"https://badtls.test:{self.bad_tls}{path}", version)
+                heads = p.stderr.decode()
+                self.assertEqual(status_of(heads), status, (path, version, heads))
+                self.assertIn(f'details="{reason}"', header(heads, "Proxy-Status") or "", (path, version, heads))
+                self.assertTrue(self.pub.logged(lambda r: r["path"] == path and r["protocol"] == protocol and
+                                                r["reason"] == reason), (path, protocol))
+        self.still_serving(self.pub)
 
     # --- destination tricks -----------------------------------------------------------------
     def test_ip_literal_notations_refused(self):

@@ -1,0 +1,47 @@
+#pragma once
+// The framing loop both HTTP/2 legs share (h2_connection, the client's; h2_upstream, the
+// origin's): bytes read go into nghttp2, the frames nghttp2 queues go out one write at a time,
+// and the writer sleeps until someone kicks it. One loop, so that both legs end alike: on a read
+// error or end of stream, on a frame nghttp2 refuses, on a failed write, or on nghttp2's own
+// error while it serializes. Private to gateway/.
+#include "gateway/gateway_state.hpp"
+#include "gateway/tls_stream.hpp"
+
+#include <chrono>
+#include <nghttp2/nghttp2.h>
+
+namespace sluice::gateway::detail {
+
+class h2_pump {
+public:
+  using clock = std::chrono::steady_clock;
+  explicit h2_pump(const net::any_io_executor &ex) : wake_(ex) {}
+
+  nghttp2_session *ng = nullptr;
+  bool stopping = false; // the connection is ending: no new streams, streams give up
+  bool writing = false;  // a write is under way, since write_since (the watchdog times it)
+  clock::time_point write_since;
+  clock::time_point last_read = clock::now(), last_write = clock::now();
+  std::size_t reads = 0;
+
+  // Wakes the writer: nghttp2 may have frames to send.
+  void kick() {
+    woken_ = true;
+    wake_.cancel();
+  }
+
+  // Feeds what `s` reads to nghttp2 until the stream ends, stopping is set, or nghttp2 refuses
+  // what it read. Returns nghttp2's error (negative) in that last case, else 0. No deadline of its
+  // own: the owner's watchdog and the streams' deadlines bound the connection.
+  net::awaitable<int> read(tls_stream &s);
+  // Sends what nghttp2 queues until the connection ends: stopping set, nothing more to read or
+  // write, a failed write, or an nghttp2 error while serializing (stopping is then set). `dog` is
+  // the owner's watchdog timer, cancelled when a write begins so that it times the write.
+  net::awaitable<void> write(tls_stream &s, net::steady_timer &dog);
+
+private:
+  net::steady_timer wake_;
+  bool woken_ = false;
+};
+
+} // namespace sluice::gateway::detail
