@@ -30,6 +30,7 @@ h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_targe
       dog_(tls.get_executor()), provoked_tokens_(max_provoked_resets) {
   nghttp2_session_callbacks *cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cb, &on_begin_frame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cb, &on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &on_frame_recv);
@@ -154,6 +155,26 @@ net::awaitable<void> h2_connection::reader() {
 net::awaitable<void> h2_connection::writer() {
   co_await pump_.write(tls_, dog_);
   stop();
+}
+
+// nghttp2 silently ignores a HEADERS frame whose stream id is lower than one the client has
+// used already (it may be a closed stream's). RFC 9113 section 5.1.1 makes an unexpected id a
+// connection error: PROTOCOL_ERROR, unless the id is a stream the client opened lately (its frame
+// may have crossed a reset) or one still open (trailers).
+int h2_connection::on_begin_frame(nghttp2_session *, const nghttp2_frame_hd *hd, void *user_data) {
+  auto &self = self_of(user_data);
+  if (hd->type != NGHTTP2_HEADERS) return 0;
+  if (hd->stream_id > self.highest_opened_) { // a new stream (nghttp2 judges the id's parity)
+    self.highest_opened_ = hd->stream_id;
+    self.recent_opened_[self.recent_next_++ % self.recent_opened_.size()] = hd->stream_id;
+    return 0;
+  }
+  if (nghttp2_session_find_stream(self.ng_, hd->stream_id) != nullptr) return 0;
+  for (auto id : self.recent_opened_) {
+    if (id == hd->stream_id) return 0;
+  }
+  self.terminate(NGHTTP2_PROTOCOL_ERROR);
+  return NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
 int h2_connection::on_begin_headers(nghttp2_session *, const nghttp2_frame *frame, void *user_data) {

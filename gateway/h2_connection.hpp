@@ -7,6 +7,7 @@
 #include "gateway/h2_pump.hpp"
 #include "gateway/session_impl.hpp"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <nghttp2/nghttp2.h>
@@ -32,6 +33,7 @@ public:
 
 private:
   // nghttp2's callbacks (user_data is the connection).
+  static int on_begin_frame(nghttp2_session *, const nghttp2_frame_hd *, void *);
   static int on_begin_headers(nghttp2_session *, const nghttp2_frame *, void *);
   static int on_header(nghttp2_session *, const nghttp2_frame *, const std::uint8_t *, std::size_t,
                        const std::uint8_t *, std::size_t, std::uint8_t, void *);
@@ -93,6 +95,12 @@ private:
   // Flood counters (nghttp2 1.52 bounds some floods itself: rapid reset, CONTINUATION, ACKs).
   std::size_t empty_frames_ = 0;
   std::size_t oversized_ = 0;   // header lists refused as too large
+  // The client's stream ids: the highest it opened, and the last few it opened (a HEADERS frame
+  // for one of those, closed meanwhile, may have crossed sluice's RST_STREAM: ignored, as nghttp2
+  // does; for any other lower id it is a connection error, RFC 9113 section 5.1.1).
+  std::int32_t highest_opened_ = 0;
+  std::array<std::int32_t, 64> recent_opened_{};
+  std::size_t recent_next_ = 0;
   double provoked_tokens_;       // provoked_reset()'s bucket, full at the start
   clock::time_point provoked_at_ = clock::now();
   std::size_t control_frames_ = 0;

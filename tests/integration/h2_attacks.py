@@ -13,6 +13,8 @@ its command, and prints the answers as one JSON object:
 - hpack_bomb: header blocks that reference one 4,000-byte dynamic-table entry 16,000 times: a few
   431s, then GOAWAY.
 - malformed_field: a header block nghttp2 resets for an upper-case name (logged, never forwarded).
+- lower_stream_id: a HEADERS frame on a stream id lower than one already used (RFC 9113 section
+  5.1.1): GOAWAY PROTOCOL_ERROR, and the request never forwarded.
 - deny_twin: a deny route's path with a trailing slash, over HTTP/1.1 and h2.
 - websocket_bad_key: a WebSocket handshake whose Sec-WebSocket-Key is no 16-byte nonce.
 """
@@ -125,6 +127,20 @@ def malformed_field(port, ca, authority, path):
     return _stream_answer(c.streams[sid])
 
 
+def lower_stream_id(port, ca, authority, path):
+    """Stream 5 (a GET), then HEADERS on stream 3, which was never opened: a connection error."""
+    host, p = _split(authority)
+    s = h2c.raw_connection(port, host, p, ca)
+    enc = h2c.hpack.Encoder()
+    base = [(":method", "GET"), (":scheme", "https"), (":authority", authority)]
+    s.sendall(h2c.headers_frame(5, enc.encode(base + [(":path", path + "/5")])))
+    frames = h2c.read_frames(s, 5, until=lambda f: f[0] == 1 and f[2] == 5)
+    s.sendall(h2c.headers_frame(3, enc.encode(base + [(":path", path + "/3")])))
+    frames += h2c.read_frames(s, 5, until=lambda f: f[0] == 7)
+    s.close()
+    return {"goaway": h2c.goaway_code(frames), "stream_5_answered": any(f[0] == 1 and f[2] == 5 for f in frames)}
+
+
 def _http1(port, ca, authority, head):
     """One HTTP/1.1 exchange inside the tunnel (ALPN http/1.1 only): the status line and head."""
     host, p = _split(authority)
@@ -179,6 +195,7 @@ def read_attacks(port, ca, authority):
         "made_you_reset": made_you_reset(port, ca, authority, "/atk-myr/"),
         "hpack_bomb": hpack_bomb(port, ca, authority, "/atk-bomb"),
         "malformed_field": malformed_field(port, ca, authority, "/atk-malformed"),
+        "lower_stream_id": lower_stream_id(port, ca, authority, "/atk-lower"),
         "deny_twin": deny_twin(port, ca, authority, "/public/exact"),
     }
 

@@ -128,6 +128,10 @@ class Checks:
         row = [l for l in log if l["path"] == "/atk-malformed"]
         self.assertEqual([(l["decision"], l["reason"], l["protocol"], l["method"]) for l in row],
                          [("deny", "h2_malformed_field", "h2", "GET")], row)
+        # A HEADERS frame on a lower stream id than one used: GOAWAY PROTOCOL_ERROR, never forwarded.
+        lower = out["lower_stream_id"]
+        self.assertEqual((lower["goaway"], lower["stream_5_answered"]), (1, True), lower)
+        self.assertEqual(origin_received("/atk-lower/3"), [])
         # The deny route's trailing-slash twin, over both protocols.
         for proto, r in out["deny_twin"].items():
             self.assertEqual(r["status"], "403", (proto, r))
