@@ -14,7 +14,7 @@ struct request_view {
   std::vector<std::pair<std::string_view, std::string_view>> fields; // name, value; in order
   // Fields the gateway itself sets on the way out (credential headers): a Connection header may
   // not name them, as it may not name Host or the framing fields.
-  std::vector<std::string_view> guarded;
+  std::vector<std::string_view> guarded{};
 };
 
 // Framing and semantic checks on a request head. Returns an empty view when clean, else a reason:

@@ -17,11 +17,11 @@ struct admin_handlers {
   std::function<std::string()> stats; // GET /api/stats (JSON); the page at / reads it
   // [approvals]: GET /api/approvals (the held requests, JSON) and POST /api/approvals/ID (a
   // decision), each with `Authorization: Bearer TOKEN`; empty token: not served.
-  std::string approvals_token;
-  std::string webhook_secret; // a decision may instead be signed with it (X-Sluice-Signature), by "webhook"
-  std::function<std::string()> approvals_pending;
+  std::string approvals_token{};
+  std::string webhook_secret{}; // a decision may instead be signed with it (X-Sluice-Signature), by "webhook"
+  std::function<std::string()> approvals_pending{};
   // decision "once", "run", "always" or "deny": empty, or why it was not taken.
-  std::function<std::string(std::uint64_t id, std::string_view decision, std::string_view by)> approvals_decide;
+  std::function<std::string(std::uint64_t id, std::string_view decision, std::string_view by)> approvals_decide{};
 };
 
 net::awaitable<void> run_admin(tcp::acceptor &acceptor, admin_handlers handlers);

@@ -59,15 +59,15 @@ struct gateway_state {
   client_meters meters{}; // [roles] limits, per client
   // Git over SSH (ssh_relay.hpp): the host key the sandbox's known_hosts names (its private half;
   // empty: SSH hosts are not served), the caller's ssh-agent socket and known_hosts files.
-  std::string ssh_host_key;
-  std::string ssh_agent_socket;
-  std::vector<std::string> ssh_known_hosts;
+  std::string ssh_host_key{};
+  std::string ssh_agent_socket{};
+  std::vector<std::string> ssh_known_hosts{};
   // Requests held for a person's decision ([approvals]).
-  std::unique_ptr<approvals> held;
-  std::string approvals_admin;  // the admin listener's HOST:PORT, for the webhook's callback URL
-  std::string webhook_secret;   // [approvals] webhook_secret, read at start
+  std::unique_ptr<approvals> held{};
+  std::string approvals_admin{};  // the admin listener's HOST:PORT, for the webhook's callback URL
+  std::string webhook_secret{};   // [approvals] webhook_secret, read at start
   // An origin answered 401 to a request the credential NAME was added to (OAuth2: obtained again).
-  std::function<void(const std::string &)> credential_refused;
+  std::function<void(const std::string &)> credential_refused{};
   // Sessions origins issued, for resumption (a few KiB each with the origin's chain: 2 MiB at most).
   upstream_sessions origin_sessions{512};
 };

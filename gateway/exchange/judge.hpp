@@ -23,7 +23,7 @@ struct judging {
   const tunnel_target *tunnel = nullptr; // the tunnel (or captured connection) the request came in
   // Hosts a person let through: for this tunnel or connection, for this one request (`next`), or
   // for the run.
-  std::string_view approved_host;
+  std::string_view approved_host{};
   unsigned approved_port = 0;
   bool approved_next = false;
   const run_approvals *for_run = nullptr;
