@@ -1,5 +1,6 @@
 // `sluice runs`, `undo`, `diff`, `apply` and `discard`: the workspace journal's runs
-// (sluice exec --journal or --stage).
+// (sluice exec --journal or --stage). Without RUN, undo, diff, apply and discard take the newest run
+// (exec/journal.cpp's find_run), as `sluice runs` lists it first.
 #include "cli/commands.hpp"
 #include "exec/journal.hpp"
 
@@ -38,12 +39,12 @@ void add_journal(CLI::App &app, commands &out) {
   auto *diff_cmd = app.add_subcommand("diff", "what a journaled run changed, or a staged run would change, as a unified diff");
   diff_cmd->add_option("RUN", o->run_id, "the run's id (default: the newest)");
   auto *apply_cmd = app.add_subcommand("apply", "apply a staged run's changes to the workspace (all, or those at PATHs)");
-  apply_cmd->add_option("RUN", o->run_id, "the staged run's id")->required();
+  apply_cmd->add_option("RUN", o->run_id, "the staged run's id (default: the newest; give it to name PATHs)");
   apply_cmd->add_option("PATH", o->apply_paths, "only these paths (and what is under them)");
   apply_cmd->add_flag("--include-guarded", o->apply_guarded,
                       "also shell, editor, Git and agent settings the run made (held back otherwise)");
   auto *discard_cmd = app.add_subcommand("discard", "drop a staged run's changes");
-  discard_cmd->add_option("RUN", o->run_id, "the staged run's id")->required();
+  discard_cmd->add_option("RUN", o->run_id, "the staged run's id (default: the newest)");
 
   out.push_back({runs_cmd, [o] { return exec::journal::list_runs(home(), o->runs_files, o->runs_json); }});
   out.push_back({undo_cmd, [o] {
