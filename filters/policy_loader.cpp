@@ -56,26 +56,45 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   throw std::invalid_argument("bad duration unit");
 }
 
-config load_config_string(std::string_view text, const std::string &source_name) {
-  toml::table root;
+namespace {
+
+toml::table parse_toml(std::string_view text, const std::string &source_name) {
   try {
-    root = toml::parse(text, source_name);
+    return toml::parse(text, source_name);
   } catch (const toml::parse_error &e) {
     throw config_error(source_name + ":" + std::to_string(e.source().begin.line) + ": " +
                        std::string(e.description()) + "; fix the TOML syntax");
   }
-  loading::loader l{source_name};
-  return l.load(root);
 }
 
-config load_config_file(const std::string &path) {
+std::string read_config_file(const std::string &path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     throw config_error(path + ": cannot open the config file; check the path and its permissions");
   }
   std::stringstream ss;
   ss << f.rdbuf();
-  return load_config_string(ss.str(), path);
+  return ss.str();
+}
+
+} // namespace
+
+config load_config_string(std::string_view text, const std::string &source_name) {
+  loading::loader l{source_name};
+  return l.load(parse_toml(text, source_name));
+}
+
+config load_config_file(const std::string &path) {
+  return load_config_string(read_config_file(path), path);
+}
+
+admin_access load_admin_access(const std::string &path) {
+  auto root = parse_toml(read_config_file(path), path);
+  loading::loader l{path};
+  config c;
+  l.load_listen(root, c);
+  l.load_approvals(root, c);
+  return {c.admin_listen, c.approvals.token_file};
 }
 
 config builtin_config() {

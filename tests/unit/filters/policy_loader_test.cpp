@@ -2,6 +2,9 @@
 #include "filters/policy_loader.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
 
 using namespace sluice::filters;
 
@@ -329,4 +332,32 @@ TEST_CASE("[[approvals.allowed]]: a host allowed always is on every allowlist of
   CHECK(contains(error_of("[[approvals.allowed]]\nhost = \"re:.*\"\n"), "approvals.allowed"));
   CHECK(contains(error_of("[[approvals.allowed]]\nname = \"a.test\"\n"), "name"));
   CHECK(contains(error_of("[approvals]\nallowed = [\"a.test\"]\n"), "[[approvals.allowed]]"));
+}
+
+TEST_CASE("load_admin_access: where approvals --config reaches serve", "[filters][config][approvals]") {
+  char path[] = "/tmp/sluice-admin-access-XXXXXX";
+  int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  auto write = [&](const std::string &text) { std::ofstream(path) << text; };
+  // Only [listen] and [approvals] are read: a CA key serve's user alone can read does not matter.
+  write("[listen]\nadmin = \"127.0.0.1:9090\"\n[approvals]\nhosts = [\"a.test\"]\ntoken_file = \"/etc/t\"\n"
+        "[tls]\nca_cert = \"/nonexistent/ca.pem\"\nca_key = \"/nonexistent/ca.key\"\n");
+  auto a = load_admin_access(path);
+  CHECK(a.admin == "127.0.0.1:9090");
+  CHECK(a.token_file == "/etc/t");
+  write("[listen]\nproxy = \"127.0.0.1:3128\"\n");
+  CHECK(load_admin_access(path).admin.empty());
+  write("[listen]\nadmin = \"localhost\"\n");
+  auto message = [&] {
+    try {
+      load_admin_access(path);
+    } catch (const config_error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(contains(message(), std::string(path) + ":2: listen.admin = 'localhost' is not ADDRESS:PORT"));
+  ::unlink(path);
+  CHECK(contains(message(), std::string(path) + ": cannot open the config file"));
 }
