@@ -124,6 +124,56 @@ class Approvals(unittest.TestCase):
         self.assertEqual(status_of(p.stderr.decode()), 403)
         self.assertEqual(self.pending(), [])
 
+    def test_the_command_line_finds_serve_by_its_config(self):
+        """--config FILE: `sluice approvals`, `approve` and `deny` take the admin address and the token
+        file from the config `sluice serve --config` reads; an option given wins over the file; a file
+        that cannot say where is named with the fix."""
+        self.start("")
+        env = {k: v for k, v in os.environ.items() if k not in ("SLUICE_ADMIN", "SLUICE_APPROVALS_TOKEN")}
+        env["HOME"] = self.dir   # no exec run's approvals file to fall back on
+
+        def cli(*args):
+            return subprocess.run([SLUICE, *args], capture_output=True, timeout=30, env=env)
+        t, r = self.curl_in_background()
+        held = self.wait_pending()
+        listed = cli("approvals", "--config", self.gw.config)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("origin.test:8443", listed.stdout.decode())
+        wrong = cli("approve", "--config", self.gw.config, "--admin", "127.0.0.1:1", str(held[0]["id"]))
+        self.assertEqual(wrong.returncode, 125, wrong.stderr)
+        self.assertIn(b"127.0.0.1:1 cannot be reached", wrong.stderr)
+        p = cli("approve", "--config", self.gw.config, str(held[0]["id"]))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 200, r["p"].stderr)
+        t, r = self.curl_in_background()
+        held = self.wait_pending()
+        p = cli("deny", str(held[0]["id"]), "--config", self.gw.config)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        t.join(30)
+        self.assertEqual(status_of(r["p"].stderr.decode()), 403)
+        self.assertTrue(self.gw.logged(lambda l: l.get("approval") == "deny"))
+        self.assertEqual([(l["approval"], l.get("decided_by")) for l in self.gw.access_log() if l.get("approval")],
+                         [("once", "cli"), ("deny", "cli")])
+        # Files that cannot say where: each named, with the fix.
+        missing = os.path.join(self.dir, "missing.toml")
+        no_admin = os.path.join(self.dir, "no-admin.toml")
+        no_token = os.path.join(self.dir, "no-token.toml")
+        with open(no_admin, "w") as f:
+            f.write('[listen]\nproxy = "127.0.0.1:3128"\n[approvals]\nhosts = ["a.test"]\ntoken_file = "%s"\n'
+                    % self.token_file)
+        with open(no_token, "w") as f:
+            f.write('[listen]\nadmin = "%s"\n[approvals]\nhosts = ["a.test"]\n' % self.admin)
+        for config, expect in ((missing, b"missing.toml: cannot open the config file; check the path"),
+                               (no_admin, b"no-admin.toml has no [listen] admin"),
+                               (no_token, b"no-token.toml has no [approvals] token_file")):
+            p = cli("approvals", "--config", config)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn(expect, p.stderr)
+        self.assertIn(b"--admin HOST:PORT", cli("approvals", "--config", no_admin).stderr)
+        p = cli("approvals", "--config", no_token, "--token-file", self.token_file)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_timeout_and_a_bounded_queue(self):
         self.start('timeout = "2s"\nmax_pending = 2\n')
         threads = [self.curl_in_background() for _ in range(2)]

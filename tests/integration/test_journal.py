@@ -2,7 +2,8 @@
 commands (sh, coreutils, git) change a workspace in every way a command can, and `sluice undo` puts
 it back byte for byte, modes, links and file times included; a path changed again afterwards is a
 conflict; two journaled runs on one workspace do not overlap; sluice killed in the middle of applying
-or undoing leaves a record that `sluice undo --recover` finishes. As root and as 65534."""
+or undoing leaves a record that `sluice undo --recover` finishes; without RUN, undo, diff, apply and
+discard take the newest run. As root and as 65534."""
 import hashlib
 import json
 import os
@@ -283,6 +284,41 @@ class JournalAsRoot(unittest.TestCase):
         self.assertEqual(self.sluice("discard", run["id"]).returncode, 0)
         self.assertFalse(os.path.exists(os.path.join(self.ws, ".bashrc")))
         u = self.sluice("undo", run["id"])
+        self.assertEqual(u.returncode, 0, u.stderr.decode())
+        self.assertEqual(snapshot(self.ws), before)
+
+    def test_without_run_diff_apply_and_discard_take_the_newest(self):
+        """RUN left out: `sluice diff`, `apply` and `discard` take the newest run, as `sluice undo`
+        does, and say which; a newest run that is not staged is refused by name."""
+        self.write("a.txt", b"a1\n")
+        self.own()
+        before = snapshot(self.ws)
+        for i, script in enumerate(("echo a2 > a.txt", "echo b > b.txt")):
+            if i:
+                time.sleep(1.1)   # runs are ordered by when they started, in seconds
+            p = self.sluice("exec", "--stage", "--sandbox-profile", "offline", "--", "sh", "-c", script)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+        newer, older = [r["id"] for r in self.runs_json()]
+        d = self.sluice("diff")
+        self.assertEqual(d.returncode, 0, d.stderr)
+        self.assertIn(b"A b.txt", d.stdout)
+        self.assertNotIn(b"a.txt", d.stdout)
+        p = self.sluice("discard")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(("run %s discarded" % newer).encode(), p.stdout)
+        self.assertEqual([r["id"] for r in self.runs_json()], [older])
+        d = self.sluice("diff")
+        self.assertIn(b"M a.txt", d.stdout)
+        self.assertIn(b"-a1\n+a2", d.stdout)
+        a = self.sluice("apply")
+        self.assertEqual(a.returncode, 0, a.stderr)
+        self.assertIn(("run %s: 0 created, 1 modified" % older).encode(), a.stdout)
+        self.assertEqual(self.read("a.txt"), "a2\n")
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "b.txt")))
+        again = self.sluice("discard")   # the newest is applied now: nothing of it is staged
+        self.assertEqual(again.returncode, 1)
+        self.assertIn(("run %s is applied, not staged" % older).encode(), again.stderr)
+        u = self.sluice("undo")
         self.assertEqual(u.returncode, 0, u.stderr.decode())
         self.assertEqual(snapshot(self.ws), before)
 

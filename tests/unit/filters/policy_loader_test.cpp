@@ -2,6 +2,9 @@
 #include "filters/policy_loader.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
 
 using namespace sluice::filters;
 
@@ -134,6 +137,65 @@ TEST_CASE("config errors name the file, the line and the fix", "[filters][config
     }
     return std::string();
   }(), "/nonexistent/sluice.toml"));
+}
+
+TEST_CASE("each table's loader names the line and the fix", "[filters][config]") {
+  // Rows for the tables the rows above leave out: one or more per table loader.
+  struct row {
+    std::string toml;
+    const char *expect[2];
+  };
+  const std::string hash(64, 'a');
+  const std::string client = "[roles.a]\n[clients.c]\ntoken_sha256 = \"" + hash + "\"\n";
+  const row rows[] = {
+      {"[roles.a]\nmode = \"audit\"\n", {"test.toml:2:", "\"enforce\" or \"report\""}},
+      {"[roles.\"a b\"]\n", {"test.toml:1:", "a role name uses letters"}},
+      {"[roles.a]\nrequests_per_second = 0\n", {"test.toml:2:", "requests_per_second must be a number above 0"}},
+      {"[roles.a]\ncredentials = [\"gh\"]\n", {"test.toml:2:", "no [credentials.gh] in this file"}},
+      {"roles = 1\n", {"test.toml:1:", "[roles.NAME] sections"}},
+      {"[roles.a]\n[clients.c]\ntoken_sha256 = \"abcd\"\nrole = \"a\"\n", {"test.toml:3:", "64 hex digits"}},
+      {"[roles.a]\n[clients.c]\nrole = \"a\"\n", {"test.toml:2:", "sluice policy token NAME"}},
+      {client, {"test.toml:2:", "needs role = \"ROLE\""}},
+      {client + "role = \"b\"\n", {"test.toml:4:", "no [roles.b] in this file"}},
+      {client + "role = \"a\"\n[clients.d]\ntoken_sha256 = \"" + hash + "\"\nrole = \"a\"\n",
+       {"test.toml:6:", "same token as [clients.c]"}},
+      {"[sandbox]\nguarded_names = [\"/etc/x\"]\n", {"test.toml:2:", "not a path"}},
+      {"[sandbox]\nrequire_landlock = \"yes\"\n", {"test.toml:2:", "must be true or false"}},
+      {"[listen]\nproxy_tls = \"127.0.0.1:3129\"\n", {"test.toml:2:", "needs [tls] proxy_cert and proxy_key"}},
+      {"[tls]\nproxy_cert = \"/dev/null\"\nproxy_key = \"/dev/null\"\n",
+       {"test.toml:2:", "set listen.proxy_tls = \"ADDRESS:PORT\" too"}},
+      {"[tls]\nclient_ca = \"/dev/null\"\n", {"test.toml:2:", "client_ca is the trust for client certificates"}},
+      {"[credentials.\"a.b\"]\nsource = \"env:T\"\nhosts = [\"a.test\"]\n", {"test.toml:1:", "a credential name uses"}},
+      {"[credentials.c]\nsource = \"env:T\"\n", {"test.toml:1:", "needs hosts = [...]"}},
+      {"[credentials.c]\nsource = \"env:T\"\nhosts = [\"a.test\"]\nheader = \"X Y\"\n",
+       {"test.toml:4:", "such as Authorization"}},
+      {"[credentials.c]\nsource = \"env:T\"\nhosts = [\"a.test\"]\nformat = \"Bearer\"\n",
+       {"test.toml:4:", "must hold {} for the secret"}},
+      {"[credentials.c]\nhosts = [\"a.test\"]\n[credentials.c.aws]\n", {"test.toml:3:", "needs either process"}},
+      {"[credentials.c]\nhosts = [\"a.test\"]\nheader = \"X\"\n[credentials.c.aws]\nprocess = \"aws x\"\n",
+       {"test.toml:3:", "an AWS credential signs requests"}},
+      {"[credentials.c]\nhosts = [\"a.test\"]\n[credentials.c.aws]\naccess_key_id = \"AKIA\"\nsecret_access_key = \"env:S\"\n",
+       {"test.toml:3:", "must be sources"}},
+      {"[credentials.c]\nsource = \"env:T\"\nhosts = [\"a.test\"]\n[credentials.c.aws]\nprocess = \"aws x\"\n",
+       {"test.toml:2:", "from aws, not source"}},
+      {"[credentials.c]\nhosts = [\"a.test\"]\n[credentials.c.oauth2]\ntoken_url = \"https://a.test/t\"\nclient_secret = \"env:S\"\n",
+       {"test.toml:3:", "needs client_id"}},
+      {"[policy]\nallow = [{ host = \"a.test\", methods = [] }]\n", {"test.toml:2:", "allows nothing"}},
+      {"[policy]\nallow = [{ host = \"a.test\", verbs = [\"GET\"] }]\n", {"test.toml:2:", "not 'verbs'"}},
+      {"[policy]\nallow = [{ methods = [\"GET\"] }]\n", {"test.toml:2:", "a route needs host"}},
+      {"[skills.x]\nwritable = [\"rel/dir\"]\n", {"test.toml:2:", "absolute path or ~/PATH"}},
+      {"[skills.x]\nfilesystem = \"rw\"\n", {"test.toml:2:", "\"read-only\" or \"workspace-write\""}},
+      {"[skills.x]\ncredentials = [\"nope\"]\n", {"test.toml:2:", "no [credentials.nope] in this file"}},
+      {"[upstream.resolve]\n\"1.2.3.4\" = \"198.18.0.2\"\n", {"test.toml:2:", "is not a DNS name"}},
+      {"[approvals]\nhosts = [\"a.test\"]\nmax_pending = \"x\"\n", {"test.toml:3:", "from 1 to 1000"}},
+  };
+  for (const auto &r : rows) {
+    INFO(r.toml);
+    auto msg = error_of(r.toml);
+    INFO(msg);
+    REQUIRE_FALSE(msg.empty());
+    for (auto part : r.expect) CHECK(contains(msg, part));
+  }
 }
 
 TEST_CASE("a skill's ask lists", "[filters][config]") {
@@ -270,4 +332,32 @@ TEST_CASE("[[approvals.allowed]]: a host allowed always is on every allowlist of
   CHECK(contains(error_of("[[approvals.allowed]]\nhost = \"re:.*\"\n"), "approvals.allowed"));
   CHECK(contains(error_of("[[approvals.allowed]]\nname = \"a.test\"\n"), "name"));
   CHECK(contains(error_of("[approvals]\nallowed = [\"a.test\"]\n"), "[[approvals.allowed]]"));
+}
+
+TEST_CASE("load_admin_access: where approvals --config reaches serve", "[filters][config][approvals]") {
+  char path[] = "/tmp/sluice-admin-access-XXXXXX";
+  int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  auto write = [&](const std::string &text) { std::ofstream(path) << text; };
+  // Only [listen] and [approvals] are read: a CA key serve's user alone can read does not matter.
+  write("[listen]\nadmin = \"127.0.0.1:9090\"\n[approvals]\nhosts = [\"a.test\"]\ntoken_file = \"/etc/t\"\n"
+        "[tls]\nca_cert = \"/nonexistent/ca.pem\"\nca_key = \"/nonexistent/ca.key\"\n");
+  auto a = load_admin_access(path);
+  CHECK(a.admin == "127.0.0.1:9090");
+  CHECK(a.token_file == "/etc/t");
+  write("[listen]\nproxy = \"127.0.0.1:3128\"\n");
+  CHECK(load_admin_access(path).admin.empty());
+  write("[listen]\nadmin = \"localhost\"\n");
+  auto message = [&] {
+    try {
+      load_admin_access(path);
+    } catch (const config_error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(contains(message(), std::string(path) + ":2: listen.admin = 'localhost' is not ADDRESS:PORT"));
+  ::unlink(path);
+  CHECK(contains(message(), std::string(path) + ": cannot open the config file"));
 }

@@ -1,0 +1,103 @@
+// `sluice serve`, `check`, `policy suggest|token` and `ca init|show`: the long-lived gateway and
+// the tools for its configuration.
+#include "certs/ca_files.hpp"
+#include "cli/commands.hpp"
+#include "gateway/policy_suggest.hpp"
+#include "gateway/serve.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+namespace sluice::cli {
+
+namespace {
+
+void add_check(CLI::App &app, commands &out) {
+  struct options {
+    std::string config, profile, method, url, client, skill;
+    std::vector<std::string> allow, deny;
+  };
+  auto o = std::make_shared<options>();
+  auto *check_cmd = app.add_subcommand(
+      "check", "dry run: ALLOW or DENY for METHOD URL (or a Git program and an ssh:// URL)");
+  check_cmd->add_option("--config,--policy", o->config, "TOML config or policy file");
+  check_cmd->add_option("--sandbox-profile", o->profile, "offline|network-read|publish|allowlist");
+  check_cmd->add_option("--allow-domain", o->allow, "allow PATTERN (repeatable)")
+      ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
+  check_cmd->add_option("--deny-domain", o->deny, "deny PATTERN (repeatable)")
+      ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
+  check_cmd->add_option("--client", o->client, "judge as this [clients.NAME] entry, by its role");
+  check_cmd->add_option("--skill", o->skill,
+                        "for ssh:// URLs: the skill whose ssh entries judge (default: \"default\")");
+  check_cmd->add_option("METHOD", o->method)->required();
+  check_cmd->add_option("URL", o->url)->required();
+  out.push_back({check_cmd, [o] {
+    return gateway::run_check(o->config, o->profile, o->allow, o->deny, o->method, o->url, o->client, o->skill);
+  }});
+}
+
+void add_policy(CLI::App &app, commands &out) {
+  struct options {
+    std::string suggest_log, suggest_client, token_name, token_role;
+  };
+  auto o = std::make_shared<options>();
+  auto *policy_cmd = app.add_subcommand("policy", "work on a serve policy: suggest entries, make client tokens");
+  policy_cmd->require_subcommand(1);
+  auto *suggest_cmd = policy_cmd->add_subcommand(
+      "suggest", "allow entries that would have admitted what an access log shows refused");
+  suggest_cmd->add_option("--access-log", o->suggest_log, "the JSON access log ([log] access_log)")->required();
+  suggest_cmd->add_option("--client", o->suggest_client, "only this client's requests");
+  auto *token_cmd = policy_cmd->add_subcommand(
+      "token", "a new client token and the [clients.NAME] section that holds its hash");
+  token_cmd->add_option("NAME", o->token_name, "the client's name (its Basic user name)")->required();
+  token_cmd->add_option("--role", o->token_role, "the [roles.NAME] it is judged by")->required();
+  out.push_back({suggest_cmd, [o] { return gateway::run_policy_suggest(o->suggest_log, o->suggest_client, std::cout); }});
+  out.push_back({token_cmd, [o] { return gateway::run_policy_token(o->token_name, o->token_role, std::cout); }});
+}
+
+void add_ca(CLI::App &app, commands &out) {
+  struct options {
+    std::string cert = "sluice-ca.pem", key = "sluice-ca.key", name = "sluice CA";
+    int days = 365;
+    bool force = false;
+  };
+  auto o = std::make_shared<options>();
+  auto *ca_cmd = app.add_subcommand("ca", "persistent CA for `serve`");
+  ca_cmd->require_subcommand(1);
+  auto *ca_init = ca_cmd->add_subcommand("init", "create a CA certificate and key");
+  ca_init->add_option("--cert", o->cert, "certificate file to write")->capture_default_str();
+  ca_init->add_option("--key", o->key, "key file to write (0600)")->capture_default_str();
+  ca_init->add_option("--days", o->days, "validity in days")->capture_default_str();
+  ca_init->add_option("--name", o->name, "subject common name")->capture_default_str();
+  ca_init->add_flag("--force", o->force, "replace existing files");
+  auto *ca_show = ca_cmd->add_subcommand("show", "describe a CA certificate");
+  ca_show->add_option("--cert", o->cert, "certificate file")->capture_default_str();
+  out.push_back({ca_init, [o] {
+    certs::write_ca_files(o->cert, o->key, o->days, o->name, o->force);
+    std::printf("wrote %s and %s\n", o->cert.c_str(), o->key.c_str());
+    return 0;
+  }});
+  out.push_back({ca_show, [o] {
+    std::fputs(certs::describe_ca(o->cert).c_str(), stdout);
+    return 0;
+  }});
+}
+
+} // namespace
+
+void add_serve(CLI::App &app, commands &out) {
+  auto serve = std::make_shared<gateway::serve_options>();
+  auto *serve_cmd = app.add_subcommand("serve", "run the long-lived gateway");
+  serve_cmd->add_option("--config", serve->config_file, "TOML config file")->required();
+  serve_cmd->add_option("--ca-out", serve->ca_out, "write the ephemeral CA certificate here");
+  serve_cmd->add_option("--ca-bundle-out", serve->ca_bundle_out,
+                        "write the system roots plus sluice's CA here (for clients' CA variables)");
+  serve_cmd->add_option("--threads", serve->threads, "worker threads (default: one per core)");
+  out.push_back({serve_cmd, [serve] { return gateway::run_serve(*serve); }});
+  add_check(app, out);
+  add_policy(app, out);
+  add_ca(app, out);
+}
+
+} // namespace sluice::cli
