@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -276,6 +277,52 @@ std::string show_devices_and_tmp(const view_spec &spec) {
   return {};
 }
 
+// Shows `from` (a directory entry of the view in the making) at `to`: a symlink made again, anything
+// else bound with what is mounted below it.
+bool show_entry(const std::string &from, const std::string &to) {
+  struct stat st {};
+  if (::lstat(from.c_str(), &st) != 0) return true; // gone meanwhile
+  if (S_ISLNK(st.st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = ::readlink(from.c_str(), target, sizeof target - 1);
+    return n > 0 && ::symlink(std::string(target, static_cast<std::size_t>(n)).c_str(), to.c_str()) == 0;
+  }
+  return (S_ISDIR(st.st_mode) ? make_dirs(to, 0755) : make_file(to)) &&
+         ::mount(from.c_str(), to.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+}
+
+// Stage 2b, for Git over SSH (spec.ssh_known_hosts): OpenSSH's default global known-hosts file,
+// which seal_view replaces with the gateway's known hosts, must exist to be bound over. Where the
+// host has /etc/ssh without one, the view's /etc/ssh becomes a read-only tmpfs of its own with
+// each of its entries shown in it (from the view's /etc, so that a root caller's id mapping holds;
+// the host keys among them are masked at stage 5 as before) and an empty ssh_known_hosts.
+std::string make_known_hosts_mount_point(const view_spec &spec) {
+  const std::string dir = new_root + "/etc/ssh";
+  const std::string aside = "/etc-ssh"; // in the first root, which goes at the pivot
+  struct stat st {};
+  if (!spec.ssh_known_hosts || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
+  if (::lstat((dir + "/ssh_known_hosts").c_str(), &st) == 0) return {}; // the host's, bound over as it is
+  if (!make_dirs(aside, 0755) || ::mount(dir.c_str(), aside.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    return err("cannot set aside", "/etc/ssh");
+  }
+  std::string failed = mount_tmpfs(dir, "mode=0755,size=64k");
+  DIR *d = failed.empty() ? ::opendir(aside.c_str()) : nullptr;
+  if (failed.empty() && !d) failed = err("cannot read", "/etc/ssh");
+  while (dirent *de = d ? ::readdir(d) : nullptr) {
+    std::string n = de->d_name;
+    if (n == "." || n == "..") continue;
+    if (!show_entry(aside + "/" + n, dir + "/" + n)) {
+      failed = err("cannot show", "/etc/ssh/" + n);
+      break;
+    }
+  }
+  if (d) ::closedir(d);
+  if (failed.empty() && !make_file(dir + "/ssh_known_hosts")) failed = err("cannot make", "/etc/ssh/ssh_known_hosts");
+  ::umount2(aside.c_str(), MNT_DETACH);
+  if (failed.empty() && !set_attr(dir, ro_attrs, true)) failed = err("cannot make read-only", "/etc/ssh");
+  return failed;
+}
+
 // The journal's layer over the workspace (exec/journal.hpp): the workspace below, the run's layer
 // above it (user.overlay.* attributes, as a user namespace needs; no redirects or metacopy, so
 // that every change is whole in the layer; volatile: a copy-up is not synced, the workspace below
@@ -462,6 +509,7 @@ std::string build_view(const view_spec &spec,
   for (auto stage : std::initializer_list<std::function<std::string()>>{
            [&] { return new_root_on_tmpfs(); },
            [&] { return show_system_paths(spec, sys_paths, system_etc, etc_idmapped); },
+           [&] { return make_known_hosts_mount_point(spec); },
            [&] { return show_devices_and_tmp(spec); },
            [&] { return show_home_and_workspace(spec); },
            [&] { return mask_secrets(spec, etc_idmapped); },

@@ -1,4 +1,5 @@
 #include "exec/runner_impl.hpp"
+#include "exec/view_ssh.hpp"
 #include "certs/java_truststore.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/ssh_relay.hpp"
@@ -82,12 +83,15 @@ gateway_build::files_t make_view_files(gateway::gateway_options &go, const filte
   files.emplace_back("ca.hash", hash);
   if (truststore) files.emplace_back("truststore.p12", certs::make_java_truststore(go.ca->cert(), "sluice"));
   // Git over SSH: a host key made for this command, which the view's ssh_config trusts for
-  // the policy's SSH hosts (and for nothing else).
+  // the policy's SSH hosts (and for nothing else), and so does the view's ssh_known_hosts, for
+  // OpenSSH run without that configuration.
   if (!policy.cfg().ssh.empty()) {
     auto key = gateway::make_ssh_host_key();
     go.ssh_host_key = key.private_base64;
-    files.emplace_back("known_hosts", gateway::ssh_known_hosts_text(policy.cfg().ssh, key));
+    auto known = gateway::ssh_known_hosts_text(policy.cfg().ssh, key);
+    files.emplace_back("known_hosts", known);
     files.emplace_back("ssh_config", view_ssh_config());
+    files.emplace_back("ssh_known_hosts", view_ssh_known_hosts(known));
   }
   return files;
 }

@@ -4,7 +4,6 @@
 //   runner_plan.cpp      step 1: the policy, the workspace, the view and the environment decided
 //   runner_gateway.cpp   steps 3 and 4, the parent's half: the CA and the gateway on a thread
 //   runner_report.cpp    after the command: the journal, the quarantine, denials, the summary
-//   view_ssh.cpp         the view's OpenSSH files for Git over SSH (ssh_config, ssh_known_hosts)
 // Private to exec/: nothing outside includes it.
 #include "exec/journal.hpp"
 #include "exec/runner.hpp"
@@ -98,9 +97,6 @@ private:
   std::thread thread_;
   std::string approvals_file_; // where `sluice approvals` finds this run's admin listener and token
 };
-
-// view_ssh.cpp. The view's /etc/ssh/ssh_config (seal_view binds it over the host's).
-std::string view_ssh_config();
 
 // runner_report.cpp: after the command.
 // Adds one command's metrics to the textfile collector's file. A failure is reported, never turned

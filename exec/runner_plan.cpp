@@ -272,6 +272,7 @@ void plan_process(const exec_options &opt, exec_plan &plan) {
   if (plan.network) {
     so.capture_ports = capture_ports(*plan.policy, so.port);
     so.view.dns_stub = true;
+    so.view.ssh_known_hosts = !plan.policy->cfg().ssh.empty();
   }
   so.argv = opt.argv;
   so.env = child_environment(environ, spec, &plan.dropped);

@@ -127,6 +127,18 @@ std::string loopback_hosts() {
   return {};
 }
 
+// /etc/ssh/NAME, where the view has it, replaced by sluice's file NAME, where there is one.
+std::string replace_ssh_file(const std::string &name) {
+  const std::string ours = std::string(sandbox_files_dir) + "/" + name, system = "/etc/ssh/" + name;
+  struct stat st {};
+  if (::access(ours.c_str(), R_OK) != 0 || ::stat(system.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  if (::mount(ours.c_str(), system.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      !set_attr(system, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false)) {
+    return err("cannot replace", system);
+  }
+  return {};
+}
+
 } // namespace
 
 std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files, bool replace_trust,
@@ -148,15 +160,10 @@ std::string seal_view(const std::vector<std::pair<std::string, std::string>> &fi
     if (auto e = point_resolver_at_stub(); !e.empty()) return e;
   }
   if (auto e = loopback_hosts(); !e.empty()) return e;
-  // Git over SSH: OpenSSH's system configuration becomes the one that trusts the command's host key.
-  const std::string ssh_config = std::string(sandbox_files_dir) + "/ssh_config";
-  struct stat st {};
-  if (::access(ssh_config.c_str(), R_OK) == 0 && ::stat("/etc/ssh/ssh_config", &st) == 0 && S_ISREG(st.st_mode)) {
-    if (::mount(ssh_config.c_str(), "/etc/ssh/ssh_config", nullptr, MS_BIND, nullptr) != 0 ||
-        !set_attr("/etc/ssh/ssh_config", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                  false)) {
-      return err("cannot replace", "/etc/ssh/ssh_config");
-    }
+  // Git over SSH: OpenSSH's system configuration becomes the one that trusts the command's host key,
+  // and so does its default global known-hosts file, which it reads without any configuration.
+  for (auto name : {"ssh_config", "ssh_known_hosts"}) {
+    if (auto e = replace_ssh_file(name); !e.empty()) return e;
   }
   if (!set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
     return err("cannot make read-only", "the view's root");
