@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <strings.h>
+#include <sys/stat.h>
 #include <vector>
 
 namespace sluice::exec {
@@ -122,6 +123,12 @@ std::string merge_known_hosts(std::string_view host_text, std::string_view gatew
 }
 
 std::string view_ssh_known_hosts(std::string_view gateway_lines) {
+  // Only what any user may read goes into the view: a root caller's command sees /etc as others do
+  // (the id-mapped /etc, sandbox.cpp), and sluice reads this file as the caller.
+  struct stat st {};
+  if (::stat(host_known_hosts, &st) != 0 || !S_ISREG(st.st_mode) || !(st.st_mode & S_IROTH)) {
+    return merge_known_hosts("", gateway_lines);
+  }
   std::ifstream in(host_known_hosts, std::ios::binary);
   std::string host((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (host.size() > max_host_known_hosts) {

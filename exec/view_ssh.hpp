@@ -19,8 +19,9 @@ std::string view_ssh_config();
 std::string merge_known_hosts(std::string_view host_text, std::string_view gateway_lines);
 
 // The view's /etc/ssh/ssh_known_hosts, OpenSSH's default global known-hosts file, read with no
-// configuration at all (`ssh -F FILE`, GIT_SSH_COMMAND with -F): the host's own file merged with
-// `gateway_lines` (the gateway's host key for the policy's SSH hosts) by merge_known_hosts.
+// configuration at all (`ssh -F FILE`, GIT_SSH_COMMAND with -F): the host's own file (when any
+// user may read it) merged with `gateway_lines` (the gateway's host key for the policy's SSH hosts)
+// by merge_known_hosts.
 std::string view_ssh_known_hosts(std::string_view gateway_lines);
 
 } // namespace sluice::exec
