@@ -1,7 +1,8 @@
-#include "exec/mount_view.hpp"
+#include "exec/mount_view_impl.hpp"
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,23 +13,12 @@
 #include <unistd.h>
 
 namespace sluice::exec {
-namespace {
-
-// After the first pivot the host's root is here, and the new root is built here.
-const std::string old_root = "/oldroot";
-const std::string new_root = "/newroot";
-
-// /etc entries that hold secrets on any machine: masked for every caller.
-const char *const etc_secrets[] = {
-    "/etc/shadow", "/etc/shadow-",  "/etc/gshadow",     "/etc/gshadow-",         "/etc/sudoers",
-    "/etc/sudoers.d", "/etc/ssl/private", "/etc/sluice", "/etc/security/opasswd",
-};
+namespace detail {
 
 std::string err(const std::string &what, const std::string &path) {
   return what + " " + path + ": " + std::strerror(errno);
 }
 
-// mkdir -p inside the new root; components that exist (also in read-only mounts) are fine.
 bool make_dirs(const std::string &path, mode_t mode) {
   for (std::size_t i = 1; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
@@ -48,12 +38,27 @@ bool make_file(const std::string &path) {
   return true;
 }
 
-// Sets mount attributes on `path`, and with `recursive` on every mount below it too.
 bool set_attr(const std::string &path, std::uint64_t attrs, bool recursive) {
   mount_attr a{};
   a.attr_set = attrs;
   return ::mount_setattr(AT_FDCWD, path.c_str(), recursive ? AT_RECURSIVE : 0, &a, sizeof a) == 0;
 }
+
+} // namespace detail
+
+using namespace detail;
+
+namespace {
+
+// After the first pivot the host's root is here, and the new root is built here.
+const std::string old_root = "/oldroot";
+const std::string new_root = "/newroot";
+
+// /etc entries that hold secrets on any machine: masked for every caller.
+const char *const etc_secrets[] = {
+    "/etc/shadow", "/etc/shadow-",  "/etc/gshadow",     "/etc/gshadow-",         "/etc/sudoers",
+    "/etc/sudoers.d", "/etc/ssl/private", "/etc/sluice", "/etc/security/opasswd",
+};
 
 // Binds host `src` (a path as the host sees it) at the same path in the new root.
 std::string bind_host(const std::string &src, std::uint64_t attrs, bool recursive = true) {
@@ -272,6 +277,52 @@ std::string show_devices_and_tmp(const view_spec &spec) {
   return {};
 }
 
+// Shows `from` (a directory entry of the view in the making) at `to`: a symlink made again, anything
+// else bound with what is mounted below it.
+bool show_entry(const std::string &from, const std::string &to) {
+  struct stat st {};
+  if (::lstat(from.c_str(), &st) != 0) return true; // gone meanwhile
+  if (S_ISLNK(st.st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = ::readlink(from.c_str(), target, sizeof target - 1);
+    return n > 0 && ::symlink(std::string(target, static_cast<std::size_t>(n)).c_str(), to.c_str()) == 0;
+  }
+  return (S_ISDIR(st.st_mode) ? make_dirs(to, 0755) : make_file(to)) &&
+         ::mount(from.c_str(), to.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+}
+
+// Stage 2b, for Git over SSH (spec.ssh_known_hosts): OpenSSH's default global known-hosts file,
+// which seal_view replaces with the gateway's known hosts, must exist to be bound over. Where the
+// host has /etc/ssh without one, the view's /etc/ssh becomes a read-only tmpfs of its own with
+// each of its entries shown in it (from the view's /etc, so that a root caller's id mapping holds;
+// the host keys among them are masked at stage 5 as before) and an empty ssh_known_hosts.
+std::string make_known_hosts_mount_point(const view_spec &spec) {
+  const std::string dir = new_root + "/etc/ssh";
+  const std::string aside = "/etc-ssh"; // in the first root, which goes at the pivot
+  struct stat st {};
+  if (!spec.ssh_known_hosts || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
+  if (::lstat((dir + "/ssh_known_hosts").c_str(), &st) == 0) return {}; // the host's, bound over as it is
+  if (!make_dirs(aside, 0755) || ::mount(dir.c_str(), aside.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    return err("cannot set aside", "/etc/ssh");
+  }
+  std::string failed = mount_tmpfs(dir, "mode=0755,size=64k");
+  DIR *d = failed.empty() ? ::opendir(aside.c_str()) : nullptr;
+  if (failed.empty() && !d) failed = err("cannot read", "/etc/ssh");
+  while (dirent *de = d ? ::readdir(d) : nullptr) {
+    std::string n = de->d_name;
+    if (n == "." || n == "..") continue;
+    if (!show_entry(aside + "/" + n, dir + "/" + n)) {
+      failed = err("cannot show", "/etc/ssh/" + n);
+      break;
+    }
+  }
+  if (d) ::closedir(d);
+  if (failed.empty() && !make_file(dir + "/ssh_known_hosts")) failed = err("cannot make", "/etc/ssh/ssh_known_hosts");
+  ::umount2(aside.c_str(), MNT_DETACH);
+  if (failed.empty() && !set_attr(dir, ro_attrs, true)) failed = err("cannot make read-only", "/etc/ssh");
+  return failed;
+}
+
 // The journal's layer over the workspace (exec/journal.hpp): the workspace below, the run's layer
 // above it (user.overlay.* attributes, as a user namespace needs; no redirects or metacopy, so
 // that every change is whole in the layer; volatile: a copy-up is not synced, the workspace below
@@ -458,6 +509,7 @@ std::string build_view(const view_spec &spec,
   for (auto stage : std::initializer_list<std::function<std::string()>>{
            [&] { return new_root_on_tmpfs(); },
            [&] { return show_system_paths(spec, sys_paths, system_etc, etc_idmapped); },
+           [&] { return make_known_hosts_mount_point(spec); },
            [&] { return show_devices_and_tmp(spec); },
            [&] { return show_home_and_workspace(spec); },
            [&] { return mask_secrets(spec, etc_idmapped); },
@@ -465,158 +517,6 @@ std::string build_view(const view_spec &spec,
            [&] { return protect_and_hide(spec, workspace_marks); },
            [&] { return pivot_into_new_root(); }}) {
     if (auto e = stage(); !e.empty()) return e;
-  }
-  return {};
-}
-
-namespace {
-
-// Every HTTPS connection the sandbox makes is terminated by sluice, so the per-command CA is the
-// only trust it needs: tools that read the system store and no variable (wget with GnuTLS, Go,
-// rustls-native-certs, node --use-openssl-ca) then trust it too.
-std::string replace_system_trust(const std::vector<std::pair<std::string, std::string>> &files) {
-  const std::string ca = std::string(sandbox_files_dir) + "/ca.pem";
-  std::string hash;
-  for (auto &[name, data] : files) {
-    if (name == "ca.hash") hash = data;
-  }
-  if (::access(ca.c_str(), R_OK) != 0) return {}; // no CA (offline): nothing to trust
-  const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-  struct stat st {};
-  for (auto bundle : {"/etc/ssl/cert.pem", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/pki/tls/cert.pem",
-                      "/etc/ssl/ca-bundle.pem", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem"}) {
-    if (::stat(bundle, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (::mount(ca.c_str(), bundle, nullptr, MS_BIND, nullptr) != 0 || !set_attr(bundle, ro, false)) {
-      return err("cannot replace the CA bundle", bundle);
-    }
-  }
-  const char *dir = "/etc/ssl/certs";
-  if (::stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
-    if (::mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") != 0) {
-      return err("cannot replace", dir);
-    }
-    std::vector<std::string> links = {"ca-certificates.crt", "sluice-ca.pem"};
-    if (!hash.empty() && hash.find('/') == std::string::npos) links.push_back(hash);
-    for (auto &l : links) {
-      if (::symlink(ca.c_str(), (std::string(dir) + "/" + l).c_str()) != 0) return err("cannot link", l);
-    }
-    std::string java = std::string(dir) + "/java";
-    if (::mkdir(java.c_str(), 0755) != 0 ||
-        ::symlink((std::string(sandbox_files_dir) + "/truststore.p12").c_str(), (java + "/cacerts").c_str()) != 0) {
-      return err("cannot link", java + "/cacerts");
-    }
-    if (!set_attr(dir, ro, false)) return err("cannot make read-only", dir);
-  }
-  // The JVM's system trust store where Fedora and RHEL keep it (Debian's is /etc/ssl/certs/java).
-  const std::string store = std::string(sandbox_files_dir) + "/truststore.p12";
-  for (auto cacerts : {"/etc/pki/ca-trust/extracted/java/cacerts", "/etc/pki/java/cacerts"}) {
-    if (::stat(cacerts, &st) != 0 || !S_ISREG(st.st_mode) || ::access(store.c_str(), R_OK) != 0) continue;
-    if (::mount(store.c_str(), cacerts, nullptr, MS_BIND, nullptr) != 0 || !set_attr(cacerts, ro, false)) {
-      return err("cannot replace the JVM trust store", cacerts);
-    }
-  }
-  return {};
-}
-
-// Capture's DNS responder listens on the sandbox's 127.0.0.1:53; the view's resolver configuration
-// names it (and nothing else: no search domains, no host resolver). A resolv.conf that is a symlink
-// into a directory the view does not have (systemd-resolved's /run/systemd/resolve/...) gets its
-// target created in the view's own root. With no resolv.conf at all, glibc, Go and c-ares ask
-// 127.0.0.1 anyway.
-std::string point_resolver_at_stub() {
-  const std::string stub = std::string(sandbox_files_dir) + "/resolv.conf";
-  const std::string text = "# sluice: names resolve to the gateway's capture addresses\nnameserver 127.0.0.1\n";
-  int fd = ::open(stub.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    if (fd >= 0) ::close(fd);
-    return err("cannot write", stub);
-  }
-  ::close(fd);
-  const char *conf = "/etc/resolv.conf";
-  struct stat st {};
-  if (::lstat(conf, &st) != 0) return {};
-  std::string target = conf;
-  if (S_ISLNK(st.st_mode)) {
-    char link[PATH_MAX];
-    ssize_t n = ::readlink(conf, link, sizeof link - 1);
-    if (n <= 0) return {};
-    target.assign(link, static_cast<std::size_t>(n));
-    if (target[0] != '/') target = "/etc/" + target;
-    if (::stat(target.c_str(), &st) != 0) {
-      // Made in the view's root (a tmpfs, not yet read-only; the view has no /run), never on the
-      // host: a target anywhere else is left as it is.
-      if (target.rfind("/run/", 0) != 0 || !make_file(target)) return {};
-    }
-  }
-  if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
-  if (::mount(stub.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
-      !set_attr(target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false)) {
-    return err("cannot point the resolver at the capture responder:", target);
-  }
-  return {};
-}
-
-// The host's /etc/hosts maps names to addresses sluice never judges by name (a client resolving
-// through it connects to a bare address, which capture refuses): the view's names the loopback
-// addresses and the sandbox's own host name only.
-std::string loopback_hosts() {
-  const std::string file = std::string(sandbox_files_dir) + "/hosts";
-  char host[256] = {};
-  std::string text = "# sluice: every other name resolves through sluice\n"
-                     "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-  if (::gethostname(host, sizeof host - 1) == 0 && host[0] && std::strcmp(host, "localhost") != 0 &&
-      std::strpbrk(host, " \t\n#") == nullptr) {
-    text += "127.0.1.1\t" + std::string(host) + "\n";
-  }
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    if (fd >= 0) ::close(fd);
-    return err("cannot write", file);
-  }
-  ::close(fd);
-  struct stat st {};
-  const char *hosts = "/etc/hosts";
-  if (::stat(hosts, &st) != 0 || !S_ISREG(st.st_mode)) return {}; // none: glibc knows localhost
-  if (::mount(file.c_str(), hosts, nullptr, MS_BIND, nullptr) != 0 ||
-      !set_attr(hosts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false)) {
-    return err("cannot replace", hosts);
-  }
-  return {};
-}
-
-} // namespace
-
-std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files, bool replace_trust,
-                      bool dns_stub) {
-  for (auto &[name, data] : files) {
-    if (name == "ca.hash") continue; // a name for replace_system_trust, not a file
-    std::string path = std::string(sandbox_files_dir) + "/" + name;
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 || ::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
-      if (fd >= 0) ::close(fd);
-      return err("cannot write", path);
-    }
-    ::close(fd);
-  }
-  if (replace_trust) {
-    if (auto e = replace_system_trust(files); !e.empty()) return e;
-  }
-  if (dns_stub) {
-    if (auto e = point_resolver_at_stub(); !e.empty()) return e;
-  }
-  if (auto e = loopback_hosts(); !e.empty()) return e;
-  // Git over SSH: OpenSSH's system configuration becomes the one that trusts the command's host key.
-  const std::string ssh_config = std::string(sandbox_files_dir) + "/ssh_config";
-  struct stat st {};
-  if (::access(ssh_config.c_str(), R_OK) == 0 && ::stat("/etc/ssh/ssh_config", &st) == 0 && S_ISREG(st.st_mode)) {
-    if (::mount(ssh_config.c_str(), "/etc/ssh/ssh_config", nullptr, MS_BIND, nullptr) != 0 ||
-        !set_attr("/etc/ssh/ssh_config", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                  false)) {
-      return err("cannot replace", "/etc/ssh/ssh_config");
-    }
-  }
-  if (!set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) {
-    return err("cannot make read-only", "the view's root");
   }
   return {};
 }

@@ -35,6 +35,9 @@ struct view_spec {
   bool bind_sys = true;             // a read-only /sys
   bool replace_trust = false;       // the system CA bundles become the per-command CA (seal_view)
   bool dns_stub = false;            // /etc/resolv.conf names the capture responder on 127.0.0.1
+  // Git over SSH: /etc/ssh/ssh_known_hosts exists in the view (an empty file where the host has
+  // none), for seal_view to bind the gateway's known hosts over.
+  bool ssh_known_hosts = false;
 };
 
 // What the workspace walk found (workspace_guard::scan): paths to hide (credential files, Unix
@@ -67,6 +70,8 @@ std::string build_view(const view_spec &spec,
 // With `dns_stub`, /etc/resolv.conf (or the file its symlink names) says `nameserver 127.0.0.1`.
 // /etc/hosts holds the loopback names only (and the sandbox's host name), so that every other name
 // goes through sluice's naming and capture judges a connection by its name.
+// A file `ssh_config` replaces /etc/ssh/ssh_config and a file `ssh_known_hosts` replaces
+// /etc/ssh/ssh_known_hosts (see view_spec::ssh_known_hosts), where the view has them.
 std::string seal_view(const std::vector<std::pair<std::string, std::string>> &files,
                       bool replace_trust = false, bool dns_stub = false);
 

@@ -126,25 +126,25 @@ filters::config load_trusted_policy(const std::string &explicit_file) {
   return filters::builtin_config();
 }
 
-resolved_exec resolve_exec(const exec_request &req) {
-  filters::config trusted;
-  try {
-    trusted = load_trusted_policy(req.policy_file);
-  } catch (const filters::config_error &e) {
-    throw refusal(std::string(e.what()));
-  }
-  resolved_exec out;
-  out.policy_source = trusted.source;
-  out.skill = req.skill.empty() ? trusted.default_skill : req.skill;
-  auto it = trusted.skills.find(out.skill);
+namespace {
+
+// The skill asked for (the policy's default_skill when none), or a refusal naming those there are.
+const filters::skill_config &find_skill(const filters::config &trusted, const std::string &name) {
+  auto it = trusted.skills.find(name);
   if (it == trusted.skills.end()) {
     std::string known;
-    for (auto &[name, s] : trusted.skills) known += (known.empty() ? "" : ", ") + name;
-    throw refusal("unknown skill '" + out.skill + "' in policy " + trusted.source +
+    for (auto &[n, s] : trusted.skills) known += (known.empty() ? "" : ", ") + n;
+    throw refusal("unknown skill '" + name + "' in policy " + trusted.source +
                   "; known skills: " + (known.empty() ? "none" : known) +
-                  " (add [skills." + out.skill + "] to the policy file)");
+                  " (add [skills." + name + "] to the policy file)");
   }
-  const auto &skill = it->second;
+  return it->second;
+}
+
+// The profile asked for (the skill's default when none): one the skill declares, and publish only
+// with its confirmation.
+filters::profile choose_profile(const exec_request &req, const filters::skill_config &skill,
+                                const resolved_exec &out, const filters::config &trusted) {
   auto mode = req.profile.value_or(skill.default_profile);
   // A profile the skill lets a person approve (ask_profiles) is declared for whoever runs exec:
   // the hook asks that person before it passes such a command on.
@@ -162,6 +162,12 @@ resolved_exec resolve_exec(const exec_request &req) {
     throw refusal("the publish profile can change things outside this machine; pass "
                   "--confirm-external-side-effects to run it");
   }
+  return mode;
+}
+
+// The environment: credential variables the skill grants (--allow-env), non-secret ones kept.
+void resolve_environment(const exec_request &req, const filters::skill_config &skill, filters::profile mode,
+                         const filters::config &trusted, resolved_exec &out) {
   for (const auto &name : req.allow_env) {
     if (mode == filters::profile::allowlist) {
       throw refusal("--allow-env " + name + ": the allowlist profile passes tunnels sluice cannot "
@@ -185,6 +191,12 @@ resolved_exec resolve_exec(const exec_request &req) {
     }
     out.keep.push_back(name);
   }
+}
+
+// The filesystem: the workspace read-only or writable, the sandbox's settings, the directories
+// granted writable (the skill's, then --allow-write).
+void resolve_filesystem(const exec_request &req, const filters::skill_config &skill, const filters::config &trusted,
+                        resolved_exec &out) {
   out.read_only_workspace = req.read_only.value_or(skill.read_only_workspace);
   if (!out.read_only_workspace && !skill.may_write_workspace) {
     throw refusal("--filesystem workspace-write is not allowed for skill '" + out.skill +
@@ -216,6 +228,12 @@ resolved_exec resolve_exec(const exec_request &req) {
     std::string path = w[0] == '/' ? w : req.working_dir + "/" + w;
     out.writable.push_back({path, "--allow-write"});
   }
+}
+
+// The gateway's configuration: the trusted policy with the skill's allowlist, routes and SSH hosts
+// and the profile chosen, plus --allow-domain's hosts.
+void resolve_gateway(const exec_request &req, const filters::skill_config &skill, const filters::config &trusted,
+                     filters::profile mode, resolved_exec &out) {
   out.skill_config = skill;
   out.gateway = trusted;
   out.gateway.mode = mode;
@@ -233,57 +251,81 @@ resolved_exec resolve_exec(const exec_request &req) {
     out.gateway.allow.push_back(d);
   }
   out.gateway.access_log.clear(); // exec writes its own log (--access-log)
-  // Credentials: only those asked for, granted by the skill, on hosts the allowlist already has;
-  // their secrets are read here, by sluice, and never enter the sandbox.
-  std::vector<filters::credential_config> granted;
-  for (const auto &name : req.credentials) {
-    auto def = std::find_if(trusted.credentials.begin(), trusted.credentials.end(),
-                            [&](const filters::credential_config &c) { return c.name == name; });
-    if (def == trusted.credentials.end()) {
-      throw refusal("--credential " + name + ": no [credentials." + name + "] in " + trusted.source +
-                    "; define it there (source, hosts, header, format)");
-    }
-    if (!grants(skill.credentials, name)) {
-      throw refusal("--credential " + name + ": skill '" + out.skill + "' does not grant it; add \"" +
-                    name + "\" to credentials under [skills." + out.skill + "] in " + trusted.source);
-    }
-    if (mode != filters::profile::network_read && mode != filters::profile::publish) {
-      throw refusal("--credential " + name + ": the " + std::string(filters::to_string(mode)) +
-                    " profile has no request sluice could add it to; use network-read or publish");
-    }
-    std::vector<std::string> listed_hosts = out.gateway.allow;
-    for (const auto &r : out.gateway.allow_routes) listed_hosts.push_back(r.host);
-    filters::host_matcher allowlist(listed_hosts);
-    for (const auto &h : def->hosts) {
-      auto p = filters::parse_host_pattern(h);
-      bool listed = std::find(listed_hosts.begin(), listed_hosts.end(), h) != listed_hosts.end();
-      if (!listed && p.type == filters::host_pattern::kind::exact) {
-        unsigned port = p.port ? p.port : 443;
-        listed = allowlist.match(p.value, "https", port) != nullptr;
-      }
-      if (!listed) {
-        throw refusal("--credential " + name + ": its host " + h + " is not on the allowlist; a "
-                      "credential only goes where requests may go (--allow-domain " + h + ")");
-      }
-    }
-    if (!def->env.empty() && std::find(out.grants.begin(), out.grants.end(), def->env) != out.grants.end()) {
-      throw refusal("--credential " + name + " with --allow-env " + def->env + " would hand the "
-                    "secret to the command; drop --allow-env " + def->env);
-    }
-    auto c = *def;
-    try {
-      gateway::load_credential(c, trusted); // an OAuth2 token is had with the trusted [tls] and [upstream]
-    } catch (const filters::config_error &e) {
-      throw refusal(e.what());
-    }
-    filters::make_placeholders(c, true); // a shaped one is new for every command
-    if (!c.env.empty()) out.placeholders.push_back(c.env + "=" + c.placeholder);
-    if (c.aws) {
-      out.placeholders.push_back("AWS_ACCESS_KEY_ID=" + c.placeholder);
-      out.placeholders.push_back("AWS_SECRET_ACCESS_KEY=" + c.aws->placeholder_secret);
-    }
-    granted.push_back(std::move(c));
+}
+
+// One credential asked for (--credential NAME): granted by the skill, on hosts the allowlist
+// already has; its secret is read here, by sluice, and never enters the sandbox.
+filters::credential_config grant_credential(const std::string &name, const filters::skill_config &skill,
+                                            const filters::config &trusted, filters::profile mode,
+                                            resolved_exec &out) {
+  auto def = std::find_if(trusted.credentials.begin(), trusted.credentials.end(),
+                          [&](const filters::credential_config &c) { return c.name == name; });
+  if (def == trusted.credentials.end()) {
+    throw refusal("--credential " + name + ": no [credentials." + name + "] in " + trusted.source +
+                  "; define it there (source, hosts, header, format)");
   }
+  if (!grants(skill.credentials, name)) {
+    throw refusal("--credential " + name + ": skill '" + out.skill + "' does not grant it; add \"" +
+                  name + "\" to credentials under [skills." + out.skill + "] in " + trusted.source);
+  }
+  if (mode != filters::profile::network_read && mode != filters::profile::publish) {
+    throw refusal("--credential " + name + ": the " + std::string(filters::to_string(mode)) +
+                  " profile has no request sluice could add it to; use network-read or publish");
+  }
+  std::vector<std::string> listed_hosts = out.gateway.allow;
+  for (const auto &r : out.gateway.allow_routes) listed_hosts.push_back(r.host);
+  filters::host_matcher allowlist(listed_hosts);
+  for (const auto &h : def->hosts) {
+    auto p = filters::parse_host_pattern(h);
+    bool listed = std::find(listed_hosts.begin(), listed_hosts.end(), h) != listed_hosts.end();
+    if (!listed && p.type == filters::host_pattern::kind::exact) {
+      unsigned port = p.port ? p.port : 443;
+      listed = allowlist.match(p.value, "https", port) != nullptr;
+    }
+    if (!listed) {
+      throw refusal("--credential " + name + ": its host " + h + " is not on the allowlist; a "
+                    "credential only goes where requests may go (--allow-domain " + h + ")");
+    }
+  }
+  if (!def->env.empty() && std::find(out.grants.begin(), out.grants.end(), def->env) != out.grants.end()) {
+    throw refusal("--credential " + name + " with --allow-env " + def->env + " would hand the "
+                  "secret to the command; drop --allow-env " + def->env);
+  }
+  auto c = *def;
+  try {
+    gateway::load_credential(c, trusted); // an OAuth2 token is had with the trusted [tls] and [upstream]
+  } catch (const filters::config_error &e) {
+    throw refusal(e.what());
+  }
+  filters::make_placeholders(c, true); // a shaped one is new for every command
+  if (!c.env.empty()) out.placeholders.push_back(c.env + "=" + c.placeholder);
+  if (c.aws) {
+    out.placeholders.push_back("AWS_ACCESS_KEY_ID=" + c.placeholder);
+    out.placeholders.push_back("AWS_SECRET_ACCESS_KEY=" + c.aws->placeholder_secret);
+  }
+  return c;
+}
+
+} // namespace
+
+resolved_exec resolve_exec(const exec_request &req) {
+  filters::config trusted;
+  try {
+    trusted = load_trusted_policy(req.policy_file);
+  } catch (const filters::config_error &e) {
+    throw refusal(std::string(e.what()));
+  }
+  resolved_exec out;
+  out.policy_source = trusted.source;
+  out.skill = req.skill.empty() ? trusted.default_skill : req.skill;
+  const auto &skill = find_skill(trusted, out.skill);
+  auto mode = choose_profile(req, skill, out, trusted);
+  resolve_environment(req, skill, mode, trusted, out);
+  resolve_filesystem(req, skill, trusted, out);
+  resolve_gateway(req, skill, trusted, mode, out);
+  // Credentials: only those asked for, granted by the skill, on hosts the allowlist already has.
+  std::vector<filters::credential_config> granted;
+  for (const auto &name : req.credentials) granted.push_back(grant_credential(name, skill, trusted, mode, out));
   out.gateway.credentials = std::move(granted);
   if (!req.working_dir.empty()) {
     std::string repo = req.working_dir + "/.sluice/policy.toml";

@@ -3,10 +3,12 @@ git-shell on a test host at 198.18.0.2, ssh and git in the sandbox) and the call
 outside, as root and as 65534.
 
 What passes: clone (scp-like and ssh:// with another port), fetch, ls-remote and archive --remote
-under network-read; push under publish. What is refused, with the reason on the client's stderr: a
-push under network-read, a repository outside the rule's paths, a shell, a pty, other commands, a
-command with something smuggled after the repository, sftp and scp, forwarding (-W, -R), an unknown
-or changed server key (nothing of the login is sent). The agent's socket is never in the view."""
+under network-read; push under publish; OpenSSH without the view's configuration (`ssh -F FILE`),
+against the view's /etc/ssh/ssh_known_hosts, with the host's own entries kept for other hosts. What
+is refused, with the reason on the client's stderr: a push under network-read, a repository outside
+the rule's paths, a shell, a pty, other commands, a command with something smuggled after the
+repository, sftp and scp, forwarding (-W, -R), an unknown or changed server key (nothing of the
+login is sent). The agent's socket is never in the view."""
 import json
 import os
 import shutil
@@ -121,8 +123,8 @@ class SshAsRoot(base.ExecCase):
         shutil.rmtree(self.keys, ignore_errors=True)
         super().tearDown()
 
-    def sx(self, *args, env=None, policy=True, timeout=90, cwd=None):
-        cmd = self.prefix() + [base.SLUICE, "exec", "--policy", self.policy] + list(args)
+    def sx(self, *args, env=None, policy=True, timeout=90, cwd=None, wrap=()):
+        cmd = list(wrap) + self.prefix() + [base.SLUICE, "exec", "--policy", self.policy] + list(args)
         e = self.env(dict({"SSH_AUTH_SOCK": self.agent_sock}, **(env or {})))
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=cwd or self.work) as p:
             try:
@@ -141,7 +143,7 @@ class SshAsRoot(base.ExecCase):
                 raise subprocess.TimeoutExpired(cmd, timeout, out, err + b"\n" + where.encode()) from t
             return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
-    def sh(self, script, *extra, env=None):
+    def sh(self, script, *extra, env=None, wrap=()):
         summary = os.path.join(self.work, "summary.json")
         log = os.path.join(self.work, "access.log")
         if os.path.exists(log):
@@ -153,7 +155,7 @@ class SshAsRoot(base.ExecCase):
                 return [json.loads(l) for l in f if l.strip()]
         try:
             p = self.sx(*extra, "--json-summary", summary, "--access-log", log, "--", "sh", "-c",
-                        "export GIT_TERMINAL_PROMPT=0; " + script, env=env)
+                        "export GIT_TERMINAL_PROMPT=0; " + script, env=env, wrap=wrap)
         except subprocess.TimeoutExpired as e:
             # Which step hung, and what the gateway had logged by then.
             self.fail(f"timed out after {e.timeout} s\nstderr:\n{(e.stderr or b'').decode(errors='replace')}\n"
@@ -263,6 +265,51 @@ class SshAsRoot(base.ExecCase):
         out = p.stdout.decode()
         self.assertIn("fetched=0", out, p.stderr.decode())
         self.assertIn("sock=none\n2\nsearched\n1\nforwardagent no\n", out)
+        self.assertEqual([l["decision"] for l in log], ["allow"])
+
+    def test_ssh_without_the_views_configuration(self):
+        # `ssh -F FILE` reads no system configuration, so not the view's ssh_config either: OpenSSH's
+        # default global known-hosts file, /etc/ssh/ssh_known_hosts, holds the gateway's key too (where
+        # the host has none, as here, the view makes one). A host alias of the -F file's resolves to
+        # git.test, whose key is the one checked.
+        script = ("set -e; printf 'Host gt\\n  HostName git.test\\n  User %s\\n' " + USER + " > /tmp/config; "
+                  "GIT_SSH_COMMAND='ssh -F /tmp/config -o BatchMode=yes' git clone -q gt:org/repo.git /tmp/c; "
+                  "cat /tmp/c/README; "
+                  "GIT_SSH_COMMAND='ssh -F /dev/null -o BatchMode=yes' "
+                  f"git ls-remote ssh://{USER}@git.test:2222/~/org/repo.git | grep -c refs/heads/main; "
+                  "grep -c '^git.test ssh-ed25519 ' /etc/ssh/ssh_known_hosts; "
+                  "touch /etc/ssh/x 2>/dev/null || echo read-only; "
+                  "wc -c < /etc/ssh/ssh_host_ed25519_key")
+        p, log = self.sh(script)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout.decode(), "hello over ssh\n1\n1\nread-only\n0\n")
+        self.assertEqual([(l["decision"], l["port"]) for l in log], [("allow", 22), ("allow", 2222)])
+
+    def test_host_known_hosts_kept_but_not_for_served_hosts(self):
+        # A host whose /etc/ssh/ssh_known_hosts lists git.test with the server's real key (and other
+        # hosts): inside, git.test's entry is the gateway's, so that `ssh -F /dev/null` does not find
+        # the key changed; the other hosts' entries stay. The host's /etc/ssh is a directory of this
+        # test's, bound in a mount namespace of sluice's own.
+        etc_ssh = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(etc_ssh, 0o755)
+        shutil.copy("/etc/ssh/ssh_config", etc_ssh)
+        other = "other.test " + M["host_pub"]
+        with open(os.path.join(etc_ssh, "ssh_known_hosts"), "w") as f:
+            f.write(f"git.test,alias.test {M['host_pub']}\n{other}\n")
+        for name in ("ssh_config", "ssh_known_hosts"):
+            os.chmod(os.path.join(etc_ssh, name), 0o644)
+        wrap = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                'mount --bind "$0" /etc/ssh && exec "$@"', etc_ssh]
+        script = ("GIT_SSH_COMMAND='ssh -F /dev/null -o BatchMode=yes' "
+                  f"git ls-remote {USER}@git.test:org/repo.git | grep -c refs/heads/main; "
+                  "cut -d' ' -f1 /etc/ssh/ssh_known_hosts | grep -v '^#' | sort")
+        try:
+            p, log = self.sh(script, wrap=wrap)
+        finally:
+            shutil.rmtree(etc_ssh, ignore_errors=True)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout.decode(), "1\n[git.test]:2222\nalias.test\ngit.test\nother.test\n",
+                         p.stderr.decode())
         self.assertEqual([l["decision"] for l in log], ["allow"])
 
     def test_stalled_key_exchange_and_oversized_packet(self):
