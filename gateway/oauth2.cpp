@@ -2,7 +2,10 @@
 // the gateway's own resolver and address rules, and the upstream trust of the policy.
 #include "gateway/oauth2.hpp"
 #include "filters/policy_loader.hpp"
+#include "gateway/error.hpp"
+#include "gateway/local_addresses.hpp"
 #include "gateway/resolver.hpp"
+#include "gateway/upstream/dial.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -36,7 +39,7 @@ std::string form_encode(std::string_view s) {
 }
 
 
-struct exchange {
+struct post_call {
   std::string host, port, target, body, content_type, what;
   std::vector<std::pair<std::string, std::string>> headers;
   unsigned status = 0;
@@ -44,51 +47,39 @@ struct exchange {
   std::string error; // what failed, for the message
 };
 
-net::awaitable<void> post(exchange &x, const filters::config &cfg, ssl::context &tls) {
+net::awaitable<void> post(post_call &x, const filters::config &cfg, ssl::context &tls) {
   auto ex = co_await net::this_coro::executor;
-  std::vector<net::ip::address> addresses;
+  // The one dial every origin gets (upstream/dial.hpp): the literal, the pin or DNS; the same
+  // address rules as for any origin (no private or metadata address unless [upstream]
+  // allow_addresses names it, never this host's own); each connect within timeouts.connect.
   error_code ec;
-  auto literal = net::ip::make_address(x.host, ec);
-  if (!ec) {
-    addresses.push_back(literal);
-  } else if (auto pin = cfg.pins.find(x.host); pin != cfg.pins.end()) {
-    addresses = pin->second;
-  } else {
-    init_cares();
-    resolver dns(ex, cfg.dns_servers, cfg.timeouts.dns);
-    error_code dec;
-    addresses = co_await dns.resolve(x.host, dec);
-    if (dec) {
-      x.error = "the name " + x.host + " did not resolve";
-      co_return;
-    }
-  }
-  // The same address rules as for any origin: no private or metadata address unless the policy's
-  // [upstream] allow_addresses names it.
+  std::optional<net::ip::address> literal;
+  if (auto a = net::ip::make_address(x.host, ec); !ec) literal = a;
   filters::config rules;
   rules.allow_addresses = cfg.allow_addresses;
+  rules.pins = cfg.pins;
   filters::policy judge(rules);
-  std::erase_if(addresses, [&](const net::ip::address &a) { return !judge.decide_address(a).allowed; });
-  if (addresses.empty()) {
-    x.error = "every address of " + x.host + " is refused (a private or special address: add it to [upstream] allow_addresses)";
+  init_cares();
+  resolver dns(ex, cfg.dns_servers, cfg.timeouts.dns);
+  error_code dec;
+  auto addresses = co_await upstream::allowed_addresses(dns, judge, local_addresses(), x.host, literal, dec);
+  if (dec == gateway_error::destination_address_denied) {
+    x.error = "every address of " + x.host + " is refused (a private or special address, or this host's own: add "
+              "it to [upstream] allow_addresses)";
+    co_return;
+  }
+  if (dec) {
+    x.error = "the name " + x.host + " did not resolve";
     co_return;
   }
   unsigned port = static_cast<unsigned>(std::stoul(x.port));
   ssl::stream<beast::tcp_stream> s(ex, tls);
-  bool connected = false;
-  for (auto &a : addresses) {
-    auto [cec] = co_await beast::get_lowest_layer(s).async_connect(tcp::endpoint(a, static_cast<unsigned short>(port)),
-                                                                    net::as_tuple(net::use_awaitable));
-    if (!cec) {
-      connected = true;
-      break;
-    }
-    beast::get_lowest_layer(s).close();
-  }
-  if (!connected) {
+  error_code cec = co_await upstream::connect_first(beast::get_lowest_layer(s), addresses, port, cfg.timeouts.connect);
+  if (cec) {
     x.error = "could not connect to " + x.host + ":" + x.port;
     co_return;
   }
+  beast::get_lowest_layer(s).expires_never(); // the whole request is bounded by its 10 s
   SSL_set_tlsext_host_name(s.native_handle(), x.host.c_str());
   s.set_verify_callback(ssl::host_name_verification(x.host));
   auto [hec] = co_await s.async_handshake(ssl::stream_base::client, net::as_tuple(net::use_awaitable));
@@ -137,7 +128,7 @@ post_result https_post(const std::string &url, std::string body, const std::stri
                        const std::string &what) {
   auto u = boost::urls::parse_absolute_uri(url);
   if (!u || u->scheme() != "https" || u->encoded_host().empty()) throw std::runtime_error(url + " is not an https:// URL");
-  exchange x;
+  post_call x;
   x.what = what;
   x.host = std::string(u->encoded_host());
   if (!x.host.empty() && x.host.front() == '[') x.host = x.host.substr(1, x.host.size() - 2);

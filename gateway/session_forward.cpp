@@ -3,6 +3,7 @@
 #include "gateway/end_to_end_fields.hpp"
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
+#include "gateway/upstream/dial.hpp"
 #include "gateway/upstream/failure.hpp"
 
 #include <charconv>
@@ -11,58 +12,19 @@
 namespace sluice::gateway::detail {
 // The origin's addresses that pass the policy: the literal, the policy's pin or what DNS says,
 // each judged (destination_address_denied when none passes).
-net::awaitable<std::vector<net::ip::address>>
-session::allowed_addresses(const std::string &host, const std::optional<net::ip::address> &ip, error_code &ec) {
-  // Held across the wait below: an h2 connection's other streams may move policy_ on meanwhile.
-  const filters::policy_ptr held = policy_;
-  const auto &pol = *held;
-  std::vector<net::ip::address> addresses;
-  if (ip) {
-    addresses.push_back(*ip);
-  } else if (auto pin = pol.cfg().pins.find(host); pin != pol.cfg().pins.end()) {
-    addresses = pin->second;
-  } else {
-    auto t0 = clock::now();
-    addresses = co_await worker_.dns.resolve(host, ec);
-    state_.metrics.dns_lookup_duration.Observe(
-        std::chrono::duration<double>(clock::now() - t0).count());
-    if (ec) co_return addresses;
-  }
-  std::vector<net::ip::address> allowed;
-  for (auto &a : addresses) {
-    if (pol.decide_address(a, state_.own_addresses).allowed) allowed.push_back(a);
-  }
-  if (allowed.empty()) ec = gateway_error::destination_address_denied;
-  co_return allowed;
-}
-
 // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
 // with SNI and certificate verification for https.
 net::awaitable<std::unique_ptr<upstream_connection>>
 session::connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
                  unsigned port, bool tls, error_code &ec, bool offer_h2) {
-  auto allowed = co_await allowed_addresses(host, ip, ec);
+  // Held across the waits below: an h2 connection's other streams may move policy_ on meanwhile.
+  const filters::policy_ptr held = policy_;
+  auto allowed = co_await upstream::allowed_addresses(worker_.dns, *held, state_.own_addresses, host, ip, ec,
+                                                      &state_.metrics.dns_lookup_duration);
   if (ec) co_return nullptr;
   auto t0 = clock::now();
   auto conn = std::make_unique<upstream_connection>(worker_.ioc.get_executor());
-  ec = gateway_error::connection_refused;
-  for (auto &a : allowed) {
-    // The endpoint dialed is built from the address that was just checked, never re-resolved.
-    conn->tcp.expires_after(cfg().timeouts.connect);
-    auto [cec] = co_await conn->tcp.async_connect(tcp::endpoint(a, port), use_tuple);
-    if (!cec) {
-      ec = {};
-      break;
-    }
-    if (cec == beast::error::timeout) {
-      ec = gateway_error::connection_timeout;
-    } else if (cec == net::error::network_unreachable || cec == net::error::host_unreachable) {
-      ec = gateway_error::destination_unreachable;
-    } else {
-      ec = gateway_error::connection_refused;
-    }
-    conn->tcp.close();
-  }
+  ec = co_await upstream::connect_first(conn->tcp, allowed, port, held->cfg().timeouts.connect);
   if (ec) co_return nullptr;
   conn->tcp.socket().set_option(tcp::no_delay(true));
   if (tls) {
@@ -86,7 +48,7 @@ session::connect_upstream(const std::string &host, const std::optional<net::ip::
     } else {
       X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
     }
-    conn->expires_after(cfg().timeouts.tls_handshake);
+    conn->expires_after(held->cfg().timeouts.tls_handshake);
     auto [hec, hn] =
         co_await conn->tls->async_handshake(tls_stream::role::client, {}, use_tuple);
     state_.metrics.tls_handshake("upstream", !hec);

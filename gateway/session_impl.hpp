@@ -197,11 +197,6 @@ private:
                                              std::string &out, std::size_t cap,
                                              clock::time_point deadline);
 
-  // The origin's addresses that pass the policy: the literal, the policy's pin or what DNS says,
-  // each judged (destination_address_denied when none passes).
-  net::awaitable<std::vector<net::ip::address>>
-  allowed_addresses(const std::string &host, const std::optional<net::ip::address> &ip, error_code &ec);
-
   // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
   // with SNI and certificate verification for https. `offer_h2`: ALPN offers h2 and http/1.1 (an h2
   // client's stream), and the connection's `h2` says which the origin chose.

@@ -4,6 +4,7 @@
 // without holding the worker: the relay's end is posted back to the worker as a cancelled timer.
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
+#include "gateway/upstream/dial.hpp"
 #include "gateway/ssh_relay.hpp"
 
 #include <mutex>
@@ -74,7 +75,8 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
   job.idle = cfg().timeouts.tunnel_idle; // no byte either way: a silent server counts objects too
   ++state_.in_flight;
   error_code ec;
-  auto addresses = co_await allowed_addresses(o.host, std::nullopt, ec);
+  auto addresses = co_await upstream::allowed_addresses(worker_.dns, *job.policy, state_.own_addresses, o.host,
+                                                        std::nullopt, ec, &state_.metrics.dns_lookup_duration);
   if (ec) {
     std::string text;
     failed(o, ec, text);
