@@ -62,12 +62,12 @@ h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_targe
   };
   nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof settings[0]);
   nghttp2_session_set_local_window_size(ng_, NGHTTP2_FLAG_NONE, 0, connection_window);
-  owner_.worker_.h2_clients.insert(this);
-  if (owner_.state_.draining.load()) goaway(); // it began while the gateway drains
+  owner_.owning_worker().h2_clients.insert(this);
+  if (owner_.state().draining.load()) goaway(); // it began while the gateway drains
 }
 
 h2_connection::~h2_connection() {
-  owner_.worker_.h2_clients.erase(this);
+  owner_.owning_worker().h2_clients.erase(this);
   nghttp2_session_del(ng_);
 }
 
@@ -507,7 +507,7 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
     refuse(*st, "rate_limited", {});
     return;
   }
-  st->policy = owner_.policy_;
+  st->policy = owner_.current_policy();
   st->v = owner_.judge(r, &target_, *st->policy, o);
   if (st->grpc) o.protocol = "grpc";
   if (!st->v.reason.empty()) {

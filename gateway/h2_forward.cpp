@@ -5,6 +5,7 @@
 #include "filters/aws_sigv4.hpp"
 #include "filters/git_upload_pack.hpp"
 #include "gateway/end_to_end_fields.hpp"
+#include "gateway/exchange/body.hpp"
 #include "gateway/error.hpp"
 #include "gateway/h2_stream.hpp"
 #include "gateway/h2_upstream.hpp"
@@ -22,37 +23,37 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   auto &req = st->request;
   const auto &t = st->policy->cfg().timeouts; // owner_.cfg() follows later streams' policies
   const auto deadline = o.start + t.request;
-  ++owner_.state_.in_flight;
+  ++owner_.state().in_flight;
   struct done_guard {
     h2_connection &c;
     stream &st;
     ~done_guard() {
       st.forwarding = false;
       st.up = nullptr;
-      --c.owner_.state_.in_flight;
+      --c.owner_.state().in_flight;
       if (--c.forwarding_ == 0) c.finished_.cancel();
     }
   } guard{*this, *st};
   auto gone = [&] { return st->closed || pump_.stopping; };
 
-  // Git negotiation under network-read: the whole body, bounded, checked before anything leaves.
   std::string preread;
-  if (st->v.git_read) {
-    while (!st->request_ended && !gone() && st->body_in.size() <= filters::max_git_request_bytes) {
+  // A body judged whole before anything leaves (Git negotiation, AWS re-signing): awaited to its
+  // end (bounded), then judged as every protocol's is.
+  if (st->v.read_whole()) {
+    const std::size_t limit = exchange::whole_body_limit(st->v);
+    while (!st->request_ended && !gone() && st->body_in.size() <= limit) {
       if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
     }
     if (gone()) co_return aborted(*st);
-    std::string_view encoding;
-    for (auto &[n, v] : req.fields) {
-      if (n == "content-encoding") encoding = v;
+    if (!st->request_ended) {
+      refuse(*st, st->body_in.size() > limit ? "body_too_large" : "bad_request_body", o.rule);
+      co_return;
     }
-    bool gzip = beast::iequals(encoding, "gzip");
-    std::string_view why = st->body_in.size() > filters::max_git_request_bytes ? "body_too_large"
-                           : !st->request_ended                              ? "bad_request_body"
-                           : !encoding.empty() && !gzip                       ? "git_request_refused"
-                                                        : filters::check_git_upload_pack(st->body_in, gzip);
-    if (!why.empty()) {
-      refuse(*st, why, o.rule);
+    exchange::field_list views;
+    for (auto &[n, v] : req.fields) views.emplace_back(n, v);
+    auto no = exchange::judge_body(st->v, o, *st->policy, views, req.method, st->body_in);
+    if (!no.reason.empty()) {
+      refuse(*st, no.reason, no.rule);
       co_return;
     }
     preread = std::move(st->body_in);
@@ -73,37 +74,12 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   }
 
   const bool tls = o.scheme == "https";
-  std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
-  if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
-  std::string key;
-  key.append(o.scheme).append("://").append(o.host).append(1, ':').append(std::to_string(o.port));
-
-  // An AWS request signed over its body's hash: the whole body (bounded), then signed again.
-  if (st->v.aws_body) {
-    while (!st->request_ended && !gone() && st->body_in.size() <= filters::max_aws_body_bytes) {
-      if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
-    }
-    if (gone()) co_return aborted(*st);
-    if (st->body_in.size() > filters::max_aws_body_bytes || !st->request_ended) {
-      refuse(*st, st->request_ended ? "body_too_large" : "bad_request_body", o.rule);
-      co_return;
-    }
-    std::vector<std::pair<std::string_view, std::string_view>> views;
-    for (auto &[n, v] : req.fields) views.emplace_back(n, v);
-    auto cr = st->policy->credentials().sign_aws(st->v.aws_credential, views, req.method, o.target, authority,
-                                                 filters::sigv4::sha256_hex(st->body_in));
-    if (!cr.reason.empty()) {
-      refuse(*st, cr.reason, "credential:" + cr.credential);
-      co_return;
-    }
-    for (auto &f : cr.set) st->v.set.push_back(std::move(f));
-    preread = std::move(st->body_in);
-    st->body_in.clear();
-  }
+  std::string authority = exchange::authority(o.scheme, o.host, o.port);
+  std::string key = pool_key(o.scheme, o.host, o.port);
 
   // An origin that speaks h2 takes the stream on its one connection. While one stream of this
   // client dials it, the others wait for that dial instead of each opening a connection.
-  auto &origins = owner_.worker_.h2_origins;
+  auto &origins = owner_.owning_worker().h2_origins;
   while (dialing_ && tls && !gone()) co_await st->wait(clock::now() + t.connect + t.tls_handshake);
   if (gone()) co_return aborted(*st);
   if (auto it = origins.find(key); tls && it != origins.end() && it->second->usable()) {
@@ -111,7 +87,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   }
   // A pooled HTTP/1.1 connection, or a new one on which the origin chooses. gRPC needs h2 (its
   // status travels in trailers): its calls always dial.
-  std::unique_ptr<upstream_connection> conn = st->grpc ? nullptr : owner_.worker_.pool.take(key);
+  std::unique_ptr<upstream_connection> conn = st->grpc ? nullptr : owner_.owning_worker().pool.take(key);
   if (!conn) {
     error_code ec;
     dialing_ = tls;
@@ -122,13 +98,13 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     if (ec) co_return fail(*st, ec);
     conn->key = key;
     if (conn->h2) {
-      auto origin = std::make_shared<h2_upstream>(owner_.worker_, std::move(conn), owner_.cfg().limits.max_header_bytes,
+      auto origin = std::make_shared<h2_upstream>(owner_.owning_worker(), std::move(conn), owner_.cfg().limits.max_header_bytes,
                                                   owner_.cfg().limits.pool_idle_timeout, t.io);
       origin->start();
       co_return co_await forward_h2(st, std::move(origin), std::move(preread), authority);
     }
     if (st->grpc) {
-      owner_.worker_.pool.put(std::move(conn), max_streams);
+      owner_.owning_worker().pool.put(std::move(conn), max_streams);
       co_return fail(*st, gateway_error::upstream_protocol_error); // the origin offered HTTP/1.1 only
     }
     co_return co_await forward_h1(st, std::move(conn), false, std::move(preread), authority);
@@ -199,7 +175,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
       if (gone()) co_return aborted(*st);
       if (ec) co_return fail(*st, ec);
     } else {
-      owner_.state_.metrics.upstream_reused.Increment();
+      owner_.state().metrics.upstream_reused.Increment();
     }
     conn->key = key;
     st->up = conn.get();
@@ -329,7 +305,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   owner_.finish(o);
   if (complete && res.keep_alive() && (!body || rp.chunked() || rp.content_length())) {
     st->up = nullptr;
-    owner_.worker_.pool.put(std::move(conn), max_streams);
+    owner_.owning_worker().pool.put(std::move(conn), max_streams);
   }
 }
 
@@ -378,7 +354,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
     }
   } release{*st};
   if (st->origin_id < 0) co_return fail(*st, gateway_error::upstream_protocol_error);
-  owner_.state_.metrics.upstream_reused.Increment(); // a stream on a connection that exists
+  owner_.state().metrics.upstream_reused.Increment(); // a stream on a connection that exists
 
   bool long_stream = st->grpc; // a gRPC call or an event stream lasts as long as its peers keep it
   const auto deadline = o.start + t.request;

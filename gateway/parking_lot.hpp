@@ -18,8 +18,8 @@ public:
   using clock = std::chrono::steady_clock;
 
   // Kept by the parked tunnel (its session); registered between add() and remove().
-  class ticket {
-    friend class parking_lot;
+  // Its fields are the lot's alone (a plain struct inside the lot: the session only holds it).
+  struct ticket {
     tcp::socket *socket_ = nullptr;
     std::multimap<clock::time_point, ticket *>::iterator at_;
     bool parked_ = false;

@@ -1,6 +1,7 @@
 // The upstream stage: dialling the origin (pinned or resolved addresses, each judged; TLS verified),
 // sending the request and relaying both bodies in pieces as they arrive, pooling the connection.
 #include "gateway/end_to_end_fields.hpp"
+#include "gateway/exchange/body.hpp"
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
 #include "gateway/upstream/dial.hpp"
@@ -216,19 +217,13 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
                              const std::string *preread) {
   auto &req = parser.get();
   bool tls = o.scheme == "https";
-  std::string key; // the pool's: "scheme://host:port", in one allocation
-  key.reserve(o.scheme.size() + o.host.size() + 9);
-  key.append(o.scheme).append("://").append(o.host).append(1, ':');
-  char port_text[8];
-  key.append(port_text, std::to_chars(port_text, port_text + sizeof port_text, o.port).ptr);
+  const std::string key = pool_key(o.scheme, o.host, o.port);
   bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
   const bool websocket = o.protocol == "websocket";
 
   if (req[http::field::host].empty()) {
     // An HTTP/1.0 request may come without Host; it leaves as HTTP/1.1, which requires one.
-    std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
-    if (o.port != (tls ? 443u : 80u)) authority += ":" + std::to_string(o.port);
-    req.set(http::field::host, authority);
+    req.set(http::field::host, exchange::authority(o.scheme, o.host, o.port));
   }
   // A chunked body is re-framed by Beast's serializer; any other request leaves as a head sluice
   // writes itself followed by the body's bytes as they are.

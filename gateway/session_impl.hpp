@@ -74,7 +74,6 @@ class h2_connection;
 
 // The session proper: one client connection, one worker.
 class session {
-  friend class h2_connection; // an h2 tunnel's streams are judged, forwarded and logged as requests
 public:
   session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent, bool identify,
           bool tls_listener = false)
@@ -92,19 +91,45 @@ public:
   bool parked() const { return park_; }
   static void park(std::unique_ptr<session> self);
 
-private:
-  static net::awaitable<void> resume(std::unique_ptr<session> self, error_code ec);
-
+  // What a protocol wing that carries the connection's requests (h2_connection, for the streams of
+  // an h2 tunnel) uses of its session: the policy and config it holds now, the worker and gateway
+  // state, judging, dialling and recording. Nothing else of the session is a wing's.
+  filters::policy_ptr current_policy() const { return policy_; }
+  worker &owning_worker() { return worker_; }
+  gateway_state &state() { return state_; }
   // The config of the policy this session holds now; it follows policy_ across reloads (a reference
   // kept from the first policy would dangle once a reload drops the last owner).
   const filters::config &cfg() const { return policy_->cfg(); }
 
   void finish(outcome &o);
-
   // Client identity ([clients] of serve). The policy a request is judged by: the current one, or
   // for an identified client its role's. Returns why the client may not go on: a reload removed it
   // or changed its token ("client_revoked"); else empty.
   std::string_view refresh_policy();
+  // The client's requests-per-second budget of its role; false when this request exceeds it.
+  bool within_rate();
+  // The client's bytes-per-second budget: waits, after `n` bytes were relayed, as long as it says.
+  // Called only where throttled(): a request without a byte limit costs no coroutine frame.
+  bool throttled() const { return policy_->bytes_per_second() != 0 && !who().empty(); }
+  net::awaitable<void> throttle(std::size_t n);
+  std::string denial_text(const outcome &o, std::string_view rule);
+  // A failure upstream: sets the outcome's decision and reason, writes the answer's text (with the
+  // /etc/hosts note for a name DNS does not know) into `body`, and returns the error.
+  gateway_error failed(outcome &o, error_code ec, std::string &body);
+  // The one judging step (exchange::judge), with what this session knows of a person's approvals:
+  // the host approved for this tunnel or connection, the next request, the run's.
+  verdict judge(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol,
+                outcome &o);
+  // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
+  // with SNI and certificate verification for https. `offer_h2`: ALPN offers h2 and http/1.1 (an h2
+  // client's stream), and the connection's `h2` says which the origin chose.
+  net::awaitable<std::unique_ptr<upstream_connection>>
+  connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
+                   unsigned port, bool tls, error_code &ec, bool offer_h2 = false);
+
+private:
+  static net::awaitable<void> resume(std::unique_ptr<session> self, error_code ec);
+
   // A request on the proxy listener: who sent it, from its Proxy-Authorization. Returns the reason
   // for a 407 (proxy_auth_required, proxy_auth_invalid) or empty when it may go on.
   std::string_view identify_request(std::string_view proxy_authorization);
@@ -118,12 +143,6 @@ private:
   template <class Stream> net::awaitable<void> connect_after_requests(Stream &s);
   // After the handshake: the client certificate's names if it verified, else why it did not.
   void read_peer_certificate(SSL *ssl, int verify_error);
-  // The client's requests-per-second budget of its role; false when this request exceeds it.
-  bool within_rate();
-  // The client's bytes-per-second budget: waits, after `n` bytes were relayed, as long as it says.
-  // Called only where throttled(): a request without a byte limit costs no coroutine frame.
-  bool throttled() const { return policy_->bytes_per_second() != 0 && !who().empty(); }
-  net::awaitable<void> throttle(std::size_t n);
   // 407 with Proxy-Authenticate, 429 with Retry-After, or 403 for a revoked client; logged.
   template <class Stream>
   net::awaitable<void> refuse_client(Stream &s, outcome &o, std::string_view reason, bool keep_alive,
@@ -139,15 +158,11 @@ private:
   // (sluice resolves with DNS only: a hosts entry could point any name at loopback).
   static std::string hosts_file_note(const std::string &host);
 
-  std::string denial_text(const outcome &o, std::string_view rule);
 
   template <class Stream>
   net::awaitable<void> deny(Stream &s, outcome &o, std::string_view reason, std::string rule,
                             bool keep_alive, unsigned version = 11);
 
-  // A failure upstream: sets the outcome's decision and reason, writes the answer's text (with the
-  // /etc/hosts note for a name DNS does not know) into `body`, and returns the error.
-  gateway_error failed(outcome &o, error_code ec, std::string &body);
 
   template <class Stream>
   net::awaitable<void> fail(Stream &s, outcome &o, error_code ec, bool keep_alive,
@@ -167,10 +182,6 @@ private:
                                        http::request_parser<http::buffer_body> &parser,
                                        std::string_view &raw_reason);
 
-  // The one judging step (exchange::judge), with what this session knows of a person's approvals:
-  // the host approved for this tunnel or connection, the next request, the run's.
-  verdict judge(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol,
-                outcome &o);
   // [approvals]: holds the request `o` describes until a person decides or its time runs out
   // (session.cpp). `pending` when no more may wait (refused at once: approval_queue_full).
   // `client`: its socket, watched meanwhile: a client that hangs up is forgotten (`gone`).
@@ -197,12 +208,6 @@ private:
                                              std::string &out, std::size_t cap,
                                              clock::time_point deadline);
 
-  // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
-  // with SNI and certificate verification for https. `offer_h2`: ALPN offers h2 and http/1.1 (an h2
-  // client's stream), and the connection's `h2` says which the origin chose.
-  net::awaitable<std::unique_ptr<upstream_connection>>
-  connect_upstream(const std::string &host, const std::optional<net::ip::address> &ip,
-                   unsigned port, bool tls, error_code &ec, bool offer_h2 = false);
 
   // Streams one message body from `in` to `out` through a fixed buffer, re-framing as the outgoing
   // header says (Beast's relay pattern). `in_failed` tells which side broke.

@@ -2,9 +2,8 @@
 // captured connection. A head is read within its limits and checked raw, then parsed; the origin is
 // worked out and cross-checked with Host; hygiene, Git negotiation and credentials are checked; the
 // decision is the policy's. Allowed requests go on to forward().
-#include "filters/aws_sigv4.hpp"
-#include "filters/git_upload_pack.hpp"
 #include "filters/request_hygiene.hpp"
+#include "gateway/exchange/body.hpp"
 #include "gateway/session_impl.hpp"
 
 #include <cstring>
@@ -290,8 +289,6 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
     co_await deny(s, o, v.reason, v.rule, keep, version);
     co_return keep;
   }
-  const bool git_read = v.git_read;
-  std::string git_body;
   // An allowed request that waits for 100 Continue gets it from sluice, which reads its body next,
   // and Expect is not passed on: the origin's own 100 would come only once sluice reads the
   // origin, after the body (a client that takes any readable byte for the answer, such as
@@ -304,47 +301,27 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
     fields.clear(); // the views again: one pointed into the field just erased
     for (auto &f : req) fields.emplace_back(f.name_string(), f.value());
   }
-  if (git_read) {
-    error_code bec = co_await read_whole_body(s, buf, parser, git_body, filters::max_git_request_bytes,
+  // A body judged whole before anything leaves (Git negotiation, AWS re-signing): read (bounded),
+  // then judged as every protocol's is.
+  std::string whole;
+  if (v.read_whole()) {
+    error_code bec = co_await read_whole_body(s, buf, parser, whole, exchange::whole_body_limit(v),
                                               o.start + cfg().timeouts.request);
     if (bec) {
       co_await deny(s, o, bec == http::error::body_limit ? "body_too_large" : "bad_request_body", o.rule,
                     false, version);
       co_return false;
     }
-    auto encoding = req[http::field::content_encoding];
-    bool gzip = beast::iequals(encoding, "gzip");
-    std::string_view why = !encoding.empty() && !gzip ? std::string_view("git_request_refused")
-                                                       : filters::check_git_upload_pack(git_body, gzip);
-    if (!why.empty()) {
-      co_await deny(s, o, why, o.rule, false, version);
+    auto no = exchange::judge_body(v, o, pol, fields, req.method_string(), whole);
+    if (!no.reason.empty()) {
+      co_await deny(s, o, no.reason, no.rule, false, version);
       co_return false;
     }
-  }
-  // An AWS request signed over its body's hash: the body read whole (bounded), then signed again.
-  std::string aws_body;
-  if (v.aws_body) {
-    error_code bec = co_await read_whole_body(s, buf, parser, aws_body, filters::max_aws_body_bytes,
-                                              o.start + cfg().timeouts.request);
-    if (bec) {
-      co_await deny(s, o, bec == http::error::body_limit ? "body_too_large" : "bad_request_body", o.rule,
-                    false, version);
-      co_return false;
-    }
-    std::string authority = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
-    if (o.port != (o.scheme == "https" ? 443u : 80u)) authority += ":" + std::to_string(o.port);
-    auto cr = pol.credentials().sign_aws(v.aws_credential, fields, req.method_string(), o.target, authority,
-                                         filters::sigv4::sha256_hex(aws_body));
-    if (!cr.reason.empty()) {
-      co_await deny(s, o, cr.reason, "credential:" + cr.credential, false, version);
-      co_return false;
-    }
-    for (auto &f : cr.set) v.set.push_back(std::move(f));
   }
   fields.clear(); // views into the head, which the credentials below change
   for (auto &[name, value] : v.set) req.set(name, value);
   co_return co_await forward(s, buf, parser, o, v.ip, version,
-                             git_read ? &git_body : v.aws_body ? &aws_body : nullptr);
+                             v.read_whole() ? &whole : nullptr);
 }
 
 // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond), within the

@@ -12,7 +12,7 @@ namespace sluice::gateway {
 // The BIO between OpenSSL and the socket: bytes read before the handshake first, then recv/send on
 // the descriptor. MSG_NOSIGNAL because a peer that has gone must be an error, not a SIGPIPE (and
 // ignoring SIGPIPE process-wide would leak into the commands `exec` starts).
-struct tls_bio {
+struct tls_stream::bio {
   static tls_stream &stream(BIO *b) { return *static_cast<tls_stream *>(BIO_get_data(b)); }
 
   static int read(BIO *b, char *out, int len) {
@@ -119,7 +119,7 @@ tls_stream::tls_stream(tls_stream &carrier, SSL_CTX *ctx)
 
 void tls_stream::init() {
   if (!ssl_) throw std::runtime_error("SSL_new failed");
-  BIO *bio = BIO_new(tls_bio::method());
+  BIO *bio = BIO_new(bio::method());
   if (!bio) throw std::runtime_error("BIO_new failed");
   BIO_set_data(bio, this);
   BIO_set_init(bio, 1);

@@ -221,7 +221,8 @@ private:
   std::size_t preread_used_ = 0;
   bool eof_ = false; // the peer closed its side of the socket
 
-  friend struct tls_bio;
+  // The BIO between OpenSSL and the socket (tls_stream.cpp): a member, so it reaches the above.
+  struct bio;
 };
 
 template <class Step, class Token> auto tls_stream::start(Step step, Token &&token) {

@@ -1,10 +1,22 @@
 #include "gateway/upstream_pool.hpp"
 
+#include <charconv>
+
 #include <algorithm>
 
 #include <sys/socket.h>
 
 namespace sluice::gateway {
+
+std::string pool_key(std::string_view scheme, const std::string &host, unsigned port) {
+  std::string key;
+  key.reserve(scheme.size() + host.size() + 9);
+  key.append(scheme).append("://").append(host).append(1, ':');
+  char port_text[8];
+  key.append(port_text, std::to_chars(port_text, port_text + sizeof port_text, port).ptr);
+  return key;
+}
+
 namespace {
 
 // An idle connection is usable only when nothing is waiting on it: EOF or unexpected bytes mean the

@@ -14,6 +14,10 @@ namespace sluice::gateway {
 
 // One connection to an origin: plain TCP, or TLS over TCP. `visit` hands the active stream to a
 // generic function, so the relay code is written once for both.
+// The pool's key for an origin, "scheme://host:port" in one allocation: one spelling for every
+// protocol that takes or puts a connection.
+std::string pool_key(std::string_view scheme, const std::string &host, unsigned port);
+
 struct upstream_connection {
   // The read buffer starts with room for a whole response head: Beast sizes each read by the room
   // left, and an empty buffer would read a head in 512-byte pieces.

@@ -3,6 +3,8 @@
 // terminated tunnel, and an h2 stream (:scheme and :authority) inside one. Every form must get the
 // same decision: the judge has no protocol branches.
 #include "filters/policy_loader.hpp"
+#include "filters/git_upload_pack.hpp"
+#include "gateway/exchange/body.hpp"
 #include "gateway/exchange/judge.hpp"
 
 #include <catch2/catch.hpp>
@@ -216,4 +218,33 @@ TEST_CASE("the judge: what a person allowed, and what may be held", "[gateway][j
   judging for_run{*pol};
   for_run.for_run = &run;
   CHECK(judge(r, for_run, o).reason == "");
+}
+
+TEST_CASE("the exchange: the authority a Host field names", "[gateway][judge]") {
+  using gateway::exchange::authority;
+  CHECK(authority("https", "api.example.com", 443) == "api.example.com");
+  CHECK(authority("https", "api.example.com", 80) == "api.example.com:80");
+  CHECK(authority("http", "api.example.com", 80) == "api.example.com");
+  CHECK(authority("http", "::1", 8080) == "[::1]:8080");
+  CHECK(authority("https", "2001:db8::1", 443) == "[2001:db8::1]");
+}
+
+TEST_CASE("the exchange: a body judged whole, the same for every protocol", "[gateway][judge]") {
+  using gateway::exchange::judge_body;
+  auto pol = policy_of("profile = \"network-read\"\n[policy]\nallow = [\"git.example.com\"]\n");
+  field_list git{{"content-type", "application/x-git-upload-pack-request"}};
+  auto [v, o] = judge_as(form::h2, *pol, "POST", "/org/repo.git/git-upload-pack", git, "git.example.com");
+  REQUIRE(v.reason == "");
+  REQUIRE(v.git_read);
+  CHECK(gateway::exchange::whole_body_limit(v) == sluice::filters::max_git_request_bytes);
+  const std::string negotiation = "0032want " + std::string(40, 'a') + "\n00000009done\n";
+  CHECK(judge_body(v, o, *pol, git, "POST", negotiation).reason == "");
+  CHECK(judge_body(v, o, *pol, git, "POST", "0014command=push\n0000").reason == "git_request_refused");
+  CHECK(judge_body(v, o, *pol, git, "POST", std::string(sluice::filters::max_git_request_bytes + 1, '0')).reason ==
+        "body_too_large");
+  field_list brotli = git;
+  brotli.emplace_back("content-encoding", "br");
+  auto no = judge_body(v, o, *pol, brotli, "POST", negotiation);
+  CHECK(no.reason == "git_request_refused");
+  CHECK(no.rule == o.rule);
 }
