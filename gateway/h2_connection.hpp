@@ -63,6 +63,8 @@ private:
   net::awaitable<void> forward(std::shared_ptr<stream> st);
   net::awaitable<void> forward_h1(std::shared_ptr<stream> st, std::unique_ptr<upstream_connection> conn,
                                   bool reused, std::string preread, std::string authority);
+  net::awaitable<bool> send_body(std::shared_ptr<stream> st, upstream_connection &conn, bool chunked,
+                                 clock::time_point deadline);
   net::awaitable<void> forward_h2(std::shared_ptr<stream> st, std::shared_ptr<h2_upstream> origin,
                                   std::string preread, std::string authority);
   // A response sluice writes itself: a refusal (the policy's, or the framing's) or a failure

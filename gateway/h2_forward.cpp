@@ -112,29 +112,24 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   co_return co_await forward_h1(st, std::move(conn), true, std::move(preread), authority);
 }
 
-net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::unique_ptr<upstream_connection> conn,
-                                               bool reused, std::string preread, std::string authority) {
-  auto &o = st->o;
-  auto &req = st->request;
-  const auto &t = st->policy->cfg().timeouts;
-  const auto deadline = o.start + t.request;
-  const bool tls = o.scheme == "https";
-  auto gone = [&] { return st->closed || pump_.stopping; };
-  // The head for the origin: HTTP/1.1, Host from :authority, the end-to-end fields, the
-  // credentials the verdict sets, and framing of sluice's own.
+// The head of an h2 stream's request for an HTTP/1.1 origin, with `preread` (a body read whole)
+// after it: Host from :authority, the end-to-end fields, the credentials the verdict sets, and
+// framing of sluice's own (`chunked` when the body's length is unknown).
+static std::string h1_request_head(const h2_connection::stream &st, const std::string &authority, const std::string &preread,
+                            bool no_body, bool &chunked) {
+  const auto &req = st.request;
   std::string head;
   head.reserve(512);
-  head.append(req.method).append(" ").append(o.target).append(" HTTP/1.1\r\nHost: ").append(authority).append("\r\n");
+  head.append(req.method).append(" ").append(st.o.target).append(" HTTP/1.1\r\nHost: ").append(authority).append("\r\n");
   for (auto &[n, v] : req.fields) {
     if (hop_by_hop(http::string_to_field(n), n) || n == "host") continue;
     bool replaced = false;
-    for (auto &[sn, sv] : st->v.set) replaced = replaced || beast::iequals(sn, n);
+    for (auto &[sn, sv] : st.v.set) replaced = replaced || beast::iequals(sn, n);
     if (!replaced) head.append(n).append(": ").append(v).append("\r\n");
   }
-  for (auto &[n, v] : st->v.set) head.append(n).append(": ").append(v).append("\r\n");
-  const bool no_body = st->request_ended && st->body_in.empty() && !st->v.read_whole();
-  bool chunked = false;
-  if (st->v.read_whole()) {
+  for (auto &[n, v] : st.v.set) head.append(n).append(": ").append(v).append("\r\n");
+  chunked = false;
+  if (st.v.read_whole()) {
     head.append("Content-Length: ").append(std::to_string(preread.size())).append("\r\n");
   } else if (req.content_length) {
     head.append("Content-Length: ").append(std::to_string(*req.content_length)).append("\r\n");
@@ -146,22 +141,113 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   }
   head.append("\r\n");
   head += preread;
+  return head;
+}
 
-  // The response head; interim 1xx responses are dropped (HTTP/2 needs none of them here).
-  std::optional<http::response_parser<http::buffer_body>> parser;
-  auto read_response_head = [&]() -> net::awaitable<error_code> {
-    for (;;) {
-      parser.emplace();
-      parser->header_limit(static_cast<std::uint32_t>(owner_.cfg().limits.max_header_bytes));
-      parser->body_limit(boost::none);
-      if (req.method == "HEAD") parser->skip(true);
+// An HTTP/1.1 origin's response head for an h2 stream; interim 1xx responses are dropped (HTTP/2
+// needs none of them here), and a 101 is an error (no upgrade was asked for).
+static net::awaitable<error_code> read_h1_response_head(upstream_connection &conn,
+                                                        std::optional<http::response_parser<http::buffer_body>> &parser,
+                                                        bool head_method, std::size_t max_header,
+                                                        clock::duration io) {
+  for (;;) {
+    parser.emplace();
+    parser->header_limit(static_cast<std::uint32_t>(max_header));
+    parser->body_limit(boost::none);
+    if (head_method) parser->skip(true);
+    conn.expires_after(io);
+    auto [e, n] = co_await conn.visit(
+        [&](auto &up) { return http::async_read_header(up, conn.buffer, *parser, use_tuple); });
+    if (e || parser->get().result_int() / 100 != 1) co_return e;
+    if (parser->get().result_int() == 101) co_return http::error::bad_status;
+  }
+}
+
+// The request body of an h2 stream sent on as HTTP/1.1, as it arrives (chunked when its length is
+// unknown), each piece's window opened once the origin has it. False when the stream ended here
+// (refused, failed or aborted, and answered).
+net::awaitable<bool> h2_connection::send_body(std::shared_ptr<stream> st, upstream_connection &up_conn, bool chunked,
+                                              clock::time_point deadline) {
+  auto &o = st->o;
+  const auto &t = st->policy->cfg().timeouts;
+  auto *conn = &up_conn;
+  auto gone = [&] { return st->closed || pump_.stopping; };
+  for (;;) {
+    if (!st->body_in.empty()) {
+      std::string piece = std::move(st->body_in);
+      st->body_in.clear();
+      std::string framed;
+      if (chunked) {
+        char size[20];
+        auto end = std::to_chars(size, size + sizeof size, piece.size(), 16).ptr;
+        framed.append(size, end).append("\r\n").append(piece).append("\r\n");
+      }
       conn->expires_after(t.io);
-      auto [e, n] = co_await conn->visit(
-          [&](auto &up) { return http::async_read_header(up, conn->buffer, *parser, use_tuple); });
-      if (e || parser->get().result_int() / 100 != 1) co_return e;
-      if (parser->get().result_int() == 101) co_return http::error::bad_status;
+      auto [ec, n] = co_await conn->visit([&](auto &up) {
+        return net::async_write(up, net::buffer(chunked ? framed : piece), use_tuple);
+      });
+      if (gone()) {
+        aborted(*st);
+        co_return false;
+      }
+      if (ec) {
+        fail(*st, upstream::response_failure(ec));
+        co_return false;
+      }
+      o.bytes_in += piece.size();
+      if (owner_.cfg().limits.max_body_bytes && o.bytes_in > owner_.cfg().limits.max_body_bytes) {
+        refuse(*st, "body_too_large", o.rule);
+        co_return false;
+      }
+      nghttp2_session_consume(ng_, st->id, piece.size());
+      st->unconsumed -= std::min(st->unconsumed, piece.size());
+      kick();
+      if (owner_.throttled()) co_await owner_.throttle(piece.size()); // the client's bytes_per_second
+      continue;
     }
-  };
+    if (st->request_ended) {
+      if (chunked) {
+        conn->expires_after(t.io);
+        auto [ec, n] = co_await conn->visit([&](auto &up) {
+          return net::async_write(up, net::buffer(std::string_view("0\r\n\r\n")), use_tuple);
+        });
+        if (gone()) {
+          aborted(*st);
+          co_return false;
+        }
+        if (ec) {
+          fail(*st, upstream::response_failure(ec));
+          co_return false;
+        }
+      }
+      co_return true;
+    }
+    if (!co_await st->wait(std::min(deadline, clock::now() + t.io)) || gone()) {
+      if (gone()) {
+        aborted(*st);
+        co_return false;
+      }
+      refuse(*st, "bad_request_body", o.rule); // the client stopped sending its body
+      co_return false;
+    }
+  }
+}
+
+net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::unique_ptr<upstream_connection> conn,
+                                               bool reused, std::string preread, std::string authority) {
+  auto &o = st->o;
+  auto &req = st->request;
+  const auto &t = st->policy->cfg().timeouts;
+  const auto deadline = o.start + t.request;
+  const bool tls = o.scheme == "https";
+  auto gone = [&] { return st->closed || pump_.stopping; };
+  const bool no_body = st->request_ended && st->body_in.empty() && !st->v.read_whole();
+  bool chunked = false;
+  std::string head = h1_request_head(*st, authority, preread, no_body, chunked);
+
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  const std::size_t max_header = owner_.cfg().limits.max_header_bytes;
+  auto read_response_head = [&] { return read_h1_response_head(*conn, parser, req.method == "HEAD", max_header, t.io); };
 
   // A pooled connection may have been closed by the origin a moment ago: a request whose body is
   // all in `head` (or that has none) goes once more on a fresh connection, as over HTTP/1.1. Such
@@ -194,53 +280,11 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   }
   o.bytes_in += preread.size();
 
-  // The request body, as it arrives, each piece's window opened once the origin has it.
-  while (!st->v.read_whole() && !no_body) {
-    if (!st->body_in.empty()) {
-      std::string piece = std::move(st->body_in);
-      st->body_in.clear();
-      std::string framed;
-      if (chunked) {
-        char size[20];
-        auto end = std::to_chars(size, size + sizeof size, piece.size(), 16).ptr;
-        framed.append(size, end).append("\r\n").append(piece).append("\r\n");
-      }
-      conn->expires_after(t.io);
-      auto [ec, n] = co_await conn->visit([&](auto &up) {
-        return net::async_write(up, net::buffer(chunked ? framed : piece), use_tuple);
-      });
-      if (gone()) co_return aborted(*st);
-      if (ec) co_return fail(*st, upstream::response_failure(ec));
-      o.bytes_in += piece.size();
-      if (owner_.cfg().limits.max_body_bytes && o.bytes_in > owner_.cfg().limits.max_body_bytes) {
-        refuse(*st, "body_too_large", o.rule);
-          co_return;
-      }
-      nghttp2_session_consume(ng_, st->id, piece.size());
-      st->unconsumed -= std::min(st->unconsumed, piece.size());
-      kick();
-      if (owner_.throttled()) co_await owner_.throttle(piece.size()); // the client's bytes_per_second
-      continue;
-    }
-    if (st->request_ended) {
-      if (chunked) {
-        conn->expires_after(t.io);
-        auto [ec, n] = co_await conn->visit([&](auto &up) {
-          return net::async_write(up, net::buffer(std::string_view("0\r\n\r\n")), use_tuple);
-        });
-        if (gone()) co_return aborted(*st);
-        if (ec) co_return fail(*st, upstream::response_failure(ec));
-      }
-      break;
-    }
-    if (!co_await st->wait(std::min(deadline, clock::now() + t.io)) || gone()) {
-      if (gone()) co_return aborted(*st);
-      refuse(*st, "bad_request_body", o.rule); // the client stopped sending its body
-      co_return;
-    }
+  if (!in_head) { // the body, then the response head
+    const bool sent = co_await send_body(st, *conn, chunked, deadline);
+    if (!sent) co_return;
+    ec = co_await read_response_head();
   }
-
-  if (!in_head) ec = co_await read_response_head(); // after the body
   auto &rp = *parser;
   if (gone()) co_return aborted(*st);
   if (ec) co_return fail(*st, upstream::response_failure(ec));
@@ -309,6 +353,39 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   }
 }
 
+// The header list of an h2 stream's request for an h2 origin: pseudo-headers, the end-to-end fields,
+// the credentials the verdict sets (lowercase), and a content-length where it is known. A body read
+// whole (`preread`) becomes what the stream sends.
+static std::vector<std::pair<std::string, std::string>> h2_request_fields(h2_connection::stream &st, std::string authority,
+                                                                          std::string &preread) {
+  const auto &req = st.request;
+  std::vector<std::pair<std::string, std::string>> fields;
+  fields.reserve(req.fields.size() + st.v.set.size() + 5);
+  fields.emplace_back(":method", req.method);
+  fields.emplace_back(":scheme", st.o.scheme);
+  fields.emplace_back(":authority", std::move(authority));
+  fields.emplace_back(":path", st.o.target);
+  for (auto &[n, v] : req.fields) {
+    if (n == "host" || n == "content-length") continue;
+    bool replaced = false;
+    for (auto &[sn, sv] : st.v.set) replaced = replaced || beast::iequals(sn, n);
+    if (!replaced) fields.emplace_back(n, v);
+  }
+  for (auto &[n, v] : st.v.set) {
+    std::string name = n;
+    for (auto &c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    fields.emplace_back(std::move(name), v);
+  }
+  if (st.v.read_whole()) {
+    fields.emplace_back("content-length", std::to_string(preread.size()));
+    st.body_in = std::move(preread);
+    st.in_at = 0;
+  } else if (req.content_length) {
+    fields.emplace_back("content-length", std::to_string(*req.content_length));
+  }
+  return fields;
+}
+
 // The stream on an h2 origin's connection: the request head as h2 (the end-to-end fields, the
 // credentials the verdict sets), its body as the client sends it (the client's window opened as
 // the origin's session takes the bytes), the response head, body and trailers handed back as they
@@ -320,30 +397,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
   const auto &t = st->policy->cfg().timeouts;
   const auto &limits = st->policy->cfg().limits;
   auto gone = [&] { return st->closed || pump_.stopping; };
-  std::vector<std::pair<std::string, std::string>> fields;
-  fields.reserve(req.fields.size() + st->v.set.size() + 5);
-  fields.emplace_back(":method", req.method);
-  fields.emplace_back(":scheme", o.scheme);
-  fields.emplace_back(":authority", std::move(authority));
-  fields.emplace_back(":path", o.target);
-  for (auto &[n, v] : req.fields) {
-    if (n == "host" || n == "content-length") continue;
-    bool replaced = false;
-    for (auto &[sn, sv] : st->v.set) replaced = replaced || beast::iequals(sn, n);
-    if (!replaced) fields.emplace_back(n, v);
-  }
-  for (auto &[n, v] : st->v.set) {
-    std::string name = n;
-    for (auto &c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    fields.emplace_back(std::move(name), v);
-  }
-  if (st->v.read_whole()) {
-    fields.emplace_back("content-length", std::to_string(preread.size()));
-    st->body_in = std::move(preread);
-    st->in_at = 0;
-  } else if (req.content_length) {
-    fields.emplace_back("content-length", std::to_string(*req.content_length));
-  }
+  auto fields = h2_request_fields(*st, std::move(authority), preread);
   st->origin = origin;
   st->origin_id = origin->open(st, fields, !(st->request_ended && st->body_in.empty()));
   struct release_guard { // the origin's stream is let go however this ends

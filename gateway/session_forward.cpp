@@ -210,6 +210,151 @@ net::awaitable<error_code> session::relay_sized(In &in, beast::flat_buffer &in_b
   co_return error_code{};
 }
 
+// The head sluice writes for a request whose body has a known length (or none): the end-to-end
+// fields as they came, the upgrade a WebSocket request asks for, and the length.
+static std::string sized_request_head(const http::request<http::buffer_body> &req, const std::string &target,
+                                      bool websocket, boost::optional<std::uint64_t> content_length) {
+  std::string head;
+  head.reserve(512);
+  head.append(req.method_string()).append(" ").append(target).append(" HTTP/1.1\r\n");
+  append_fields(req.base(), head);
+  // Upgrade and Connection are hop-by-hop and left out above; a WebSocket upgrade the policy
+  // let through asks the origin for it again (RFC 6455 section 4.1).
+  if (websocket) head.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
+  if (content_length) head.append("Content-Length: ").append(std::to_string(*content_length)).append("\r\n");
+  head.append("\r\n");
+  return head;
+}
+
+// The head sluice writes for a sized response (known length, or none) to an HTTP/`version` client.
+static std::string sized_response_head(const http::response_parser<http::buffer_body> &rp, unsigned version,
+                                       bool no_body, bool client_keep) {
+  const auto &up_res = rp.get();
+  const unsigned code = up_res.result_int();
+  std::string rhead;
+  rhead.reserve(512);
+  rhead.append(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ").append(std::to_string(code)).append(" ");
+  // The origin's reason phrase; without one, Beast supplies the standard phrase of a code that
+  // has one, and "<unknown-status>" for one that has none, which is left out (it is optional).
+  beast::string_view reason = up_res.reason();
+  if (up_res.result() == http::status::unknown &&
+      reason == http::obsolete_reason(http::status::unknown)) {
+    reason = {};
+  }
+  rhead.append(reason).append("\r\n");
+  append_fields(up_res.base(), rhead);
+  if (!no_body) {
+    rhead.append("Content-Length: ").append(std::to_string(*rp.content_length())).append("\r\n");
+  } else if (auto cl = up_res[http::field::content_length]; !cl.empty() && code != 204) {
+    rhead.append("Content-Length: ").append(cl).append("\r\n"); // HEAD and 304 describe the body they omit
+  }
+  // What Beast's keep_alive() would write: HTTP/1.1 keeps alive unless told, HTTP/1.0 closes.
+  if (version >= 11 && !client_keep) rhead.append("Connection: close\r\n");
+  if (version < 11 && client_keep) rhead.append("Connection: keep-alive\r\n");
+  rhead.append("\r\n");
+  return rhead;
+}
+
+// The origin's response head: interim 1xx responses (100 Continue, 103) are passed on to an
+// HTTP/1.1 client; a 101 ends the head only for a WebSocket upgrade (every other upgrade was
+// refused before the request left).
+template <class Stream>
+net::awaitable<error_code> session::read_response_head(Stream &s, upstream_connection &conn,
+                                                       std::optional<http::response_parser<http::buffer_body>> &rp,
+                                                       bool head_method, bool websocket, unsigned version) {
+  co_return co_await conn.visit([&](auto &up) -> net::awaitable<error_code> {
+    for (;;) {
+      rp.emplace();
+      rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
+      rp->body_limit(boost::none);
+      if (head_method) rp->skip(true);
+      conn.expires_after(cfg().timeouts.io);
+      auto [e, n] = co_await http::async_read_header(up, conn.buffer, *rp, use_tuple);
+      const unsigned code = e ? 0 : rp->get().result_int();
+      if (e || code / 100 != 1) co_return e;
+      if (code == 101) co_return websocket ? error_code{} : error_code(http::error::bad_status);
+      if (version >= 11) {
+        http::response<http::empty_body> interim;
+        interim.result(code);
+        lowest(s).expires_after(cfg().timeouts.io);
+        co_await http::async_write(s, interim, use_tuple);
+      }
+    }
+  });
+}
+
+// After the origin's response head: passes a WebSocket 101 on to the frame relay, else relays the
+// response (sized: a head of sluice's own and the body's bytes as they are; else Beast's relay),
+// records the outcome, and pools the connection when it ended at a message boundary. Returns
+// whether the client connection stays open.
+template <class Stream>
+net::awaitable<bool> session::relay_response(Stream &s, beast::flat_buffer &buf, std::unique_ptr<upstream_connection> conn,
+                                             http::response_parser<http::buffer_body> &rp, outcome &o, bool keep_alive,
+                                             bool head_method, bool websocket, unsigned version) {
+  auto &up_res = rp.get();
+  unsigned code = up_res.result_int();
+  if (websocket && code == 101) co_return co_await switch_to_websocket(s, buf, *conn, o, up_res);
+  bool no_body = head_method || code == 204 || code == 304 || code / 100 == 1;
+  bool client_keep = keep_alive;
+  bool upstream_framed = no_body || rp.chunked() || rp.content_length().has_value();
+  // A sized response (known length, or none) is relayed by relay_sized; the rest by Beast's relay.
+  bool sized = no_body || (!rp.chunked() && rp.content_length());
+  if (!sized && (!rp.chunked() || version < 11)) {
+    // The origin delimits the body by closing, so must we; an HTTP/1.0 client cannot read
+    // chunks: its body is delimited by close too.
+    client_keep = false;
+  }
+  if (state_.draining.load() || state_.unready.load()) client_keep = false;
+  // A stream of server-sent events (LLM streams, MCP's streamable HTTP) lasts as long as the
+  // origin keeps it: the idle deadline between its bytes (timeouts.io) holds it, not the deadline
+  // of a whole response, which still cuts every other response that trickles.
+  const auto response_deadline = is_event_stream(up_res[http::field::content_type])
+                                     ? clock::time_point::max()
+                                     : o.start + cfg().timeouts.request;
+  o.status = code;
+  o.decision = "allow";
+  o.reason = "allowed";
+
+  bool in_failed = false;
+  bool complete = false;
+  error_code ec;
+  if (sized) { // the head written here, the body's bytes relayed as they are
+    std::string rhead = sized_response_head(rp, version, no_body, client_keep);
+    ec = co_await conn->visit([&](auto &up) {
+      return relay_sized<false>(up, conn->buffer, s, rhead,
+                                no_body ? 0 : *rp.content_length(), o.bytes_out, in_failed,
+                                complete, response_deadline, cfg().limits.max_response_body_bytes);
+    });
+  } else {
+    http::response<http::buffer_body> res;
+    res.version(version);
+    res.result(code); // the number itself: result() would turn a code Beast has no name for into 0
+    res.reason(up_res.reason());
+    copy_fields(up_res.base(), res.base());
+    if (rp.chunked() && version >= 11) res.chunked(true);
+    res.keep_alive(client_keep);
+    ec = co_await conn->visit([&](auto &up) {
+      return relay<false>(up, conn->buffer, rp, s, res, o.bytes_out, in_failed, response_deadline,
+                          cfg().limits.max_response_body_bytes);
+    });
+    complete = rp.is_done();
+  }
+  if (ec) {
+    o.decision = "error";
+    o.reason = !in_failed                       ? "client_aborted"
+               : ec == http::error::body_limit ? "response_too_large"
+               : ec == beast::error::timeout   ? "response_timeout"
+                                               : "response_incomplete";
+    finish(o);
+    co_return false;
+  }
+  finish(o);
+  if (upstream_framed && up_res.keep_alive() && complete) {
+    worker_.pool.put(std::move(conn));
+  }
+  co_return client_keep;
+}
+
 template <class Stream>
 net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
                              http::request_parser<http::buffer_body> &parser, outcome &o,
@@ -235,16 +380,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     copy_fields(req.base(), out->base());
     out->chunked(true);
   } else if (!preread) {
-    head.reserve(512);
-    head.append(req.method_string()).append(" ").append(o.target).append(" HTTP/1.1\r\n");
-    append_fields(req.base(), head);
-    // Upgrade and Connection are hop-by-hop and left out above; a WebSocket upgrade the policy
-    // let through asks the origin for it again (RFC 6455 section 4.1).
-    if (websocket) head.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
-    if (auto cl = parser.content_length()) {
-      head.append("Content-Length: ").append(std::to_string(*cl)).append("\r\n");
-    }
-    head.append("\r\n");
+    head = sized_request_head(req, o.target, websocket, parser.content_length());
   }
 
   std::unique_ptr<upstream_connection> conn;
@@ -306,34 +442,7 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
       }
       co_return false;
     }
-    if (!ec) {
-      rp.emplace();
-      rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
-      rp->body_limit(boost::none);
-      if (req.method() == http::verb::head) rp->skip(true);
-      conn->expires_after(cfg().timeouts.io);
-      ec = co_await conn->visit([&](auto &up) -> net::awaitable<error_code> {
-        auto [e, n] = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
-        // Interim 1xx responses (100 Continue, 103) are passed on; a 101 ends the head only
-        // for a WebSocket upgrade (every other upgrade was refused before the request left).
-        while (!e && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101) {
-          if (version >= 11) {
-            http::response<http::empty_body> interim;
-            interim.result(rp->get().result_int());
-            lowest(s).expires_after(cfg().timeouts.io);
-            co_await http::async_write(s, interim, use_tuple);
-          }
-          rp.emplace();
-          rp->header_limit(static_cast<std::uint32_t>(cfg().limits.max_header_bytes));
-          rp->body_limit(boost::none);
-          if (req.method() == http::verb::head) rp->skip(true);
-          conn->expires_after(cfg().timeouts.io);
-          std::tie(e, n) = co_await http::async_read_header(up, conn->buffer, *rp, use_tuple);
-        }
-        if (!e && rp->get().result_int() == 101 && !websocket) e = http::error::bad_status;
-        co_return e;
-      });
-    }
+    if (!ec) ec = co_await read_response_head(s, *conn, rp, req.method() == http::verb::head, websocket, version);
     if (!ec) break;
     if (reused && !has_body && attempt == 0 && o.bytes_in == 0 && upstream::closed_while_pooled(ec)) {
       continue;
@@ -343,88 +452,8 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     co_return false;
   }
 
-  auto &up_res = rp->get();
-  unsigned code = up_res.result_int();
-  if (websocket && code == 101) co_return co_await switch_to_websocket(s, buf, *conn, o, up_res);
-  bool no_body = req.method() == http::verb::head || code == 204 || code == 304 || code / 100 == 1;
-  bool client_keep = req.keep_alive();
-  bool upstream_framed = no_body || rp->chunked() || rp->content_length().has_value();
-  // A sized response (known length, or none) is relayed by relay_sized; the rest by Beast's relay.
-  bool sized = no_body || (!rp->chunked() && rp->content_length());
-  if (!sized && (!rp->chunked() || version < 11)) {
-    // The origin delimits the body by closing, so must we; an HTTP/1.0 client cannot read
-    // chunks: its body is delimited by close too.
-    client_keep = false;
-  }
-  if (state_.draining.load() || state_.unready.load()) client_keep = false;
-  // A stream of server-sent events (LLM streams, MCP's streamable HTTP) lasts as long as the
-  // origin keeps it: the idle deadline between its bytes (timeouts.io) holds it, not the deadline
-  // of a whole response, which still cuts every other response that trickles.
-  const auto response_deadline = is_event_stream(up_res[http::field::content_type])
-                                     ? clock::time_point::max()
-                                     : o.start + cfg().timeouts.request;
-  o.status = code;
-  o.decision = "allow";
-  o.reason = "allowed";
-
-  bool in_failed = false;
-  bool complete = false;
-  error_code ec;
-  if (sized) { // the head written here, the body's bytes relayed as they are
-    std::string rhead;
-    rhead.reserve(512);
-    rhead.append(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ").append(std::to_string(code)).append(" ");
-    // The origin's reason phrase; without one, Beast supplies the standard phrase of a code that
-    // has one, and "<unknown-status>" for one that has none, which is left out (it is optional).
-    beast::string_view reason = up_res.reason();
-    if (up_res.result() == http::status::unknown &&
-        reason == http::obsolete_reason(http::status::unknown)) {
-      reason = {};
-    }
-    rhead.append(reason).append("\r\n");
-    append_fields(up_res.base(), rhead);
-    if (!no_body) {
-      rhead.append("Content-Length: ").append(std::to_string(*rp->content_length())).append("\r\n");
-    } else if (auto cl = up_res[http::field::content_length]; !cl.empty() && code != 204) {
-      rhead.append("Content-Length: ").append(cl).append("\r\n"); // HEAD and 304 describe the body they omit
-    }
-    // What Beast's keep_alive() would write: HTTP/1.1 keeps alive unless told, HTTP/1.0 closes.
-    if (version >= 11 && !client_keep) rhead.append("Connection: close\r\n");
-    if (version < 11 && client_keep) rhead.append("Connection: keep-alive\r\n");
-    rhead.append("\r\n");
-    ec = co_await conn->visit([&](auto &up) {
-      return relay_sized<false>(up, conn->buffer, s, rhead,
-                                no_body ? 0 : *rp->content_length(), o.bytes_out, in_failed,
-                                complete, response_deadline, cfg().limits.max_response_body_bytes);
-    });
-  } else {
-    http::response<http::buffer_body> res;
-    res.version(version);
-    res.result(code); // the number itself: result() would turn a code Beast has no name for into 0
-    res.reason(up_res.reason());
-    copy_fields(up_res.base(), res.base());
-    if (rp->chunked() && version >= 11) res.chunked(true);
-    res.keep_alive(client_keep);
-    ec = co_await conn->visit([&](auto &up) {
-      return relay<false>(up, conn->buffer, *rp, s, res, o.bytes_out, in_failed, response_deadline,
-                          cfg().limits.max_response_body_bytes);
-    });
-    complete = rp->is_done();
-  }
-  if (ec) {
-    o.decision = "error";
-    o.reason = !in_failed                       ? "client_aborted"
-               : ec == http::error::body_limit ? "response_too_large"
-               : ec == beast::error::timeout   ? "response_timeout"
-                                               : "response_incomplete";
-    finish(o);
-    co_return false;
-  }
-  finish(o);
-  if (upstream_framed && up_res.keep_alive() && complete) {
-    worker_.pool.put(std::move(conn));
-  }
-  co_return client_keep;
+  co_return co_await relay_response(s, buf, std::move(conn), *rp, o, req.keep_alive(),
+                                   req.method() == http::verb::head, websocket, version);
 }
 
 template net::awaitable<bool> session::forward<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,

@@ -228,6 +228,17 @@ private:
                                          std::uint64_t &bytes, bool &in_failed, bool &complete,
                                          clock::time_point deadline, std::uint64_t max_bytes = 0);
 
+  // The origin's response head, interim 1xx responses passed on (session_forward.cpp).
+  template <class Stream>
+  net::awaitable<error_code> read_response_head(Stream &s, upstream_connection &conn,
+                                                std::optional<http::response_parser<http::buffer_body>> &rp,
+                                                bool head_method, bool websocket, unsigned version);
+  // The response after its head: relayed, recorded, the connection pooled (session_forward.cpp).
+  template <class Stream>
+  net::awaitable<bool> relay_response(Stream &s, beast::flat_buffer &buf, std::unique_ptr<upstream_connection> conn,
+                                      http::response_parser<http::buffer_body> &rp, outcome &o, bool keep_alive,
+                                      bool head_method, bool websocket, unsigned version);
+
   template <class Stream>
   net::awaitable<bool> forward(Stream &s, beast::flat_buffer &buf,
                                http::request_parser<http::buffer_body> &parser, outcome &o,
