@@ -1,7 +1,7 @@
 #include "exec/profile_resolver.hpp"
 #include "exec/environment.hpp"
 #include "filters/policy_loader.hpp"
-#include "gateway/oauth2.hpp"
+#include "credentials/load.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -293,7 +293,7 @@ filters::credential_config grant_credential(const std::string &name, const filte
   }
   auto c = *def;
   try {
-    gateway::load_credential(c, trusted); // an OAuth2 token is had with the trusted [tls] and [upstream]
+    credentials::load_credential(c, trusted); // an OAuth2 token is had with the trusted [tls] and [upstream]
   } catch (const filters::config_error &e) {
     throw refusal(e.what());
   }

@@ -1,6 +1,7 @@
 #include "exec/runner_impl.hpp"
 #include "exec/environment.hpp"
 #include "exec/tool_cache.hpp"
+#include "credentials/load.hpp"
 #include "filters/policy_loader.hpp"
 
 #include <algorithm>
@@ -78,7 +79,7 @@ void add_host_boundary(const host_boundary &b, resolved_exec &resolved) {
   resolved.gateway.allow_routes.insert(resolved.gateway.allow_routes.end(), b.routes.begin(), b.routes.end());
   for (auto c : b.credentials) {
     try {
-      filters::load_secret(c);
+      credentials::load_secret(c);
     } catch (const filters::config_error &e) {
       throw refusal(e.what());
     }

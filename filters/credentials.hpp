@@ -12,7 +12,7 @@ namespace sluice::filters {
 
 // An OAuth2 client ([credentials.NAME.oauth2]): the gateway obtains the access token from the
 // token endpoint (RFC 6749: the refresh_token grant when a refresh token is given, else
-// client_credentials) and obtains a new one before it expires (gateway/oauth2.hpp).
+// client_credentials) and obtains a new one before it expires (credentials/load.hpp).
 struct oauth2_config {
   std::string token_url;              // https://...
   std::string client_id;
@@ -60,7 +60,7 @@ struct credential_config {
   // When the value is to be read (or obtained) again: loaded + ttl, or 80% into an access token's
   // life; the epoch: never.
   std::chrono::steady_clock::time_point refresh_at{};
-  std::string secret;                     // filled by load_secret; never logged or printed
+  std::string secret;                     // filled by credentials/load.hpp; never logged or printed
   // A file: source without a ttl is read again when the file changes: its device, inode, size and
   // modification time when it was read ("missing" once it could not be).
   std::string file_stamp;
@@ -85,21 +85,8 @@ void make_placeholders(credential_config &c, bool random);
 // The text a command sees instead of the secret.
 std::string credential_placeholder(std::string_view name);
 
-// What a "command:" source printed (trailing line breaks dropped), run as load_secret runs it.
-// Throws config_error naming the credential when it fails, hangs, or prints nothing.
-std::string command_output(const credential_config &c);
-
-// Reads the secret of `c` from its source. Throws config_error naming the credential and the
-// source (never the value) when it is missing or empty. A "command:" source runs its argv (split
-// at spaces, found on PATH, no shell) as the caller, stdin /dev/null, for at most
-// command_timeout; the secret is its standard output, one line.
-void load_secret(credential_config &c);
-inline constexpr std::chrono::seconds command_timeout{10};
-
-// The stamp (credential_config::file_stamp) of the file a "file:" source names now.
-std::string file_stamp(std::string_view source);
-
-// The argv of a "command:" source (empty when the source is not one, or names nothing).
+// The argv of a "command:" source (empty when the source is not one, or names nothing); the
+// command itself is run by credentials/ (load.hpp).
 std::vector<std::string> command_argv(std::string_view source);
 
 // What a request needs done to its header fields.

@@ -1,6 +1,6 @@
 #include "gateway/gateway.hpp"
 #include "filters/aws_sigv4.hpp"
-#include "gateway/oauth2.hpp"
+#include "credentials/load.hpp"
 #include "gateway/admin_server.hpp"
 #include "gateway/local_addresses.hpp"
 #include "gateway/peer_uid.hpp"
@@ -175,7 +175,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
     filters::credential_config secret;
     secret.name = "approvals.webhook_secret";
     secret.source = cfg.approvals.webhook_secret;
-    filters::load_secret(secret); // throws naming the source: the gateway does not start without it
+    credentials::load_secret(secret); // throws naming the source: the gateway does not start without it
     state_->webhook_secret = std::move(secret.secret);
   }
   state_->credential_refused = [this](const std::string &name) {
@@ -508,20 +508,20 @@ void gateway::refresh_credentials() {
         }
       }
       bool file_changed = c.refresh_at == steady::time_point{} && !c.file_stamp.empty() &&
-                          filters::file_stamp(c.source) != c.file_stamp;
+                          credentials::file_stamp(c.source) != c.file_stamp;
       if (!refused_now && !file_changed &&
           (c.refresh_at == steady::time_point{} || c.refresh_at > now + std::chrono::milliseconds(50))) {
         continue;
       }
       auto last = c;
       try {
-        load_credential(c, cfg);
+        credentials::load_credential(c, cfg);
       } catch (const std::exception &e) {
         std::fprintf(stderr, "sluice: %s; its last value stays in use\n", e.what());
         metrics_->credential_refresh_failures.Increment();
         c = std::move(last);
         if (file_changed) {
-          c.file_stamp = filters::file_stamp(c.source); // read again when it changes again
+          c.file_stamp = credentials::file_stamp(c.source); // read again when it changes again
         } else {
           c.refresh_at = steady::now() + (c.ttl.count() > 0 ? c.ttl : std::chrono::milliseconds(5000));
         }

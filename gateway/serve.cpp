@@ -6,7 +6,7 @@
 #include "filters/request_hygiene.hpp"
 #include "gateway/exchange/judge.hpp"
 #include "gateway/gateway.hpp"
-#include "gateway/oauth2.hpp"
+#include "credentials/load.hpp"
 
 #include <boost/url/parse.hpp>
 #include <csignal>
@@ -33,7 +33,7 @@ std::string read_text(const std::string &path, bool &ok) {
 filters::policy_ptr load_policy(const std::string &text, const std::string &path) {
   auto cfg = filters::load_config_string(text, path);
   for (auto &c : cfg.credentials) {
-    load_credential(c, cfg);
+    credentials::load_credential(c, cfg);
     filters::make_placeholders(c, false); // the same in every replica
   }
   return std::make_shared<const filters::policy>(std::move(cfg));

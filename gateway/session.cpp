@@ -5,7 +5,7 @@
 #include "gateway/capture.hpp"
 #include "gateway/session_impl.hpp"
 #include "filters/aws_sigv4.hpp"
-#include "gateway/oauth2.hpp"
+#include "gateway/https_post.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/json.hpp>

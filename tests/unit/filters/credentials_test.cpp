@@ -80,23 +80,10 @@ TEST_CASE("base64 round trip and refusal of garbage", "[filters][credentials]") 
   CHECK_FALSE(base64_decode("Z2l0*nMz").has_value());
 }
 
-TEST_CASE("command sources: argv split at spaces, output one line, failures named", "[filters][credentials]") {
+TEST_CASE("command sources: argv split at spaces", "[filters][credentials]") {
   CHECK(command_argv("command:gh auth  token") == std::vector<std::string>{"gh", "auth", "token"});
   CHECK(command_argv("command:   ").empty());
   CHECK(command_argv("file:/x").empty());
-  credential_config c;
-  c.name = "t";
-  c.source = "command:printf tok-1\\n";
-  load_secret(c);
-  CHECK(c.secret == "tok-1");
-  c.source = "command:/bin/sh -c exit";
-  CHECK_THROWS_WITH(load_secret(c), Catch::Contains("credential 't'") && Catch::Contains("printed nothing"));
-  c.source = "command:/bin/false";
-  CHECK_THROWS_WITH(load_secret(c), Catch::Contains("exited with status 1"));
-  c.source = "command:/nonexistent/program";
-  CHECK_THROWS_WITH(load_secret(c), Catch::Contains("could not start"));
-  c.source = "command:printf a\\nb";
-  CHECK_THROWS_WITH(load_secret(c), Catch::Contains("line break"));
 }
 
 TEST_CASE("shaped placeholders: a kind or a prefix, random per command or derived", "[filters][credentials]") {

@@ -1,12 +1,12 @@
 // An AWS key pair's real values (docs/policy.md, "AWS"): from a credential_process command (AWS's
 // JSON, with an Expiration that says when to ask again) or from one source each.
-#include "gateway/oauth2.hpp"
+#include "credentials/load.hpp"
 #include "filters/policy_loader.hpp"
 
 #include <boost/json.hpp>
 #include <ctime>
 
-namespace sluice::gateway {
+namespace sluice::credentials {
 namespace {
 
 // "2026-12-05T06:00:00Z" (fractions of a second and "+00:00" too); nullopt when not that form.
@@ -37,7 +37,7 @@ void load_aws(filters::credential_config &c) {
     filters::credential_config run;
     run.name = c.name + ".aws.process";
     run.source = a.process;
-    std::string out = filters::command_output(run);
+    std::string out = command_output(run);
     boost::system::error_code jec;
     auto v = boost::json::parse(out, jec);
     const boost::json::object *o = !jec && v.is_object() ? &v.as_object() : nullptr;
@@ -81,4 +81,4 @@ void load_aws(filters::credential_config &c) {
   }
 }
 
-} // namespace sluice::gateway
+} // namespace sluice::credentials
