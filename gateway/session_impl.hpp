@@ -284,6 +284,15 @@ private:
   // through (allowlist) or terminated with a leaf for the CONNECT host (network-read, publish).
   // `s` is the client's connection: plain, or TLS on the HTTPS proxy listener (the tunnel's TLS is
   // then carried inside it).
+  // handle_connect's steps: the policy's decision (a person asked, where [approvals] lets one),
+  // and an allowlist tunnel's bytes passed through.
+  template <class Stream>
+  net::awaitable<filters::decision> decide_connect(Stream &s, outcome &o, const filters::policy &pol,
+                                                   std::string_view raw_host, unsigned port);
+  template <class Stream>
+  net::awaitable<void> pass_through(Stream &s, beast::flat_buffer &buf, outcome &o,
+                                    const std::optional<net::ip::address> &ip);
+
   template <class Stream>
   net::awaitable<void> handle_connect(Stream &s, beast::flat_buffer &buf, outcome &o);
 

@@ -202,6 +202,61 @@ net::awaitable<bool> session::read_socks5(beast::tcp_stream &s, beast::flat_buff
   co_return true;
 }
 
+// The policy's decision on a CONNECT to `raw_host`:`port`; a host a person allowed for the run, or
+// may allow now ([approvals]), is held here, before the tunnel opens.
+template <class Stream>
+net::awaitable<filters::decision> session::decide_connect(Stream &s, outcome &o, const filters::policy &pol,
+                                                          std::string_view raw_host, unsigned port) {
+  auto d = pol.decide_connect(raw_host, port);
+  if (!d.allowed && d.reason == "host_not_allowlisted") {
+    // A host a person allowed for the run, or may allow now ([approvals]): held before the tunnel.
+    if (state_.held->allowed_for_run(o.host, port)) {
+      d = pol.decide_connect_approved(raw_host, port);
+    } else if (pol.askable(o.host, "https", port)) {
+      o.method = "CONNECT";
+      auto a = co_await ask(o, "connect", pol, lowest(s).socket());
+      if (a == approval::once || a == approval::run || a == approval::always) {
+        d = pol.decide_connect_approved(raw_host, port);
+        approved_host_ = o.host; // the requests inside this tunnel
+        approved_port_ = port;
+        tunnel_approval_ = o.approval;
+        tunnel_decided_by_ = o.decided_by;
+      } else {
+        d = filters::decision::deny(a == approval::deny      ? "approval_denied"
+                                    : a == approval::timeout ? "approval_timeout"
+                                    : a == approval::gone    ? "client_aborted"
+                                                             : "approval_queue_full");
+      }
+    }
+  }
+  co_return d;
+}
+
+// allowlist: the tunnel passed through unopened, its bytes copied both ways until either side ends.
+template <class Stream>
+net::awaitable<void> session::pass_through(Stream &s, beast::flat_buffer &buf, outcome &o,
+                                           const std::optional<net::ip::address> &ip) {
+  error_code ec;
+  auto conn = co_await connect_upstream(o.host, ip, o.port, false, ec);
+  if (ec) {
+    co_await fail(s, o, ec, false);
+    co_return;
+  }
+  if (!co_await send_established(s)) co_return;
+  if (buf.size()) { // bytes the client sent before our 200
+    conn->tcp.expires_after(cfg().timeouts.io);
+    auto [e2, n2] = co_await net::async_write(conn->tcp, buf.data(), use_tuple);
+    o.bytes_in += n2;
+    buf.consume(buf.size());
+  }
+  o.decision = "allow";
+  o.reason = "allowed";
+  o.status = 200;
+  co_await (pipe(s, conn->tcp, o.bytes_in) && pipe(conn->tcp, s, o.bytes_out));
+  finish(o);
+  co_return;
+}
+
 // CONNECT (HTTP or SOCKS5): judged on host and port before anything else happens; then passed
 // through (allowlist) or terminated with a leaf for the CONNECT host (network-read, publish).
 template <class Stream>
@@ -226,28 +281,7 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
     co_await deny(s, o, parsed.reason, {}, false);
     co_return;
   }
-  auto d = pol.decide_connect(raw_host, port);
-  if (!d.allowed && d.reason == "host_not_allowlisted") {
-    // A host a person allowed for the run, or may allow now ([approvals]): held before the tunnel.
-    if (state_.held->allowed_for_run(o.host, port)) {
-      d = pol.decide_connect_approved(raw_host, port);
-    } else if (pol.askable(o.host, "https", port)) {
-      o.method = "CONNECT";
-      auto a = co_await ask(o, "connect", pol, lowest(s).socket());
-      if (a == approval::once || a == approval::run || a == approval::always) {
-        d = pol.decide_connect_approved(raw_host, port);
-        approved_host_ = o.host; // the requests inside this tunnel
-        approved_port_ = port;
-        tunnel_approval_ = o.approval;
-        tunnel_decided_by_ = o.decided_by;
-      } else {
-        d = filters::decision::deny(a == approval::deny      ? "approval_denied"
-                                    : a == approval::timeout ? "approval_timeout"
-                                    : a == approval::gone    ? "client_aborted"
-                                                             : "approval_queue_full");
-      }
-    }
-  }
+  auto d = co_await decide_connect(s, o, pol, raw_host, port);
   if (!d.allowed) {
     co_await deny(s, o, d.reason, d.rule, false);
     co_return;
@@ -256,24 +290,7 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
   if (d.would_deny) o.would_deny = d.reason;
 
   if (!filters::terminates_tls(pol.mode())) {
-    error_code ec;
-    auto conn = co_await connect_upstream(o.host, parsed.host->ip, port, false, ec);
-    if (ec) {
-      co_await fail(s, o, ec, false);
-      co_return;
-    }
-    if (!co_await send_established(s)) co_return;
-    if (buf.size()) { // bytes the client sent before our 200
-      conn->tcp.expires_after(cfg().timeouts.io);
-      auto [e2, n2] = co_await net::async_write(conn->tcp, buf.data(), use_tuple);
-      o.bytes_in += n2;
-      buf.consume(buf.size());
-    }
-    o.decision = "allow";
-    o.reason = "allowed";
-    o.status = 200;
-    co_await (pipe(s, conn->tcp, o.bytes_in) && pipe(conn->tcp, s, o.bytes_out));
-    finish(o);
+    co_await pass_through(s, buf, o, parsed.host->ip);
     co_return;
   }
 
