@@ -1,7 +1,7 @@
 #include "gateway/gateway.hpp"
 #include "filters/aws_sigv4.hpp"
 #include "gateway/oauth2.hpp"
-#include "gateway/admin_server.hpp"
+#include "gateway/admin/server.hpp"
 #include "gateway/local_addresses.hpp"
 #include "gateway/peer_uid.hpp"
 #include "gateway/session.hpp"
