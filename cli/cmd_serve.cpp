@@ -2,7 +2,7 @@
 // the tools for its configuration.
 #include "certs/ca_files.hpp"
 #include "cli/commands.hpp"
-#include "gateway/policy_suggest.hpp"
+#include "gateway/admin/policy_suggest.hpp"
 #include "gateway/serve.hpp"
 
 #include <cstdio>

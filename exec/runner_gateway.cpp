@@ -2,7 +2,7 @@
 #include "exec/view_ssh.hpp"
 #include "certs/java_truststore.hpp"
 #include "gateway/gateway.hpp"
-#include "gateway/ssh_relay.hpp"
+#include "gateway/ssh/host_key.hpp"
 
 #include <chrono>
 #include <csignal>

@@ -97,6 +97,11 @@ private:
     bool identify = false;       // clients identify themselves ([clients])
     bool tls = false;            // the HTTPS proxy listener
   };
+  // The constructor's TLS contexts (gateway_tls.cpp): clients' terminated leg, origins' leg.
+  void setup_server_tls(const filters::config &cfg);
+  void setup_upstream_tls(const filters::config &cfg);
+  // start()'s admin listener (gateway_listen.cpp): what it serves, as functions of this gateway.
+  void start_admin();
   void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor, const listener_set &set);
   listener_set &add_listener(int fd, bool captured);
   // Refuses (logs, counts, closes) a connection to an agent listener from another user's socket.
@@ -125,7 +130,7 @@ private:
   std::unique_ptr<tcp::acceptor> admin_;
   std::vector<std::thread> threads_;
   // Credentials with a ttl (file: and command: sources) are read again on a thread of their own,
-  // and a policy with the new values swapped in (refresh_credentials).
+  // and a policy with the new values swapped in (refresh_credentials, gateway_credentials.cpp).
   void refresh_credentials();
   std::thread refresher_;
   std::mutex refresh_m_;

@@ -1,6 +1,6 @@
 #pragma once
 #include "certs/leaf_cache.hpp"
-#include "gateway/approvals.hpp"
+#include "gateway/admin/approvals.hpp"
 #include "gateway/client_meters.hpp"
 #include "filters/policy.hpp"
 #include "gateway/net.hpp"
@@ -57,7 +57,7 @@ struct gateway_state {
   // the listeners still serve, so that a load balancer moves clients away before the drain.
   std::atomic<bool> unready{false};
   client_meters meters{}; // [roles] limits, per client
-  // Git over SSH (ssh_relay.hpp): the host key the sandbox's known_hosts names (its private half;
+  // Git over SSH (ssh/relay.hpp): the host key the sandbox's known_hosts names (its private half;
   // empty: SSH hosts are not served), the caller's ssh-agent socket and known_hosts files.
   std::string ssh_host_key{};
   std::string ssh_agent_socket{};

@@ -45,17 +45,8 @@ std::string clients_note(const filters::config &cfg) {
          " in " + std::to_string(cfg.roles.size()) + " role" + (cfg.roles.size() == 1 ? "" : "s");
 }
 
-} // namespace
-
-int run_serve(const serve_options &options) {
-  // The process holds secrets (credentials, a CA key): no core dumps, no ptrace by others.
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  bool readable = false;
-  std::string loaded_text = read_text(options.config_file, readable);
-  if (!readable) filters::load_config_file(options.config_file); // throws the message that names the fix
-  auto policy = load_policy(loaded_text, options.config_file);
-  const auto &cfg = policy->cfg();
-  // Shaped placeholders are derived from the credential's name: the operator gives them to clients.
+// Shaped placeholders are derived from the credential's name: the operator gives them to clients.
+void say_placeholders(const filters::config &cfg) {
   for (const auto &c : cfg.credentials) {
     if (c.aws) {
       std::fprintf(stderr, "sluice: credential %s: clients sign with AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s\n",
@@ -65,42 +56,39 @@ int run_serve(const serve_options &options) {
                    c.placeholder.c_str());
     }
   }
-  gateway_options go;
-  go.threads = options.threads;
-  go.command_id = "serve";
-  // [approvals]: decided on the admin listener with a token: the token_file's, else one made now.
-  bool token_made = false;
-  if (cfg.asks()) {
-    if (cfg.admin_listen.empty()) {
-      throw std::runtime_error("[approvals] needs an admin listener, where a person decides: set [listen] admin = \"127.0.0.1:9090\"");
-    }
-    if (!cfg.approvals.token_file.empty()) {
-      bool ok = false;
-      go.approvals_token = read_text(cfg.approvals.token_file, ok);
-      while (!go.approvals_token.empty() && std::isspace(static_cast<unsigned char>(go.approvals_token.back()))) {
-        go.approvals_token.pop_back();
-      }
-      if (!ok || go.approvals_token.size() < 16 ||
-          go.approvals_token.find_first_of(" \t\r\n") != std::string::npos) {
-        throw std::runtime_error("[approvals] token_file " + cfg.approvals.token_file +
-                                 " must hold a token of at least 16 characters without spaces (openssl rand -hex 16 > FILE)");
-      }
-    } else {
-      unsigned char raw[16];
-      if (RAND_bytes(raw, sizeof raw) != 1) throw std::runtime_error("no random bytes for the approvals token");
-      static constexpr char hex[] = "0123456789abcdef";
-      for (unsigned char b : raw) {
-        go.approvals_token += hex[b >> 4];
-        go.approvals_token += hex[b & 15];
-      }
-      token_made = true;
-    }
+}
+
+// [approvals]: decided on the admin listener with a token: the token_file's, else one made now
+// (`made`: said on stderr at start, since no one else knows it). Empty without [approvals].
+std::string approvals_token(const filters::config &cfg, bool &made) {
+  std::string token;
+  if (!cfg.asks()) return token;
+  if (cfg.admin_listen.empty()) {
+    throw std::runtime_error("[approvals] needs an admin listener, where a person decides: set [listen] admin = \"127.0.0.1:9090\"");
   }
-  if (!cfg.ca_cert.empty()) {
-    go.ca = std::make_shared<certs::certificate_authority>(
-        certs::certificate_authority::load(cfg.ca_cert, cfg.ca_key));
+  if (!cfg.approvals.token_file.empty()) {
+    bool ok = false;
+    token = read_text(cfg.approvals.token_file, ok);
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+    if (!ok || token.size() < 16 || token.find_first_of(" \t\r\n") != std::string::npos) {
+      throw std::runtime_error("[approvals] token_file " + cfg.approvals.token_file +
+                               " must hold a token of at least 16 characters without spaces (openssl rand -hex 16 > FILE)");
+    }
+  } else {
+    unsigned char raw[16];
+    if (RAND_bytes(raw, sizeof raw) != 1) throw std::runtime_error("no random bytes for the approvals token");
+    static constexpr char hex[] = "0123456789abcdef";
+    for (unsigned char b : raw) {
+      token += hex[b >> 4];
+      token += hex[b & 15];
+    }
+    made = true;
   }
-  // Signals are taken synchronously by this thread; workers inherit the blocked mask.
+  return token;
+}
+
+// Signals are taken synchronously by this thread; workers inherit the blocked mask.
+sigset_t block_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGHUP);
@@ -108,24 +96,38 @@ int run_serve(const serve_options &options) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  return set;
+}
 
-  gateway g(policy, go);
-  auto ep = g.listen(cfg.proxy_listen, true);
-  std::string agents; // listeners are bound at start: a reload does not add or move them
+// The listeners, bound at start (a reload does not add or move them), as the start-up line names
+// them.
+struct bound_listeners {
+  tcp::endpoint proxy;
+  std::string agents;
+  std::string admin;
+};
+
+bound_listeners open_listeners(gateway &g, const filters::config &cfg) {
+  bound_listeners out;
+  out.proxy = g.listen(cfg.proxy_listen, true);
   if (!cfg.proxy_tls_listen.empty()) {
     auto tep = g.listen_tls(cfg.proxy_tls_listen);
-    agents += ", HTTPS proxy on " + tep.address().to_string() + ":" + std::to_string(tep.port()) +
-              (cfg.client_ca.empty() ? "" : " (client certificates from " + cfg.client_ca + ")");
+    out.agents += ", HTTPS proxy on " + tep.address().to_string() + ":" + std::to_string(tep.port()) +
+                  (cfg.client_ca.empty() ? "" : " (client certificates from " + cfg.client_ca + ")");
   }
   for (const auto &a : cfg.agents) {
     auto aep = g.listen_agent(a);
-    agents += ", agent " + a.name + " on " + aep.address().to_string() + ":" + std::to_string(aep.port());
+    out.agents += ", agent " + a.name + " on " + aep.address().to_string() + ":" + std::to_string(aep.port());
   }
-  std::string admin;
   if (!cfg.admin_listen.empty()) {
     auto aep = g.listen_admin(cfg.admin_listen);
-    admin = aep.address().to_string() + ":" + std::to_string(aep.port());
+    out.admin = aep.address().to_string() + ":" + std::to_string(aep.port());
   }
+  return out;
+}
+
+// --ca-bundle-out and --ca-out: the CA's certificate for clients, written before serving.
+void write_ca_files(const serve_options &options, const gateway &g) {
   if (!options.ca_bundle_out.empty()) {
     // Written next to the target and renamed: a client never reads half a bundle.
     std::string roots = certs::system_trust_bundle();
@@ -145,20 +147,13 @@ int run_serve(const serve_options &options) {
     f << g.ca().cert_pem();
     if (!f) throw std::runtime_error("cannot write --ca-out file '" + options.ca_out + "'");
   }
-  g.start();
-  if (!go.approvals_token.empty()) {
-    std::fprintf(stderr, "sluice: approvals: decide on http://%s/#token=%s or with sluice approvals --admin %s%s\n",
-                 admin.c_str(), token_made ? go.approvals_token.c_str() : "(the token_file's)", admin.c_str(),
-                 token_made ? "" : (" --token-file " + cfg.approvals.token_file).c_str());
-  }
-  std::fprintf(stderr, "sluice: serving %s profile on %s:%u%s%s%s%s (config %s)\n",
-               std::string(filters::to_string(cfg.mode)).c_str(), ep.address().to_string().c_str(),
-               ep.port(), clients_note(cfg).c_str(), agents.c_str(), admin.empty() ? "" : ", admin on ",
-               admin.c_str(), options.config_file.c_str());
+}
 
-  // Reloads on SIGHUP, and by itself when the file's text changes (checked every second: an edit,
-  // a rename over it, or a Kubernetes ConfigMap update, which swaps a symlink). A file that does
-  // not load keeps the previous policy, and is reported once until it changes again.
+// Reloads on SIGHUP, and by itself when the file's text changes (checked every second: an edit,
+// a rename over it, or a Kubernetes ConfigMap update, which swaps a symlink). A file that does
+// not load keeps the previous policy, and is reported once until it changes again. Returns the
+// signal that asks to stop (SIGTERM or SIGINT).
+int reload_until_stopped(gateway &g, const serve_options &options, std::string loaded_text, const sigset_t &set) {
   auto reload = [&](const std::string &text, const char *why) {
     loaded_text = text;
     try {
@@ -201,25 +196,68 @@ int run_serve(const serve_options &options) {
       reload(text, "SIGHUP");
       continue;
     }
-    auto delay = g.policy()->cfg().timeouts.drain_delay;
-    if (delay.count() > 0) {
-      // Not ready first, still serving: the load balancer stops sending new connections here
-      // while responses close the ones it has; a second signal cuts the wait short.
-      g.set_unready();
-      std::fprintf(stderr, "sluice: not ready (signal %d); draining in %lld ms\n", sig,
-                   static_cast<long long>(delay.count()));
-      timespec wait{static_cast<time_t>(delay.count() / 1000), static_cast<long>(delay.count() % 1000) * 1'000'000};
-      sigset_t stop;
-      sigemptyset(&stop);
-      sigaddset(&stop, SIGTERM);
-      sigaddset(&stop, SIGINT);
-      sigtimedwait(&stop, nullptr, &wait);
-    }
-    std::fprintf(stderr, "sluice: draining (signal %d)\n", sig);
-    g.drain();
-    g.join();
-    return 0;
+    return sig;
   }
+}
+
+// The stop: not ready for [timeouts] drain_delay, then the drain.
+void drain_on(gateway &g, int sig) {
+  auto delay = g.policy()->cfg().timeouts.drain_delay;
+  if (delay.count() > 0) {
+    // Not ready first, still serving: the load balancer stops sending new connections here
+    // while responses close the ones it has; a second signal cuts the wait short.
+    g.set_unready();
+    std::fprintf(stderr, "sluice: not ready (signal %d); draining in %lld ms\n", sig,
+                 static_cast<long long>(delay.count()));
+    timespec wait{static_cast<time_t>(delay.count() / 1000), static_cast<long>(delay.count() % 1000) * 1'000'000};
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigtimedwait(&stop, nullptr, &wait);
+  }
+  std::fprintf(stderr, "sluice: draining (signal %d)\n", sig);
+  g.drain();
+  g.join();
+}
+
+} // namespace
+
+int run_serve(const serve_options &options) {
+  // The process holds secrets (credentials, a CA key): no core dumps, no ptrace by others.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  bool readable = false;
+  std::string loaded_text = read_text(options.config_file, readable);
+  if (!readable) filters::load_config_file(options.config_file); // throws the message that names the fix
+  auto policy = load_policy(loaded_text, options.config_file);
+  const auto &cfg = policy->cfg();
+  say_placeholders(cfg);
+  gateway_options go;
+  go.threads = options.threads;
+  go.command_id = "serve";
+  bool token_made = false;
+  go.approvals_token = approvals_token(cfg, token_made);
+  if (!cfg.ca_cert.empty()) {
+    go.ca = std::make_shared<certs::certificate_authority>(
+        certs::certificate_authority::load(cfg.ca_cert, cfg.ca_key));
+  }
+  sigset_t set = block_signals();
+
+  gateway g(policy, go);
+  auto [ep, agents, admin] = open_listeners(g, cfg);
+  write_ca_files(options, g);
+  g.start();
+  if (!go.approvals_token.empty()) {
+    std::fprintf(stderr, "sluice: approvals: decide on http://%s/#token=%s or with sluice approvals --admin %s%s\n",
+                 admin.c_str(), token_made ? go.approvals_token.c_str() : "(the token_file's)", admin.c_str(),
+                 token_made ? "" : (" --token-file " + cfg.approvals.token_file).c_str());
+  }
+  std::fprintf(stderr, "sluice: serving %s profile on %s:%u%s%s%s%s (config %s)\n",
+               std::string(filters::to_string(cfg.mode)).c_str(), ep.address().to_string().c_str(),
+               ep.port(), clients_note(cfg).c_str(), agents.c_str(), admin.empty() ? "" : ", admin on ",
+               admin.c_str(), options.config_file.c_str());
+  drain_on(g, reload_until_stopped(g, options, loaded_text, set));
+  return 0;
 }
 
 namespace {

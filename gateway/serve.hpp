@@ -1,5 +1,8 @@
 #pragma once
-#include <cstdint>
+// `sluice approvals` is the admin listener's client (admin/approvals_client.hpp), not serve's: it is
+// included here only for cli/cmd_approvals.cpp, which reaches run_approvals through this header.
+#include "gateway/admin/approvals_client.hpp"
+
 #include <string>
 #include <vector>
 
@@ -29,17 +32,5 @@ int run_check(const std::string &config_file, const std::string &profile,
               const std::vector<std::string> &allow, const std::vector<std::string> &deny,
               const std::string &method, const std::string &url, const std::string &client = {},
               const std::string &skill = {});
-
-// `sluice approvals` (list what waits), `sluice approve ID [--run | --always]` and `sluice deny
-// ID`: the admin listener's approvals API, with the token from `token_file` or
-// SLUICE_APPROVALS_TOKEN. --always shows what it adds to the policy file and asks first.
-struct approvals_options {
-  std::string action; // "list", "once", "run", "always" or "deny"
-  std::uint64_t id = 0;
-  bool yes = false;   // --always without asking
-  std::string admin;      // HOST:PORT; default SLUICE_ADMIN
-  std::string token_file;
-};
-int run_approvals(const approvals_options &o);
 
 } // namespace sluice::gateway

@@ -1,6 +1,6 @@
 // The session's side of judging: the one judge (exchange/judge.hpp) with what this session
 // knows of a person's approvals.
-#include "gateway/approvals.hpp"
+#include "gateway/admin/approvals.hpp"
 #include "gateway/session_impl.hpp"
 
 namespace sluice::gateway::detail {

@@ -1,4 +1,4 @@
-#include "gateway/policy_suggest.hpp"
+#include "gateway/admin/policy_suggest.hpp"
 #include "filters/client_identity.hpp"
 #include "filters/route_matcher.hpp"
 

@@ -8,8 +8,8 @@
 namespace sluice::gateway {
 
 // The admin listener: GET / (the live page), /api/stats (its JSON), /metrics (Prometheus text),
-// /healthz, /readyz and /ca.pem. Small,
-// bounded requests; one coroutine per connection.
+// /healthz, /readyz and /ca.pem. Small, bounded requests; one coroutine per connection. The
+// gateway hands it what it serves as functions: this listener knows nothing of the gateway.
 struct admin_handlers {
   std::function<std::string()> metrics;
   std::function<bool()> ready;
@@ -25,11 +25,5 @@ struct admin_handlers {
 };
 
 net::awaitable<void> run_admin(tcp::acceptor &acceptor, admin_handlers handlers);
-
-// One request to an admin listener at `address` ("HOST:PORT"), for `sluice approvals`, `approve`
-// and `deny`: the status and body. Throws std::runtime_error naming the address when it cannot
-// be reached within 10 s.
-std::pair<unsigned, std::string> admin_call(const std::string &address, http::verb method, const std::string &target,
-                                            const std::string &token, const std::string &json_body);
 
 } // namespace sluice::gateway

@@ -1,4 +1,4 @@
-#include "gateway/approvals.hpp"
+#include "gateway/admin/approvals.hpp"
 
 #include "filters/policy_loader.hpp"
 

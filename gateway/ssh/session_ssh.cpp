@@ -1,11 +1,12 @@
 // Git over SSH on a captured connection (docs/policy.md, "Git over SSH"): the origin's addresses are
-// found and judged here, as for any origin; the SSH itself runs in ssh_relay.cpp on a thread of its
-// own (libssh is blocking at heart and polls its sockets itself), and this coroutine waits for it
-// without holding the worker: the relay's end is posted back to the worker as a cancelled timer.
+// found and judged here, as for any origin; the SSH itself runs in a relay (relay.hpp) on a thread
+// of its own (libssh is blocking at heart and polls its sockets itself), and this coroutine waits
+// for it without holding the worker: the relay's end is posted back to the worker as a cancelled
+// timer.
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
 #include "gateway/upstream/dial.hpp"
-#include "gateway/ssh_relay.hpp"
+#include "gateway/ssh/relay.hpp"
 
 #include <mutex>
 #include <thread>

@@ -9,7 +9,9 @@
 //
 // The protocol is libssh's (server and client sides). One relay runs on a thread of its own with
 // libssh's non-blocking calls and poll(), every wait bounded: no Asio worker ever blocks on an SSH
-// peer or an agent. No Asio here: this file is plain C++ and POSIX.
+// peer or an agent. No Asio in the relay: it is plain C++ and POSIX (session_ssh.cpp, the session
+// that hands it the socket and waits, is the Asio side). The host key the sandbox is shown is made
+// in host_key.hpp; the relay's parts are in relay_impl.hpp.
 #include "filters/policy.hpp"
 
 #include <atomic>
@@ -19,16 +21,6 @@
 #include <vector>
 
 namespace sluice::gateway {
-
-// The host key sluice shows the sandbox: made once per command (or per `serve`), like its CA.
-struct ssh_host_key {
-  std::string private_base64; // OpenSSH private key (PEM-like text), for each relay's server side
-  std::string public_line;    // "ssh-ed25519 AAAA..." for known_hosts
-};
-ssh_host_key make_ssh_host_key();
-
-// known_hosts lines for the sandbox: each SSH host of `rules` (with "[host]:port" for another port).
-std::string ssh_known_hosts_text(const std::vector<filters::ssh_rule> &rules, const ssh_host_key &key);
 
 struct ssh_job {
   int fd = -1;                       // the client's connection; the relay owns and closes it
@@ -42,7 +34,7 @@ struct ssh_job {
   std::string_view upstream_reason;
   std::string_view upstream_decision = "error";
   std::string upstream_text;
-  std::string host_key_private;                  // ssh_host_key::private_base64
+  std::string host_key_private;                  // ssh_host_key::private_base64 (host_key.hpp)
   std::string agent_socket;                      // the caller's SSH_AUTH_SOCK (identity "ssh-agent")
   std::vector<std::string> known_hosts;          // the caller's known_hosts files (no pin)
   std::chrono::milliseconds handshake{10'000};   // the client's key exchange, login and command request
