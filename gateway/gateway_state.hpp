@@ -7,7 +7,7 @@
 #include "gateway/parking_lot.hpp"
 #include "gateway/request_summary.hpp"
 #include "gateway/resolver.hpp"
-#include "gateway/upstream_pool.hpp"
+#include "gateway/upstream/pool.hpp"
 #include "metrics/access_log.hpp"
 #include "metrics/live_stats.hpp"
 #include "metrics/metrics.hpp"
@@ -26,7 +26,7 @@ namespace detail {
 class h2_upstream;
 class h2_connection;
 // The gateway drains: every h2 client connection of `w` gets GOAWAY (no new streams; it closes
-// once its open streams end). Runs on w's thread (h2_connection.cpp).
+// once its open streams end). Runs on w's thread (h2/connection.cpp).
 void goaway_all(worker &w);
 } // namespace detail
 
@@ -88,7 +88,7 @@ struct worker {
   upstream_pool pool;
   parking_lot parking{ioc}; // this worker's idle terminated tunnels (session::park)
   // Origins that speak h2, one multiplexed connection each, keyed as the pool is; h2 clients'
-  // streams share them (h2_upstream.hpp). An entry leaves when its connection ends.
+  // streams share them (h2/upstream.hpp). An entry leaves when its connection ends.
   std::unordered_map<std::string, std::shared_ptr<detail::h2_upstream>> h2_origins;
   // The h2 client connections it serves (each registers itself), told GOAWAY on drain.
   std::unordered_set<detail::h2_connection *> h2_clients;

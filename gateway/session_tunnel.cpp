@@ -2,7 +2,7 @@
 // the "200"): the authority is judged first, then passed through (allowlist) or terminated with a
 // leaf for it (network-read, publish), whose requests go back to serve_requests().
 #include "filters/client_identity.hpp"
-#include "gateway/h2_connection.hpp"
+#include "gateway/h2/connection.hpp"
 #include "gateway/session.hpp"
 #include "gateway/session_impl.hpp"
 

@@ -1,4 +1,4 @@
-#include "gateway/websocket_frames.hpp"
+#include "gateway/websocket/frames.hpp"
 
 #include <catch2/catch.hpp>
 #include <cstring>

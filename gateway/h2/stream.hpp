@@ -1,8 +1,8 @@
 #pragma once
-// One stream of an h2 connection, shared by the connection (h2_connection.cpp: frames, judging,
-// answers) and the stream's forwarding to the origin (h2_forward.cpp). Private to gateway/.
+// One stream of an h2 connection, shared by the connection (h2/connection.cpp: frames, judging,
+// answers) and the stream's forwarding to the origin (h2/forward.cpp). Private to gateway/.
 #include "filters/h2_translation.hpp"
-#include "gateway/h2_connection.hpp"
+#include "gateway/h2/connection.hpp"
 
 namespace sluice::gateway::detail {
 

@@ -4,7 +4,7 @@
 // forwarded to the origin over HTTP/1.1 (the upstream pool), one access-log line per stream.
 // Framing is libnghttp2's; the bounds against the known HTTP/2 attacks are set here.
 // Private to gateway/.
-#include "gateway/h2_pump.hpp"
+#include "gateway/h2/pump.hpp"
 #include "gateway/session_impl.hpp"
 
 #include <array>

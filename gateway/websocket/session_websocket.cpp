@@ -5,7 +5,7 @@
 #include "gateway/end_to_end_fields.hpp"
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
-#include "gateway/websocket_frames.hpp"
+#include "gateway/websocket/frames.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <openssl/rand.h>

@@ -1,11 +1,11 @@
 // An h2 connection's frames (libnghttp2's callbacks), its reader, writer and watchdog, and each
-// stream's translation, judging and sluice's own answers; forwarding is h2_forward.cpp's.
-#include "gateway/h2_connection.hpp"
+// stream's translation, judging and sluice's own answers; forwarding is forward.cpp's.
+#include "gateway/h2/connection.hpp"
 
 #include "filters/request_hygiene.hpp"
 #include "gateway/error.hpp"
-#include "gateway/h2_stream.hpp"
-#include "gateway/h2_upstream.hpp"
+#include "gateway/h2/stream.hpp"
+#include "gateway/h2/upstream.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

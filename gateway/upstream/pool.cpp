@@ -1,4 +1,4 @@
-#include "gateway/upstream_pool.hpp"
+#include "gateway/upstream/pool.hpp"
 
 #include <charconv>
 

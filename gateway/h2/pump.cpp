@@ -1,4 +1,4 @@
-#include "gateway/h2_pump.hpp"
+#include "gateway/h2/pump.hpp"
 
 #include "gateway/session_impl.hpp"
 

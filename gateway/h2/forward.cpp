@@ -7,8 +7,8 @@
 #include "gateway/end_to_end_fields.hpp"
 #include "gateway/exchange/body.hpp"
 #include "gateway/error.hpp"
-#include "gateway/h2_stream.hpp"
-#include "gateway/h2_upstream.hpp"
+#include "gateway/h2/stream.hpp"
+#include "gateway/h2/upstream.hpp"
 #include "gateway/upstream/failure.hpp"
 
 #include <charconv>

@@ -5,8 +5,8 @@
 // handed to its client stream as it arrives: the head, the body bytes (bounded by the stream's
 // window, which opens only as the client takes them), the trailers (gRPC's grpc-status).
 // Framing is libnghttp2's (a client session). Private to gateway/.
-#include "gateway/h2_connection.hpp"
-#include "gateway/h2_pump.hpp"
+#include "gateway/h2/connection.hpp"
+#include "gateway/h2/pump.hpp"
 
 #include <map>
 #include <memory>

@@ -1,8 +1,8 @@
-// An h2 connection to an origin (h2_upstream.hpp): libnghttp2's client session, its reader, writer
+// An h2 connection to an origin (upstream.hpp): libnghttp2's client session, its reader, writer
 // and watchdog, and the hand-over of each stream's response to the client stream it serves.
-#include "gateway/h2_upstream.hpp"
+#include "gateway/h2/upstream.hpp"
 
-#include "gateway/h2_stream.hpp"
+#include "gateway/h2/stream.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
