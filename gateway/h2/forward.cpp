@@ -166,12 +166,23 @@ static net::awaitable<error_code> read_h1_response_head(upstream_connection &con
 // The request body of an h2 stream sent on as HTTP/1.1, as it arrives (chunked when its length is
 // unknown), each piece's window opened once the origin has it. False when the stream ended here
 // (refused, failed or aborted, and answered).
-net::awaitable<bool> h2_connection::send_body(std::shared_ptr<stream> st, upstream_connection &up_conn, bool chunked,
+net::awaitable<bool> h2_connection::send_body(std::shared_ptr<stream> st, upstream_connection &conn, bool chunked,
                                               clock::time_point deadline) {
   auto &o = st->o;
   const auto &t = st->policy->cfg().timeouts;
-  auto *conn = &up_conn;
   auto gone = [&] { return st->closed || pump_.stopping; };
+  // After a write to the origin: whether the stream goes on (else it ended here, answered).
+  auto went_out = [&](error_code ec) {
+    if (gone()) {
+      aborted(*st);
+      return false;
+    }
+    if (ec) {
+      fail(*st, upstream::response_failure(ec));
+      return false;
+    }
+    return true;
+  };
   for (;;) {
     if (!st->body_in.empty()) {
       std::string piece = std::move(st->body_in);
@@ -182,18 +193,11 @@ net::awaitable<bool> h2_connection::send_body(std::shared_ptr<stream> st, upstre
         auto end = std::to_chars(size, size + sizeof size, piece.size(), 16).ptr;
         framed.append(size, end).append("\r\n").append(piece).append("\r\n");
       }
-      conn->expires_after(t.io);
-      auto [ec, n] = co_await conn->visit([&](auto &up) {
+      conn.expires_after(t.io);
+      auto [ec, n] = co_await conn.visit([&](auto &up) {
         return net::async_write(up, net::buffer(chunked ? framed : piece), use_tuple);
       });
-      if (gone()) {
-        aborted(*st);
-        co_return false;
-      }
-      if (ec) {
-        fail(*st, upstream::response_failure(ec));
-        co_return false;
-      }
+      if (!went_out(ec)) co_return false;
       o.bytes_in += piece.size();
       if (owner_.cfg().limits.max_body_bytes && o.bytes_in > owner_.cfg().limits.max_body_bytes) {
         refuse(*st, "body_too_large", o.rule);
@@ -207,18 +211,11 @@ net::awaitable<bool> h2_connection::send_body(std::shared_ptr<stream> st, upstre
     }
     if (st->request_ended) {
       if (chunked) {
-        conn->expires_after(t.io);
-        auto [ec, n] = co_await conn->visit([&](auto &up) {
+        conn.expires_after(t.io);
+        auto [ec, n] = co_await conn.visit([&](auto &up) {
           return net::async_write(up, net::buffer(std::string_view("0\r\n\r\n")), use_tuple);
         });
-        if (gone()) {
-          aborted(*st);
-          co_return false;
-        }
-        if (ec) {
-          fail(*st, upstream::response_failure(ec));
-          co_return false;
-        }
+        if (!went_out(ec)) co_return false;
       }
       co_return true;
     }
