@@ -1,6 +1,6 @@
 #pragma once
 // The fields a proxy passes on: hop-by-hop ones (RFC 9110 section 7.6.1) and the proxy's own are
-// left out. Shared by the stages that write heads (session_forward.cpp, websocket/session_websocket.cpp).
+// left out. Shared by the stages that write heads (http1/forward.cpp, websocket/session_websocket.cpp).
 #include "gateway/net.hpp"
 
 #include <string>

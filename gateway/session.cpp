@@ -2,7 +2,6 @@
 // ends in (finish: access log, metrics, live page, exec summary). The stages are in session_*.cpp.
 #include "gateway/session.hpp"
 #include "filters/client_identity.hpp"
-#include "gateway/capture.hpp"
 #include "gateway/session_impl.hpp"
 #include "filters/aws_sigv4.hpp"
 #include "gateway/https_post.hpp"
@@ -28,7 +27,7 @@ using namespace boost::asio::experimental::awaitable_operators;
 // the tunnel; then the tunnel is handled on the same client stream. Called only with connect_ set
 // (no coroutine frame for a connection without one).
 template <class Stream> net::awaitable<void> session::connect_after_requests(Stream &s) {
-  outcome o = std::move(*connect_);
+  record o = std::move(*connect_);
   connect_.reset();
   ++state_.in_flight;
   co_await handle_connect(s, buffer_, o);
@@ -114,12 +113,11 @@ net::awaitable<void> session::run_tls() {
     // invisible.
     bool alert = hec.category() == net::error::get_ssl_category() &&
                  ERR_GET_REASON(static_cast<unsigned long>(hec.value())) >= SSL_AD_REASON_OFFSET;
-    outcome o;
+    record o(*this);
     o.method = "-";
     o.scheme = "https";
     o.decision = "error";
     o.reason = alert ? "client_tls_rejected" : "client_tls_error";
-    finish(o);
     co_return;
   }
   read_peer_certificate(ssl, verify_error);
@@ -242,7 +240,7 @@ net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const f
   co_return a;
 }
 
-void session::finish(outcome &o) {
+void session::record_outcome(outcome &o) noexcept try {
   if (o.approval.empty() && !tunnel_approval_.empty()) {
     o.approval = tunnel_approval_;
     o.decided_by = tunnel_decided_by_;
@@ -268,6 +266,9 @@ void session::finish(outcome &o) {
     state_.summary.record(o.host, o.port, std::string(o.decision), std::string(o.reason), o.method);
   }
   if (o.status == 401 && !o.credential.empty() && state_.credential_refused) state_.credential_refused(o.credential);
+} catch (...) {
+  // Called from a record's destructor: a line that cannot be built (out of memory) is lost, the
+  // connection is not.
 }
 
 std::string_view session::refresh_policy() {
@@ -355,84 +356,6 @@ net::awaitable<void> session::throttle(std::size_t n) {
 // GCC 12 warns -Wmismatched-new-delete on this coroutine's frame: Asio allocates the frame with its
 // own operator new and frees it with the matching operator delete, which GCC cannot pair through
 // the coroutine transform (a known false positive of GCC 12). Silenced for this function.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-net::awaitable<void> session::run_captured() {
-  captured_ = true;
-  error_code ec;
-  auto local = client_->socket().local_endpoint(ec);
-  if (ec) co_return;
-  auto addr = local.address();
-  if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
-    addr = net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6());
-  }
-  std::string host;
-  if (state_.names) {
-    if (auto name = state_.names->name_for(addr)) host = *name;
-  }
-  if (host.empty()) host = addr.to_string(); // never handed out: judged as the literal it is
-  unsigned port = local.port();
-  std::string authority = (addr.is_v6() && host.find(':') != std::string::npos ? "[" + host + "]" : host) +
-                          ":" + std::to_string(port);
-  outcome o;
-  o.host = host;
-  o.port = port;
-  o.scheme = "https";
-  // An SSH host of the policy: the server speaks first (its banner), so nothing is read here.
-  if (!state_.ssh_host_key.empty()) {
-    if (const auto *rule = policy_->ssh_host(host, port)) {
-      co_await serve_ssh(*rule, o);
-      co_return;
-    }
-  }
-  // HTTP and TLS clients speak first; waiting for them is bounded like a request head.
-  client_->expires_after(cfg().timeouts.header_read);
-  auto [rec, rn] = co_await client_->async_read_some(buffer_.prepare(16 * 1024), use_tuple);
-  if (rec && rec != beast::error::timeout) co_return; // closed without a word
-  buffer_.commit(rn);
-  unsigned char first = rn ? static_cast<const unsigned char *>(buffer_.data().data())[0] : 0;
-  // HTTP: a method token and a space. (A token alone is not enough: an SSH client's banner
-  // "SSH-2.0-..." starts with letters too.) Methods are short; more bytes are read if needed.
-  bool http = false;
-  while (!rec && first != 0x16) {
-    std::string_view have(static_cast<const char *>(buffer_.data().data()), buffer_.size());
-    auto end = std::find_if_not(have.begin(), have.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr("!#$%&'*+-.^_`|~", c));
-    });
-    if (end != have.end() || have.size() >= 32) {
-      http = end != have.begin() && end != have.end() && *end == ' ' && end - have.begin() <= 31;
-      break;
-    }
-    auto [mec, mn] = co_await client_->async_read_some(buffer_.prepare(16 * 1024), use_tuple);
-    if (mec && mec != beast::error::timeout) co_return;
-    rec = mec;
-    buffer_.commit(mn);
-  }
-  if (first == 0x16) {
-    o.method = "CONNECT";
-    o.target = authority;
-    silent_ = true;
-    ++state_.in_flight;
-    co_await handle_connect(*client_, buffer_, o);
-    if (park_) co_return; // still in flight, parked
-    tunnel_tls_.reset();
-    --state_.in_flight;
-  } else if (http) {
-    tunnel_target t{host, port, "http"};
-    co_await serve_requests(*client_, buffer_, &t);
-  } else {
-    // Not HTTP, not TLS (SSH, SMTP, a database, or a client waiting for a server greeting):
-    // sluice cannot judge it.
-    o.method = "-";
-    o.scheme = "tcp";
-    o.decision = "error";
-    o.reason = "non_http_protocol";
-    finish(o);
-  }
-  error_code ignored;
-  client_->socket().shutdown(tcp::socket::shutdown_send, ignored);
-}
-#pragma GCC diagnostic pop
 
 } // namespace detail
 

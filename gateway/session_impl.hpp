@@ -1,15 +1,20 @@
 #pragma once
 // The session's parts, shared by the files that each hold one stage of it (docs/architecture.md):
-//   session.cpp          entry (proxy port, captured connection), finish: logs, metrics, summary
+//   session.cpp          entry (proxy port, HTTPS listener), records: logs, metrics, summary
 //   session_reply.cpp    short answers: denials, framing errors, upstream failures, their texts
-//   session_request.cpp  reading and judging request heads (the plain loop and inside tunnels)
-//   session_forward.cpp  dialling the origin and relaying a request and its response
-//   session_tunnel.cpp   CONNECT and SOCKS5: judging the authority, terminating or passing through
+//   session_judge.cpp    the one judge (exchange/) with this session's approvals
+//   http1/requests.cpp   reading and judging request heads (the plain loop and inside tunnels)
+//   http1/forward.cpp    dialling the origin and relaying a request and its response
+//   tunnel/connect.cpp   CONNECT: judging the authority, terminating or passing through
+//   tunnel/socks5.cpp    SOCKS5's negotiation, which ends in a CONNECT
+//   tunnel/captured.cpp  a captured connection: TLS, HTTP or SSH by its first bytes
+//   websocket/, h2/, ssh/  the other wings
 // Member templates are instantiated, in the file that defines them, for the two client streams.
 // Private to gateway/: nothing outside includes it.
 #include "filters/client_identity.hpp"
 #include "gateway/error.hpp"
 #include "gateway/exchange/judge.hpp"
+#include "gateway/exchange/record.hpp"
 #include "gateway/gateway_state.hpp"
 #include "gateway/tls_stream.hpp"
 
@@ -34,6 +39,7 @@ inline constexpr std::size_t chunk_size = 64 * 1024;
 inline constexpr auto park_after = std::chrono::milliseconds(100);
 
 using exchange::outcome;
+using exchange::record;
 using exchange::tunnel_target;
 using exchange::verdict;
 
@@ -73,7 +79,7 @@ template <class Stream> auto &lowest(Stream &s) { return beast::get_lowest_layer
 class h2_connection;
 
 // The session proper: one client connection, one worker.
-class session {
+class session final : public exchange::recorder {
 public:
   session(tcp::socket socket, worker &w, gateway_state &state, std::string_view agent, bool identify,
           bool tls_listener = false)
@@ -101,7 +107,9 @@ public:
   // kept from the first policy would dangle once a reload drops the last owner).
   const filters::config &cfg() const { return policy_->cfg(); }
 
-  void finish(outcome &o);
+  // Where every record of this session goes (exchange/record.hpp): the access log, the metrics,
+  // the live page and the summary, with the client, its role and the listener it came by.
+  void record_outcome(outcome &o) noexcept override;
   // Client identity ([clients] of serve). The policy a request is judged by: the current one, or
   // for an identified client its role's. Returns why the client may not go on: a reload removed it
   // or changed its token ("client_revoked"); else empty.
@@ -198,7 +206,7 @@ private:
   template <class Stream>
   net::awaitable<bool> handle(Stream &s, beast::flat_buffer &buf,
                               http::request_parser<http::buffer_body> &parser,
-                              const tunnel_target *tunnel, outcome &o);
+                              const tunnel_target *tunnel, record &o);
 
   // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond), within the
   // request's deadline (a body trickling a byte per I/O timeout is cut all the same).
@@ -228,12 +236,12 @@ private:
                                          std::uint64_t &bytes, bool &in_failed, bool &complete,
                                          clock::time_point deadline, std::uint64_t max_bytes = 0);
 
-  // The origin's response head, interim 1xx responses passed on (session_forward.cpp).
+  // The origin's response head, interim 1xx responses passed on (http1/forward.cpp).
   template <class Stream>
   net::awaitable<error_code> read_response_head(Stream &s, upstream_connection &conn,
                                                 std::optional<http::response_parser<http::buffer_body>> &rp,
                                                 bool head_method, bool websocket, unsigned version);
-  // The response after its head: relayed, recorded, the connection pooled (session_forward.cpp).
+  // The response after its head: relayed, recorded, the connection pooled (http1/forward.cpp).
   template <class Stream>
   net::awaitable<bool> relay_response(Stream &s, beast::flat_buffer &buf, std::unique_ptr<upstream_connection> conn,
                                       http::response_parser<http::buffer_body> &rp, outcome &o, bool keep_alive,
@@ -294,7 +302,7 @@ private:
                                     const std::optional<net::ip::address> &ip);
 
   template <class Stream>
-  net::awaitable<void> handle_connect(Stream &s, beast::flat_buffer &buf, outcome &o);
+  net::awaitable<void> handle_connect(Stream &s, beast::flat_buffer &buf, record &o);
 
 public:
   // A captured connection (exec's transparent capture): the address the client dialled names the
@@ -364,7 +372,7 @@ private:
   // An HTTP/1.1 head's fields as views, for the judging step; reused request after request.
   std::vector<std::pair<std::string_view, std::string_view>> field_views_;
   beast::flat_buffer buffer_;
-  std::unique_ptr<outcome> connect_; // a CONNECT read by serve_requests, for run() to handle
+  std::unique_ptr<record> connect_; // a CONNECT read by serve_requests, for run() to handle
   bool socks_pending_ = false;     // connect_ came by SOCKS5: its answer is a SOCKS reply
   bool captured_ = false;          // a captured connection (run_captured)
   bool silent_ = false;            // captured TLS before the handshake: denials close, write nothing

@@ -154,7 +154,6 @@ net::awaitable<void> session::deny(Stream &s, outcome &o, std::string_view reaso
   std::string_view ps = framing ? "http_request_error" : "http_request_denied";
   std::string body = denial_text(o, o.rule);
   co_await reply(s, o, status, ps, std::move(body), keep_alive && status == 403, version);
-  finish(o);
 }
 
 template <class Stream>
@@ -193,7 +192,6 @@ net::awaitable<void> session::refuse_client(Stream &s, outcome &o, std::string_v
   }
   co_await reply(s, o, status, status == 429 ? "http_request_error" : "http_request_denied",
                  std::move(body), keep_alive, version);
-  finish(o);
 }
 
 gateway_error session::failed(outcome &o, error_code ec, std::string &body) {
@@ -217,7 +215,6 @@ net::awaitable<void> session::fail(Stream &s, outcome &o, error_code ec, bool ke
   gateway_error ge = failed(o, ec, body);
   co_await reply(s, o, http_status_of(ge), proxy_status_of(ge), std::move(body), keep_alive,
                  version);
-  finish(o);
 }
 
 template net::awaitable<void> session::reply<beast::tcp_stream>(beast::tcp_stream &, outcome &, unsigned, std::string_view,

@@ -30,6 +30,9 @@ RULES = {
     "gateway/exchange": PURE,
     "gateway/upstream": LOW + BASE,
     "gateway/admin": LOW + BASE + ["gateway/exchange/"],
+    "gateway/http1": WING,
+    # Tunnels hand a terminated connection's requests to the HTTP/1.1 loop or to an h2 connection.
+    "gateway/tunnel": WING + ["gateway/h2/connection.hpp", "gateway/session.hpp", "gateway/capture.hpp"],
     "gateway/h2": WING,
     "gateway/websocket": WING,
     "gateway/ssh": WING,

@@ -12,7 +12,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <cstring>
 
-// GCC 12 false positive, as in session_tunnel.cpp: Asio's frames come from its own allocator.
+// GCC 12 false positive, as in tunnel/connect.cpp: Asio's frames come from its own allocator.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 namespace sluice::gateway::detail {
@@ -67,6 +67,7 @@ h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_targe
 }
 
 h2_connection::~h2_connection() {
+  for (auto &[id, st] : streams_) st->o.settle(); // those nghttp2 never closed: the connection ended
   owner_.owning_worker().h2_clients.erase(this);
   nghttp2_session_del(ng_);
 }
@@ -180,7 +181,7 @@ int h2_connection::on_begin_frame(nghttp2_session *, const nghttp2_frame_hd *hd,
 int h2_connection::on_begin_headers(nghttp2_session *, const nghttp2_frame *frame, void *user_data) {
   auto &self = self_of(user_data);
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  auto st = std::make_shared<stream>(self.tls_.get_executor(), frame->hd.stream_id);
+  auto st = std::make_shared<stream>(self.tls_.get_executor(), frame->hd.stream_id, self.owner_);
   self.streams_[frame->hd.stream_id] = st;
   return 0;
 }
@@ -284,8 +285,8 @@ int h2_connection::on_stream_close(nghttp2_session *, std::int32_t id, std::uint
     // with the reason, as a refused HTTP/1.1 request has, so smuggling attempts show.
     self.label(*st, true);
     st->o.reason = !st->reset_reason.empty() ? st->reset_reason : "h2_stream_reset";
-    self.owner_.finish(st->o);
   }
+  if (!st->forwarding) st->o.settle(); // else forward() settles it as it ends
   // What the stream received and the origin never took still counts against the connection's
   // window: given back, or resets mid-upload would shut it for every other stream.
   if (st->unconsumed) nghttp2_session_consume_connection(self.ng_, st->unconsumed);
@@ -331,7 +332,6 @@ void h2_connection::provoked_reset() {
 void h2_connection::aborted(stream &st) {
   st.o.decision = "error";
   st.o.reason = st.reset_reason.empty() ? std::string_view("client_aborted") : st.reset_reason;
-  owner_.finish(st.o);
 }
 
 ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint8_t *buf, std::size_t length,
@@ -437,14 +437,12 @@ void h2_connection::refuse(stream &st, std::string_view reason, std::string rule
   bool framing = filters::is_framing_error(reason) || reason.starts_with("h2_") || reason == "header_too_large";
   unsigned status = reason == "header_too_large" ? 431 : reason == "rate_limited" ? 429 : framing ? 400 : 403;
   respond(st, status, framing ? "http_request_error" : "http_request_denied", owner_.denial_text(o, o.rule));
-  owner_.finish(o);
 }
 
 void h2_connection::fail(stream &st, error_code ec) {
   std::string body;
   gateway_error ge = owner_.failed(st.o, ec, body);
   respond(st, http_status_of(ge), proxy_status_of(ge), std::move(body));
-  owner_.finish(st.o);
 }
 
 void h2_connection::label(stream &st, bool from_fields) {

@@ -13,7 +13,7 @@
 
 #include <charconv>
 
-// GCC 12 false positive, as in session_tunnel.cpp: Asio's frames come from its own allocator.
+// GCC 12 false positive, as in tunnel/connect.cpp: Asio's frames come from its own allocator.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 namespace sluice::gateway::detail {
@@ -30,6 +30,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     ~done_guard() {
       st.forwarding = false;
       st.up = nullptr;
+      if (st.closed) st.o.settle(); // else on_stream_close settles it
       --c.owner_.state().in_flight;
       if (--c.forwarding_ == 0) c.finished_.cancel();
     }
@@ -326,7 +327,6 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
       o.reason = rec == http::error::body_limit ? "response_too_large"
                  : rec == beast::error::timeout ? "response_timeout"
                                                 : "response_incomplete";
-      owner_.finish(o);
       // The client must not take a cut body for a whole one: the stream is reset.
       nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
       kick();
@@ -343,7 +343,6 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   st->response_ended = true;
   if (body) nghttp2_session_resume_data(ng_, st->id);
   kick();
-  owner_.finish(o);
   if (complete && res.keep_alive() && (!body || rp.chunked() || rp.content_length())) {
     st->up = nullptr;
     owner_.owning_worker().pool.put(std::move(conn), max_streams);
@@ -427,7 +426,6 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
   auto cut = [&](std::string_view reason) {
     o.decision = "error";
     o.reason = reason;
-    owner_.finish(o);
     nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     kick();
   };
@@ -489,7 +487,6 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
       st->response_ended = true;
       nghttp2_session_resume_data(ng_, st->id); // the rest of the body, then the trailers (read_body)
       kick();
-      owner_.finish(o);
       co_return;
     }
     if (!long_stream && clock::now() > deadline) {

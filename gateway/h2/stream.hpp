@@ -30,7 +30,7 @@ inline constexpr double provoked_resets_per_second = 10;
 inline constexpr std::size_t max_oversized_header_lists = 4;
 
 struct h2_connection::stream {
-  stream(net::any_io_executor ex, std::int32_t id) : id(id), wake(ex) {}
+  stream(net::any_io_executor ex, std::int32_t id, exchange::recorder &to) : id(id), o(to), wake(ex) {}
   std::int32_t id;
   // The request's fields as they arrive, copied (nghttp2's views last one read) and bounded.
   std::vector<std::pair<std::string, std::string>> fields;
@@ -67,7 +67,9 @@ struct h2_connection::stream {
   bool origin_ended = false;     // END_STREAM from the origin
   bool origin_closed = false;    // the origin's stream is closed (origin_error says how)
   std::uint32_t origin_error = 0;
-  outcome o;
+  // Written when the stream is done: nghttp2 closed it and forward() has ended (settle(), in
+  // on_stream_close and forward's guard), or when the connection lets go of it.
+  record o;
   verdict v;
   filters::policy_ptr policy; // the policy it was judged by, held while it is forwarded
   net::steady_timer wake;    // forward() waits on it for body bytes, room, or the stream's end

@@ -9,7 +9,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <cstring>
 
-// GCC 12 false positive, as in session_tunnel.cpp: Asio's frames come from its own allocator.
+// GCC 12 false positive, as in tunnel/connect.cpp: Asio's frames come from its own allocator.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 namespace sluice::gateway::detail {

@@ -54,7 +54,6 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
     --ssh_relays;
     o.decision = "error";
     o.reason = "ssh_relay_limit";
-    finish(o);
     co_return; // the caller closes the connection
   }
   auto call = std::make_shared<ssh_call>();
@@ -92,7 +91,6 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
     --state_.in_flight;
     o.decision = "error";
     o.reason = "ssh_relay_failed";
-    finish(o);
   };
   // The relay owns the client's socket from here: Asio lets go of it first.
   error_code rec;
@@ -139,7 +137,6 @@ net::awaitable<void> session::serve_ssh(const filters::ssh_rule &rule, outcome &
   o.ssh_user = bounded(r.user);
   o.ssh_command = bounded(r.command);
   o.exit_status = r.exit_status;
-  finish(o);
 }
 
 } // namespace sluice::gateway::detail

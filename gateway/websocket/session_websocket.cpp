@@ -10,7 +10,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <openssl/rand.h>
 
-// GCC 12 false positive, as in session_tunnel.cpp: Asio's frames come from its own allocator.
+// GCC 12 false positive, as in tunnel/connect.cpp: Asio's frames come from its own allocator.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 namespace sluice::gateway::detail {
@@ -162,7 +162,6 @@ net::awaitable<bool> session::switch_to_websocket(Stream &s, beast::flat_buffer 
   } else {
     co_await relay_websocket(s, buf, conn, o, deflate);
   }
-  finish(o);
   co_return false;
 }
 

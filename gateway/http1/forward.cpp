@@ -345,10 +345,8 @@ net::awaitable<bool> session::relay_response(Stream &s, beast::flat_buffer &buf,
                : ec == http::error::body_limit ? "response_too_large"
                : ec == beast::error::timeout   ? "response_timeout"
                                                : "response_incomplete";
-    finish(o);
     co_return false;
   }
-  finish(o);
   if (upstream_framed && up_res.keep_alive() && complete) {
     worker_.pool.put(std::move(conn));
   }
@@ -438,7 +436,6 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
       } else {
         o.decision = "error";
         o.reason = "client_aborted";
-        finish(o);
       }
       co_return false;
     }

@@ -48,7 +48,7 @@ net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
     }
     // Each request is judged by the policy current at its start (an identified client's: its role's).
     std::string_view revoked = refresh_policy();
-    outcome o;
+    record o(*this); // written when this request's turn of the loop ends
     o.scheme = tunnel ? tunnel->scheme : "http";
     if (raw_reason == "socks5") {
       if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
@@ -73,7 +73,6 @@ net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
         lowest(s).expires_after(cfg().timeouts.io);
         co_await net::async_write(s, net::buffer(socks4), use_tuple);
       }
-      finish(o);
       co_return;
     }
     if (ec) {
@@ -94,7 +93,6 @@ net::awaitable<void> session::serve_requests(Stream &s, beast::flat_buffer &buf,
         o.port = tunnel->port;
       }
       co_await reply(s, o, status, "http_request_error", std::move(body), false);
-      finish(o);
       co_return;
     }
     {
@@ -228,7 +226,7 @@ net::awaitable<error_code> session::read_head(Stream &s, beast::flat_buffer &buf
 template <class Stream>
 net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
                             http::request_parser<http::buffer_body> &parser,
-                            const tunnel_target *tunnel, outcome &o) {
+                            const tunnel_target *tunnel, record &o) {
   auto &req = parser.get();
   const filters::policy_ptr held = policy_; // see handle_connect: a tunnel may move policy_ on
   const auto &pol = *held;
@@ -239,7 +237,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
 
   if (!tunnel && req.method() == http::verb::connect) { // on the plain or the HTTPS proxy listener
     o.target = std::string(req.target());
-    connect_ = std::make_unique<outcome>(std::move(o)); // handled by run() once this loop has ended
+    connect_ = std::make_unique<record>(std::move(o)); // handled by run() once this loop has ended
     co_return false;
   }
 
@@ -282,7 +280,6 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
                          "(http://host/path) or CONNECT host:port\n";
       co_await reply(s, o, 400, "http_request_error", std::move(body), false, version);
       o.decision = "deny";
-      finish(o);
       co_return false;
     }
     bool keep = keep_alive && !v.close;
