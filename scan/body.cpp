@@ -55,6 +55,7 @@ body_scan::body_scan(scanner &s, std::string_view content_encoding, std::uint64_
     coding_ = coding::unsupported;
     status_ = body_status::unsupported_encoding;
   }
+  if (coding_ == coding::gzip || coding_ == coding::deflate) inflater_ = std::make_unique<inflater>();
 }
 
 body_status body_scan::feed(std::string_view bytes) {
@@ -114,7 +115,7 @@ void body_scan::consume(std::string_view in) {
       stage_ = stage::header;
       field_ = field::fixed;
       got_ = 0;
-      inflater_.reset();
+      inflater_->stream.reset();
       break;
     case stage::done:
       return;
@@ -200,12 +201,13 @@ void body_scan::inflate(std::string_view &in) {
   zs.next_in = in.data();
   zs.avail_in = in.size();
   for (;;) {
-    zs.next_out = out_.data();
-    zs.avail_out = out_.size();
+    auto &z = *inflater_;
+    zs.next_out = z.out;
+    zs.avail_out = sizeof z.out;
     boost::system::error_code ec;
-    inflater_.write(zs, zlib::Flush::none, ec);
-    auto produced = out_.size() - zs.avail_out;
-    if (produced && !emit(out_.data(), produced)) break;
+    z.stream.write(zs, zlib::Flush::none, ec);
+    auto produced = sizeof z.out - zs.avail_out;
+    if (produced && !emit(z.out, produced)) break;
     if (ec == zlib::error::end_of_stream) {
       stage_ = stage::trailer;
       need_ = coding_ == coding::gzip ? 8 : zlib_ ? 4 : 0;

@@ -8,7 +8,7 @@
 #include "scan/scanner.hpp"
 
 #include <boost/beast/zlib/inflate_stream.hpp>
-#include <array>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -66,8 +66,12 @@ private:
   std::string zlib_head_;
   bool zlib_ = false;
   bool started_ = false;
-  boost::beast::zlib::inflate_stream inflater_;
-  std::array<char, 16384> out_{};
+  // Allocated for a gzip or deflate body only: an identity body (most requests) costs nothing.
+  struct inflater {
+    boost::beast::zlib::inflate_stream stream;
+    char out[16384];
+  };
+  std::unique_ptr<inflater> inflater_;
 };
 
 } // namespace sluice::scan

@@ -1,5 +1,6 @@
 #include "scan/literals.hpp"
 
+#include <openssl/crypto.h>
 #include <algorithm>
 #include <cctype>
 
@@ -8,6 +9,11 @@ namespace {
 
 constexpr char hex_lower[] = "0123456789abcdef";
 constexpr char hex_upper[] = "0123456789ABCDEF";
+
+// Copies of a secret made on the way are wiped before they are freed.
+void wipe(std::string &s) {
+  if (!s.empty()) OPENSSL_cleanse(s.data(), s.size());
+}
 
 void escaped(std::string &out, unsigned char c) {
   out += "\\x";
@@ -69,6 +75,8 @@ std::string base64_pattern(std::string_view value, std::size_t prefix) {
       escaped(p, static_cast<unsigned char>(c));
     }
   }
+  wipe(bytes);
+  wipe(b64);
   return p;
 }
 
@@ -142,15 +150,22 @@ std::vector<literal_form> literal_forms(std::string_view value) {
   std::vector<literal_form> forms;
   auto add = [&](std::string pattern, std::string_view encoding) {
     bool seen = std::any_of(forms.begin(), forms.end(), [&](const literal_form &f) { return f.pattern == pattern; });
-    if (!pattern.empty() && !seen) forms.push_back({std::move(pattern), encoding});
+    if (!pattern.empty() && !seen) {
+      forms.push_back({std::move(pattern), encoding});
+    } else {
+      wipe(pattern);
+    }
   };
   add(literal_pattern(value), "raw");
   if (!std::all_of(value.begin(), value.end(), [](unsigned char c) { return unreserved(c); })) {
     add(percent_pattern(value), "percent");
   }
   for (std::size_t prefix = 0; prefix < 3; ++prefix) add(base64_pattern(value, prefix), "base64");
-  add(literal_pattern(hex_encode(value, false)), "hex");
-  add(literal_pattern(hex_encode(value, true)), "hex");
+  for (bool upper : {false, true}) {
+    auto hex = hex_encode(value, upper);
+    add(literal_pattern(hex), "hex");
+    wipe(hex);
+  }
   return forms;
 }
 

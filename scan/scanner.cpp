@@ -53,6 +53,7 @@ scratch &scratch::this_thread() {
 hs_scratch *scratch::fit(const database &db) {
   if (!db.hs() || fitted_ == db.generation()) return s_;
   if (hs_alloc_scratch(db.hs(), &s_) != HS_SUCCESS) throw std::bad_alloc();
+  if (db.hs_block() && hs_alloc_scratch(db.hs_block(), &s_) != HS_SUCCESS) throw std::bad_alloc();
   fitted_ = db.generation();
   return s_;
 }
@@ -127,9 +128,10 @@ void scanner::finish() {
 
 void scanner::scan_whole(std::string_view location, std::string_view bytes) {
   if (stopped_ || bytes.empty()) return;
+  bool block = db_->hs_block() && bytes.size() < (1u << 30);
   if (!whole_) {
     whole_ = std::make_unique<stream>();
-    if (db_->hs() && hs_open_stream(db_->hs(), 0, &whole_->hs) != HS_SUCCESS) throw std::bad_alloc();
+    if (!block && db_->hs() && hs_open_stream(db_->hs(), 0, &whole_->hs) != HS_SUCCESS) throw std::bad_alloc();
   }
   auto &st = *whole_;
   st.location = location;
@@ -137,13 +139,18 @@ void scanner::scan_whole(std::string_view location, std::string_view bytes) {
   st.window.clear();
   st.fallback_from = 0;
   st.placeholders.clear();
-  scan_stream(st, bytes);
-  if (st.hs) {
+  match_call call{this, &st};
+  if (block) {
+    hs_scan(db_->hs_block(), bytes.data(), static_cast<unsigned>(bytes.size()), 0, scratch_.fit(*db_),
+            match_call::on_match, &call);
+    run_fallbacks(st, bytes, true);
+  } else {
+    if (!st.hs && db_->hs() && hs_open_stream(db_->hs(), 0, &st.hs) != HS_SUCCESS) throw std::bad_alloc();
+    scan_stream(st, bytes);
     // The end of the value: matches that needed it, then the stream as new for the next value.
-    match_call call{this, &st};
-    hs_reset_stream(st.hs, 0, scratch_.fit(*db_), stopped_ ? nullptr : match_call::on_match, &call);
+    if (st.hs) hs_reset_stream(st.hs, 0, scratch_.fit(*db_), match_call::on_match, &call);
+    run_fallbacks(st, {}, true);
   }
-  if (!stopped_) run_fallbacks(st, {}, true);
   if (opts_.stop_at_block && sure_block(st, std::numeric_limits<std::uint64_t>::max())) stopped_ = true;
 }
 

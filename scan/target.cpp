@@ -86,6 +86,15 @@ void scanner::scan_target(std::string_view target) {
 }
 
 void scanner::query(std::string_view query) {
+  // The whole query string first (what lies across parameters too); only when it holds something
+  // is each parameter scanned, to name where: most queries cost two scans, not one per parameter.
+  auto clean = findings_.size();
+  scan_whole("query", query);
+  each_decoding(query, true, [&](const std::string &d) { scan_whole("query", d); });
+  if (findings_.size() == clean) return;
+  findings_.resize(clean);
+  hits_.resize(clean);
+  stopped_ = false; // it was not stopped before: only this query's findings stopped it
   for (std::size_t at = 0; at <= query.size() && !stopped_;) {
     auto amp = std::min(query.find('&', at), query.size());
     auto param = query.substr(at, amp - at);
@@ -103,15 +112,15 @@ void scanner::query(std::string_view query) {
     scan_whole(location, value);
     each_decoding(value, true, [&](const std::string &d) { scan_whole(location, d); });
   }
-  // The whole query string, for what lies across parameters; a rule already found in a parameter
-  // is not found again here.
+  // Again whole, for what lies across parameters; a rule already found in a parameter is not
+  // found again here.
   scan_whole("query", query);
   each_decoding(query, true, [&](const std::string &d) { scan_whole("query", d); });
 }
 
 void scanner::scan_field(std::string_view name, std::string_view value) {
   std::string location = "field:";
-  for (char c : name) location += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char c : name) location += c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
   scan_whole(location, value);
   each_decoding(value, false, [&](const std::string &d) { scan_whole(location, d); });
   if (location == "field:authorization" || location == "field:proxy-authorization") {
