@@ -43,7 +43,7 @@ std::vector<std::string> with_route_hosts(std::vector<std::string> hosts, const 
 policy::policy(config cfg)
     : cfg_(std::move(cfg)), allow_(with_route_hosts(cfg_.allow, cfg_.allow_routes)), plain_(cfg_.allow),
       deny_(cfg_.deny, true), askable_(cfg_.approvals.hosts), allow_routes_(cfg_.allow_routes, false), deny_routes_(cfg_.deny_routes, true),
-      credentials_(cfg_.credentials) {
+      credentials_(cfg_.credentials), scan_hosts_(cfg_.scan) {
   for (const auto &[name, r] : cfg_.roles) {
     auto p = std::make_shared<policy>(role_view(cfg_, r));
     p->rps_ = r.requests_per_second;

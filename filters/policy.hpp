@@ -6,6 +6,7 @@
 #include "filters/host_name.hpp"
 #include "filters/method_policy.hpp"
 #include "filters/route_matcher.hpp"
+#include "filters/scan_policy.hpp"
 #include "filters/ssh_command.hpp"
 
 #include <chrono>
@@ -197,6 +198,7 @@ struct config {
   std::vector<std::string> caches;        // [sandbox] tool caches kept between runs (exec --cache)
   std::map<std::string, role_config> roles;     // [roles.NAME]
   std::map<std::string, client_config> clients; // [clients.NAME]
+  scan_config scan; // [scan]: the secret scanner (filters/scan_policy.hpp)
   // Set in a role's own policy (policy::for_client): its name, and whether it only reports.
   std::string role;
   bool report = false;
@@ -254,6 +256,8 @@ public:
   // [approvals] hosts (the per-command CA's name constraints include them: a person may allow them).
   const host_matcher &askable_matcher() const { return askable_; }
   const credential_injector &credentials() const { return credentials_; }
+  // [scan] report_hosts and off_hosts, compiled: how a request to a host is scanned.
+  const filters::scan_hosts &scan_hosts() const { return scan_hosts_; }
 
   // [clients]: once any client is named, the proxy listener serves only clients that identify
   // themselves.
@@ -287,6 +291,7 @@ private:
   host_matcher askable_; // [approvals] hosts
   route_matcher allow_routes_, deny_routes_;
   credential_injector credentials_;
+  filters::scan_hosts scan_hosts_;
   std::map<std::string, std::shared_ptr<const policy>, std::less<>> roles_;
   double rps_ = 0;
   std::uint64_t bps_ = 0;

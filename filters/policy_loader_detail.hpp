@@ -3,8 +3,8 @@
 // (policy_loader_fields.cpp) and one function per top-level table, in files by concern:
 // policy_loader_network.cpp ([listen], [policy], [tls], [upstream]), policy_loader_settings.cpp
 // ([timeouts], [limits], [log], [sandbox]), policy_loader_approvals.cpp ([approvals]),
-// policy_loader_credentials.cpp ([credentials]), policy_loader_identity.cpp ([roles], [clients])
-// and policy_loader_skills.cpp ([skills]). Only the loader's own files include this.
+// policy_loader_credentials.cpp ([credentials]), policy_loader_identity.cpp ([roles], [clients]),
+// policy_loader_skills.cpp ([skills]) and policy_loader_scan.cpp ([scan]). Only the loader's own files include this.
 #include "filters/policy.hpp"
 #include "filters/policy_loader.hpp"
 
@@ -44,6 +44,7 @@ struct loader {
   void load_roles(const toml::table &root, config &c) const;     // [roles.NAME], then load_clients
   void load_clients(const toml::table &root, config &c) const;
   void load_skills(const toml::table &root, config &c) const;
+  void load_scan(const toml::table &root, config &c) const;
   // After the roles (which may ask): [approvals] needs hosts unless a role asks.
   void require_approvals_hosts(const toml::table &root, const config &c) const;
   // After the skills: each host a person allowed always joins every allowlist of the file.
@@ -52,6 +53,12 @@ struct loader {
   // Parts of [credentials.NAME] (policy_loader_credentials.cpp).
   credential_config credential_of(const std::string &name, const toml::node &v) const;
   void credential_source_of(const toml::table &ct, const std::string &where, credential_config &cc) const;
+
+  // Parts of [scan] (policy_loader_scan.cpp): an action ("block", "report", with may_be_off also
+  // "off"; unset and no default: ""), and [[scan.rules]].
+  std::string scan_action_of(const toml::table &t, std::string_view key, const std::string &where,
+                             std::string def, bool may_be_off) const;
+  void scan_rules_of(const toml::node &n, scan_config &s) const;
 
   // Field readers: `where` is how the message names the table ("listen", "[skills.NAME]").
   [[noreturn]] void fail(const toml::node &n, const std::string &msg) const;

@@ -1,0 +1,63 @@
+#include "scan/canary.hpp"
+
+#include <boost/crc.hpp>
+#include <openssl/rand.h>
+#include <stdexcept>
+
+namespace sluice::scan {
+namespace {
+
+constexpr std::string_view base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+constexpr std::string_view base32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+constexpr std::string_view base64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// `n` characters of `alphabet`, uniformly (bytes past the last whole multiple of its size are
+// drawn again).
+std::string random_text(std::string_view alphabet, std::size_t n) {
+  std::string out;
+  const unsigned limit = 256 - 256 % alphabet.size();
+  while (out.size() < n) {
+    unsigned char buf[64];
+    if (RAND_bytes(buf, sizeof buf) != 1) throw std::runtime_error("the random generator failed (canaries)");
+    for (unsigned char b : buf) {
+      if (b < limit && out.size() < n) out += alphabet[b % alphabet.size()];
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string github_checksum(std::string_view random_part) {
+  boost::crc_32_type crc;
+  crc.process_bytes(random_part.data(), random_part.size());
+  auto v = crc.checksum();
+  std::string out(6, '0');
+  for (int i = 5; i >= 0 && v; --i) {
+    out[static_cast<std::size_t>(i)] = base62[v % 62];
+    v /= 62;
+  }
+  return out;
+}
+
+canary_set make_canaries() {
+  canary_set c;
+  auto key_id = "AKIA" + random_text(base32, 16);
+  auto secret_key = random_text(base64, 40);
+  auto random = random_text(base62, 30);
+  auto github = "ghp_" + random + github_checksum(random);
+  auto password = random_text(base62, 32);
+  c.values = {{"aws_access_key_id", key_id, ""},
+              {"aws_secret_access_key", secret_key, ""},
+              {"github_token", github, ""},
+              {"netrc_password", password, ""}};
+  c.files = {
+      {".aws/credentials", "[default]\naws_access_key_id = " + key_id + "\naws_secret_access_key = " + secret_key +
+                               "\n"},
+      {".env", "GITHUB_TOKEN=" + github + "\n"},
+      {".netrc", "machine github.com\n  login git\n  password " + password + "\n"},
+  };
+  return c;
+}
+
+} // namespace sluice::scan

@@ -1,0 +1,123 @@
+#pragma once
+// Every rule of one policy compiled once (docs/policy.md, "What leaves"): one Hyperscan database
+// in streaming mode for the built-in rules, the policy's custom rules, the caller's own secrets and
+// the run's canaries, and RE2 for a rule Hyperscan cannot take. Immutable once built: share it
+// (std::shared_ptr<const database>) between every worker thread; scanners read it concurrently.
+#include "scan/rule.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct hs_database;
+
+namespace re2 {
+class RE2;
+}
+
+namespace sluice::scan {
+
+// A rule that cannot be compiled: the message names the rule id and the reason.
+class compile_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+// A value to match literally in every encoding: the caller's own secret (`name` is the variable or
+// [credentials] name, `allowed_host` the one host it may be sent to) or a canary (`name` says which).
+struct secret {
+  std::string name;
+  std::string value;
+  std::string allowed_host;
+};
+
+// What one database holds. compile() takes it by value and wipes the secret values once they are
+// compiled; only the compiled matcher keeps them.
+struct database_spec {
+  std::vector<rule> rules; // builtin_rules() (with the policy's actions) and the custom rules
+  std::vector<secret> own_secrets;
+  scan::action own_secret_action = action::block;
+  std::vector<secret> canaries;
+  scan::action canary_action = action::block;
+  // What the command is given instead of a credential (filters/credentials: shaped placeholders
+  // look like tokens by design): a format or custom match that lies inside one is no finding.
+  std::vector<std::string> placeholders;
+};
+
+// How one rule is matched: its id and, for one RE2 matches, why Hyperscan did not take it.
+struct engine_note {
+  std::string rule;
+  std::string reason;
+};
+
+class database {
+public:
+  // Compiles `spec`: throws compile_error naming the rule (a custom rule RE2 refuses, one that
+  // matches the empty string, a duplicate or malformed id). Costs a few tens of milliseconds
+  // for the built-in rules and about 0.1 ms per secret; do it once per policy (and run).
+  static std::shared_ptr<const database> compile(database_spec spec);
+  ~database();
+  database(const database &) = delete;
+  database &operator=(const database &) = delete;
+
+  // The rules RE2 matches, and why (for the log at start).
+  const std::vector<engine_note> &re2_rules() const { return re2_notes_; }
+  // Own secrets left out (shorter than min_secret_length, or no secret's shape): their names.
+  const std::vector<std::string> &skipped_secrets() const { return skipped_; }
+  // Bytes of Hyperscan state per open stream (one per location a scanner streams).
+  std::size_t stream_bytes() const { return stream_bytes_; }
+  // Unique per database (scratch spaces remember which databases they fit).
+  std::uint64_t generation() const { return generation_; }
+
+  // Inside: what a pattern id means. Several patterns (a secret's encodings) share an entry.
+  struct entry {
+    std::string rule;
+    scan::kind kind = kind::format;
+    scan::action action = action::block;
+    std::string name, allowed_host;
+    bool placeholder = false;
+  };
+  struct pattern {
+    std::uint32_t entry = 0;
+    std::string_view encoding = "raw";
+    std::uint32_t width = 0; // a fixed-width pattern's length (start = end - width); 0: SOM reports it
+  };
+  struct fallback {
+    std::unique_ptr<re2::RE2> re;
+    std::uint32_t entry = 0;
+  };
+  const hs_database *hs() const { return hs_; }
+  // The same patterns in block mode, for whole values (scanner::scan_whole: about 60 ns for a
+  // short value against 200 for a stream's scan and reset); null if Hyperscan refused it.
+  const hs_database *hs_block() const { return hs_block_; }
+  const std::vector<entry> &entries() const { return entries_; }
+  const std::vector<pattern> &patterns() const { return patterns_; }
+  const std::vector<fallback> &fallbacks() const { return fallbacks_; }
+  // The longest placeholder: how far back a later placeholder match may still take a finding away.
+  std::size_t placeholder_reach() const { return placeholder_reach_; }
+
+private:
+  database();
+  friend struct database_builder;
+
+  hs_database *hs_ = nullptr;
+  hs_database *hs_block_ = nullptr;
+  std::vector<entry> entries_;
+  std::vector<pattern> patterns_;
+  std::vector<fallback> fallbacks_;
+  std::vector<engine_note> re2_notes_;
+  std::vector<std::string> skipped_;
+  std::size_t stream_bytes_ = 0;
+  std::size_t placeholder_reach_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+using database_ptr = std::shared_ptr<const database>;
+
+// Whether `id` is a valid rule id: a lower-case letter, then lower-case letters, digits, '_', '-'
+// or '.', at most 64 in all.
+bool valid_rule_id(std::string_view id);
+
+} // namespace sluice::scan

@@ -1,0 +1,270 @@
+// The scanner: Hyperscan streams per location, RE2 windows for the rules it matches, and the
+// findings (placeholders taken away, own secrets allowed to their host, one finding per rule and
+// location, the stop at a certain block).
+#include "scan/scanner.hpp"
+
+#include <hs/hs.h>
+#include <re2/re2.h>
+#include <algorithm>
+#include <limits>
+#include <new>
+
+namespace sluice::scan {
+
+// How much of a stream's past the RE2 rules see again in front of each new piece.
+constexpr std::size_t fallback_overlap = 4096;
+
+struct scanner::stream {
+  std::string location;
+  hs_stream_t *hs = nullptr;
+  std::uint64_t offset = 0;       // bytes fed
+  std::string window;             // RE2: the last bytes fed (at most fallback_overlap)
+  std::uint64_t fallback_from = 0; // RE2: matches ending before this were considered
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> placeholders; // recent placeholder spans
+  bool ended = false;
+};
+
+// The callback's context: one scan call on one stream.
+struct match_call {
+  scanner *self;
+  scanner::stream *st;
+
+  static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned, void *ctx) {
+    auto *c = static_cast<match_call *>(ctx);
+    auto &s = *c->self;
+    const auto &p = s.db_->patterns()[id];
+    // Matches ending where a blocking one ends still count (a canary and the format rule it also
+    // fits); a later one, past a placeholder's reach, stops the scan instead.
+    if (s.opts_.stop_at_block && s.sure_block(*c->st, to)) return 1;
+    s.record(p.entry, p.encoding, p.width ? to - p.width : from, to, *c->st);
+    return 0;
+  }
+};
+
+scratch::~scratch() {
+  if (s_) hs_free_scratch(s_);
+}
+
+scratch &scratch::this_thread() {
+  thread_local scratch s;
+  return s;
+}
+
+hs_scratch *scratch::fit(const database &db) {
+  if (!db.hs() || fitted_ == db.generation()) return s_;
+  if (hs_alloc_scratch(db.hs(), &s_) != HS_SUCCESS) throw std::bad_alloc();
+  if (db.hs_block() && hs_alloc_scratch(db.hs_block(), &s_) != HS_SUCCESS) throw std::bad_alloc();
+  fitted_ = db.generation();
+  return s_;
+}
+
+scanner::scanner(database_ptr db, scratch &s, scanner_options o)
+    : db_(std::move(db)), scratch_(s), opts_(std::move(o)) {}
+
+scanner::~scanner() {
+  for (auto &st : streams_) {
+    if (st->hs) hs_close_stream(st->hs, nullptr, nullptr, nullptr);
+  }
+  if (whole_ && whole_->hs) hs_close_stream(whole_->hs, nullptr, nullptr, nullptr);
+}
+
+scanner::stream &scanner::stream_for(std::string_view location) {
+  for (auto &st : streams_) {
+    if (!st->ended && st->location == location) return *st;
+  }
+  auto st = std::make_unique<stream>();
+  st->location = location;
+  if (db_->hs() && hs_open_stream(db_->hs(), 0, &st->hs) != HS_SUCCESS) throw std::bad_alloc();
+  streams_.push_back(std::move(st));
+  return *streams_.back();
+}
+
+void scanner::feed(std::string_view location, std::string_view bytes) {
+  if (stopped_ || bytes.empty()) return;
+  auto &st = stream_for(location);
+  scan_stream(st, bytes);
+  if (opts_.stop_at_block && sure_block(st, st.offset + 1)) stopped_ = true;
+}
+
+void scanner::scan_stream(stream &st, std::string_view bytes) {
+  if (st.hs) {
+    auto *sc = scratch_.fit(*db_);
+    match_call call{this, &st};
+    for (std::size_t at = 0; at < bytes.size();) {
+      auto n = std::min<std::size_t>(bytes.size() - at, 1u << 30);
+      auto rc = hs_scan_stream(st.hs, bytes.data() + at, static_cast<unsigned>(n), 0, sc, match_call::on_match,
+                               &call);
+      if (rc == HS_SCAN_TERMINATED) break;
+      at += n;
+    }
+  }
+  run_fallbacks(st, bytes, false);
+  st.offset += bytes.size();
+}
+
+void scanner::close_stream(stream &st) {
+  if (st.ended) return;
+  st.ended = true;
+  if (st.hs && !stopped_) {
+    match_call call{this, &st};
+    hs_close_stream(st.hs, scratch_.fit(*db_), match_call::on_match, &call);
+  } else if (st.hs) {
+    hs_close_stream(st.hs, nullptr, nullptr, nullptr);
+  }
+  st.hs = nullptr;
+  if (!stopped_) run_fallbacks(st, {}, true);
+  if (opts_.stop_at_block && sure_block(st, std::numeric_limits<std::uint64_t>::max())) stopped_ = true;
+}
+
+void scanner::end(std::string_view location) {
+  for (auto &st : streams_) {
+    if (!st->ended && st->location == location) close_stream(*st);
+  }
+}
+
+void scanner::finish() {
+  for (auto &st : streams_) close_stream(*st);
+}
+
+void scanner::scan_whole(std::string_view location, std::string_view bytes) {
+  if (stopped_ || bytes.empty()) return;
+  bool block = db_->hs_block() && bytes.size() < (1u << 30);
+  if (!whole_) {
+    whole_ = std::make_unique<stream>();
+    if (!block && db_->hs() && hs_open_stream(db_->hs(), 0, &whole_->hs) != HS_SUCCESS) throw std::bad_alloc();
+  }
+  auto &st = *whole_;
+  st.location = location;
+  st.offset = 0;
+  st.window.clear();
+  st.fallback_from = 0;
+  st.placeholders.clear();
+  match_call call{this, &st};
+  if (block) {
+    hs_scan(db_->hs_block(), bytes.data(), static_cast<unsigned>(bytes.size()), 0, scratch_.fit(*db_),
+            match_call::on_match, &call);
+    run_fallbacks(st, bytes, true);
+  } else {
+    if (!st.hs && db_->hs() && hs_open_stream(db_->hs(), 0, &st.hs) != HS_SUCCESS) throw std::bad_alloc();
+    scan_stream(st, bytes);
+    // The end of the value: matches that needed it, then the stream as new for the next value.
+    if (st.hs) hs_reset_stream(st.hs, 0, scratch_.fit(*db_), match_call::on_match, &call);
+    run_fallbacks(st, {}, true);
+  }
+  if (opts_.stop_at_block && sure_block(st, std::numeric_limits<std::uint64_t>::max())) stopped_ = true;
+}
+
+// RE2 cannot stream: each piece is matched with the last fallback_overlap bytes in front, and a
+// match is taken once (it ends at or after fallback_from) and only when it does not touch the end
+// of what has come so far (a \b or $ there may not hold once more comes), unless at the end.
+void scanner::run_fallbacks(stream &st, std::string_view bytes, bool at_end) {
+  if (db_->fallbacks().empty()) return;
+  std::string text = st.window;
+  text.append(bytes);
+  std::uint64_t base = st.offset - st.window.size();
+  for (const auto &f : db_->fallbacks()) {
+    re2::StringPiece m;
+    std::size_t pos = 0;
+    while (pos < text.size() && f.re->Match(text, pos, text.size(), RE2::UNANCHORED, &m, 1)) {
+      std::size_t s = static_cast<std::size_t>(m.data() - text.data()), e = s + m.size();
+      if (base + e < st.fallback_from || (!at_end && e == text.size())) {
+        pos = s + 1; // seen before, or not sure yet: a match starting later may still count
+        continue;
+      }
+      record(f.entry, "raw", base + s, base + e, st);
+      pos = std::max(e, s + 1);
+    }
+  }
+  st.fallback_from = base + text.size();
+  st.window = text.size() > fallback_overlap ? text.substr(text.size() - fallback_overlap) : text;
+}
+
+bool scanner::wanted(const database::entry &e) const {
+  if (e.kind == kind::canary) return true;
+  if (opts_.mode == host_mode::off) return false;
+  if (e.kind == kind::own_secret && !e.allowed_host.empty() && !opts_.host.empty()) {
+    const auto &h = opts_.host, &a = e.allowed_host;
+    auto lower_equal = [](std::string_view x, std::string_view y) {
+      return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](char p, char q) {
+               return (p | 0x20) == (q | 0x20);
+             });
+    };
+    if (lower_equal(h, a)) return false;
+    if (a.starts_with("*.") && h.size() > a.size() - 1 &&
+        lower_equal(std::string_view(h).substr(h.size() - (a.size() - 1)), std::string_view(a).substr(1))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void scanner::record(std::uint32_t entry, std::string_view encoding, std::uint64_t start, std::uint64_t end,
+                     stream &st) {
+  const auto &e = db_->entries()[entry];
+  const auto &all = db_->entries();
+  auto inside = [](std::uint64_t s, std::uint64_t t, const std::pair<std::uint64_t, std::uint64_t> &span) {
+    return s >= span.first && t <= span.second;
+  };
+  auto is_rule = [](const database::entry &x) { return x.kind == kind::format || x.kind == kind::custom; };
+  if (e.placeholder) {
+    // What the command was given instead of a credential: a rule's match inside it is no finding.
+    std::pair<std::uint64_t, std::uint64_t> span{start, end};
+    for (std::size_t i = findings_.size(); i-- > 0;) {
+      if (findings_[i].location == st.location && is_rule(all[hits_[i].entry]) &&
+          inside(findings_[i].offset, hits_[i].end, span)) {
+        findings_.erase(findings_.begin() + static_cast<std::ptrdiff_t>(i));
+        hits_.erase(hits_.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+    std::erase_if(st.placeholders, [&](const auto &p) { return p.second + 1 < start; });
+    st.placeholders.push_back(span);
+    return;
+  }
+  if (is_rule(e) && std::any_of(st.placeholders.begin(), st.placeholders.end(),
+                                [&](const auto &p) { return inside(start, end, p); })) {
+    return;
+  }
+  if (!wanted(e)) return;
+  for (std::size_t i = 0; i < findings_.size(); ++i) {
+    const auto &l = findings_[i].location;
+    bool same = l == st.location || (l.size() > st.location.size() && l.starts_with(st.location) &&
+                                     l[st.location.size()] == ':');
+    if (hits_[i].entry == entry && same) return; // one finding per rule and location
+  }
+  finding f;
+  f.rule = e.rule;
+  f.kind = e.kind;
+  f.action = e.kind != kind::canary && opts_.mode == host_mode::report ? action::report : e.action;
+  f.location = st.location;
+  f.offset = start;
+  f.name = e.name;
+  f.allowed_host = e.allowed_host;
+  f.encoding = encoding;
+  findings_.push_back(std::move(f));
+  hits_.push_back({entry, end});
+}
+
+// A blocking finding of this stream that no placeholder can take away any more: its end is further
+// back than the longest placeholder from `position`.
+bool scanner::sure_block(const stream &st, std::uint64_t position) const {
+  auto reach = db_->placeholder_reach();
+  for (std::size_t i = 0; i < findings_.size(); ++i) {
+    if (findings_[i].action == action::block && findings_[i].location == st.location &&
+        (st.ended || hits_[i].end + reach < position)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+const finding *scanner::blocking() const {
+  static constexpr kind order[] = {kind::canary, kind::own_secret, kind::custom, kind::format};
+  for (auto k : order) {
+    for (const auto &f : findings_) {
+      if (f.kind == k && f.action == action::block) return &f;
+    }
+  }
+  return nullptr;
+}
+
+} // namespace sluice::scan

@@ -1,0 +1,98 @@
+// The scanner's throughput (docs/benchmarks.md): a 100 MiB body fed in 64 KiB pieces, and 1 KiB
+// requests (a scanner each: target, five fields, the body), with the built-in rules, 20 own secrets
+// and the canaries. Prints numbers; asserts nothing. Usage: scan_bench [MiB]
+#include "scan/body.hpp"
+#include "scan/canary.hpp"
+#include "scan/database.hpp"
+#include "scan/scanner.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+using namespace sluice::scan;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// Text that looks like what agents upload: JSON lines with words, numbers and hashes.
+std::string text_body(std::size_t size) {
+  static const char *words[] = {"\"name\"", "\"version\"", "\"resolved\"", "https://registry.npmjs.org/",
+                                "function", "return", "const", "integrity", "sha512-", "{", "}", ":", ",",
+                                "token", "secret", "key", "\n", "  "};
+  std::mt19937 rng(42);
+  std::string s;
+  s.reserve(size);
+  while (s.size() < size) {
+    s += words[rng() % (sizeof words / sizeof *words)];
+    s += std::to_string(rng() % 100000);
+    s += ' ';
+  }
+  s.resize(size);
+  return s;
+}
+
+std::string binary_body(std::size_t size) {
+  std::mt19937 rng(7);
+  std::string s(size, '\0');
+  for (auto &c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+void stream(const char *what, const database_ptr &db, const std::string &body) {
+  auto t = clock_type::now();
+  scanner s(db, scratch::this_thread(), {false, "", host_mode::enforce});
+  for (std::size_t at = 0; at < body.size(); at += 65536) s.feed("body", std::string_view(body).substr(at, 65536));
+  s.end("body");
+  auto secs = seconds_since(t);
+  std::printf("%-34s %8.0f MB/s  (%zu findings)\n", what, body.size() / secs / 1e6, s.findings().size());
+}
+
+void requests(const database_ptr &db, int n) {
+  auto body = text_body(1024);
+  std::string target = "/api/v4/projects/1234/issues?search=flaky+test&state=opened&per_page=20&page=3";
+  auto t = clock_type::now();
+  std::size_t findings = 0;
+  for (int i = 0; i < n; ++i) {
+    scanner s(db, scratch::this_thread(), {true, "gitlab.example.com", host_mode::enforce});
+    s.scan_target(target);
+    s.scan_field("user-agent", "python-requests/2.31.0");
+    s.scan_field("accept", "application/json");
+    s.scan_field("content-type", "application/json");
+    s.scan_field("cookie", "_gitlab_session=0123456789abcdef0123456789abcdef; event_filter=all");
+    s.scan_field("authorization", "Bearer sluice-credential-gitlab");
+    body_scan b(s, "", 0);
+    b.feed(body);
+    b.finish();
+    findings += s.findings().size();
+  }
+  auto secs = seconds_since(t);
+  auto bytes = static_cast<double>(n) * (body.size() + target.size() + 200);
+  std::printf("%-34s %8.0f requests/s, %.0f MB/s, %.1f us each (%zu findings)\n", "1 KiB requests", n / secs,
+              bytes / secs / 1e6, secs / n * 1e6, findings);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 100;
+  auto t = clock_type::now();
+  database_spec spec;
+  spec.rules = builtin_rules();
+  spec.canaries = make_canaries().values;
+  for (int i = 0; i < 20; ++i) {
+    spec.own_secrets.push_back({"SECRET_" + std::to_string(i), "value-" + std::to_string(i * 7919) + "-Qx9zLk2", ""});
+  }
+  auto db = database::compile(std::move(spec));
+  std::printf("compile: %.1f ms, stream state %zu bytes, RE2 rules %zu\n", seconds_since(t) * 1e3,
+              db->stream_bytes(), db->re2_rules().size());
+  stream("text body (MiB given)", db, text_body(mib << 20));
+  stream("random bytes (MiB given)", db, binary_body(mib << 20));
+  requests(db, 100'000);
+}
