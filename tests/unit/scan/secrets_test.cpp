@@ -16,9 +16,9 @@ const std::string value = "s3cr3t-Value/with+chars=and~more";
 database_ptr secrets_database() {
   database_spec spec;
   spec.rules = builtin_rules();
-  spec.own_secrets = {{"MY_SERVICE_TOKEN", value, "api.example.com"},
-                      {"SHORT_KEY", "1234567", ""},
-                      {"HOME_AUTH", "/home/me/.Xauthority", ""}};
+  spec.own_secrets = {{"MY_SERVICE_TOKEN", value, {"api.example.com", "*.uploads.example.com"}},
+                      {"SHORT_KEY", "1234567", {}},
+                      {"HOME_AUTH", "/home/me/.Xauthority", {}}};
   return database::compile(std::move(spec));
 }
 
@@ -30,7 +30,7 @@ bool shaped(const std::string &s, std::string_view prefix, std::string_view alph
 constexpr std::string_view base62 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 void check_no_value_in(const finding &f) {
-  for (const auto &field : {f.rule, f.location, f.name, f.allowed_host, std::string(f.encoding)}) {
+  for (const auto &field : {f.rule, f.location, f.name, std::string(f.encoding)}) {
     CHECK(field.find(value) == std::string::npos);
     CHECK(field.find(value.substr(0, 8)) == std::string::npos);
   }
@@ -85,7 +85,7 @@ TEST_CASE("own secrets in every encoding, named and never echoed", "[scan][secre
     CHECK(f.rule == "own_secret");
     CHECK(f.kind == kind::own_secret);
     CHECK(f.name == "MY_SERVICE_TOKEN");
-    CHECK(f.allowed_host == "api.example.com");
+    CHECK(f.allowed_hosts == std::vector<std::string>{"api.example.com", "*.uploads.example.com"});
     CHECK(f.encoding == encoding);
     CHECK(f.action == action::block);
     check_no_value_in(f);
@@ -94,14 +94,17 @@ TEST_CASE("own secrets in every encoding, named and never echoed", "[scan][secre
 
 TEST_CASE("an own secret may go to its own host", "[scan][secrets]") {
   auto db = secrets_database();
-  for (std::string host : {"api.example.com", "API.example.com"}) {
+  for (std::string host : {"api.example.com", "API.example.com", "eu.uploads.example.com"}) {
     scanner s(db, scratch::this_thread(), {true, host, host_mode::enforce});
     s.scan_field("authorization", "Bearer " + value);
     CHECK(s.findings().empty());
   }
-  scanner other(db, scratch::this_thread(), {true, "example.com", host_mode::enforce});
-  other.scan_field("authorization", "Bearer " + value);
-  CHECK(other.findings().size() == 1);
+  for (std::string host : {"example.com", "uploads.example.com", "api.example.com.evil.net"}) {
+    scanner other(db, scratch::this_thread(), {true, host, host_mode::enforce});
+    other.scan_field("authorization", "Bearer " + value);
+    INFO(host);
+    CHECK(other.findings().size() == 1);
+  }
   scanner short_values(db);
   short_values.scan_whole("body", "pin=1234567 home=/home/me/.Xauthority");
   CHECK(short_values.findings().empty());
