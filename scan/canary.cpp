@@ -47,10 +47,10 @@ canary_set make_canaries() {
   auto random = random_text(base62, 30);
   auto github = "ghp_" + random + github_checksum(random);
   auto password = random_text(base62, 32);
-  c.values = {{"aws_access_key_id", key_id, ""},
-              {"aws_secret_access_key", secret_key, ""},
-              {"github_token", github, ""},
-              {"netrc_password", password, ""}};
+  c.values = {{"aws_access_key_id", key_id, {}},
+              {"aws_secret_access_key", secret_key, {}},
+              {"github_token", github, {}},
+              {"netrc_password", password, {}}};
   c.files = {
       {".aws/credentials", "[default]\naws_access_key_id = " + key_id + "\naws_secret_access_key = " + secret_key +
                                "\n"},

@@ -22,7 +22,7 @@ struct planted_file {
 };
 
 struct canary_set {
-  std::vector<secret> values;      // name and value of each canary (allowed_host empty)
+  std::vector<secret> values;      // name and value of each canary (no allowed_hosts)
   std::vector<planted_file> files; // where they are planted
 };
 

@@ -108,7 +108,7 @@ struct database_builder {
       throw compile_error("scan rule \"" + r.id + "\": the pattern matches the empty string (it would match "
                           "every request); make it match at least one byte");
     }
-    auto e = add_entry({r.id, r.kind, r.action, "", "", false});
+    auto e = add_entry({r.id, r.kind, r.action, "", {}, false});
     if (needs_unicode(r.pattern)) {
       note_re2(e, "Unicode: RE2 reads UTF-8, Hyperscan bytes");
       db.fallbacks_.push_back({std::make_unique<RE2>(r.pattern, o), e});
@@ -118,14 +118,14 @@ struct database_builder {
   }
 
   void add_secret(std::string_view rule_id, kind k, action a, secret &s) {
-    auto e = add_entry({std::string(rule_id), k, a, s.name, s.allowed_host, false});
+    auto e = add_entry({std::string(rule_id), k, a, s.name, s.allowed_hosts, false});
     for (auto &f : literal_forms(s.value)) add_pattern(e, std::move(f.pattern), f.encoding, true);
     wipe(s.value);
   }
 
   void add_placeholder(std::string &value) {
     if (value.size() < min_secret_length) return;
-    auto e = add_entry({"placeholder", kind::format, action::report, "", "", true});
+    auto e = add_entry({"placeholder", kind::format, action::report, "", {}, true});
     add_pattern(e, literal_pattern(value), "raw", false);
     db.placeholder_reach_ = std::max(db.placeholder_reach_, value.size());
   }

@@ -26,11 +26,12 @@ public:
 };
 
 // A value to match literally in every encoding: the caller's own secret (`name` is the variable or
-// [credentials] name, `allowed_host` the one host it may be sent to) or a canary (`name` says which).
+// [credentials] name, `allowed_hosts` the hosts it may be sent to: exact names or "*.SUFFIX") or a
+// canary (`name` says which).
 struct secret {
   std::string name;
   std::string value;
-  std::string allowed_host;
+  std::vector<std::string> allowed_hosts;
 };
 
 // What one database holds. compile() takes it by value and wipes the secret values once they are
@@ -76,7 +77,8 @@ public:
     std::string rule;
     scan::kind kind = kind::format;
     scan::action action = action::block;
-    std::string name, allowed_host;
+    std::string name;
+    std::vector<std::string> allowed_hosts;
     bool placeholder = false;
   };
   struct pattern {

@@ -43,7 +43,7 @@ struct finding {
   std::string location;  // "path", "query:NAME", "query", "field:NAME", "body", ...
   std::uint64_t offset = 0; // where the match starts in that location (decoded bytes for a body)
   std::string name;      // own_secret: the secret's name (an env var); canary: which one; else ""
-  std::string allowed_host; // own_secret: the one host it may go to ("" none)
+  std::vector<std::string> allowed_hosts; // own_secret: the hosts it may go to (none: no host)
   std::string_view encoding; // how it was written: "raw", "percent", "base64", "hex"
 };
 

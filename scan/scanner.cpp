@@ -182,17 +182,18 @@ void scanner::run_fallbacks(stream &st, std::string_view bytes, bool at_end) {
 bool scanner::wanted(const database::entry &e) const {
   if (e.kind == kind::canary) return true;
   if (opts_.mode == host_mode::off) return false;
-  if (e.kind == kind::own_secret && !e.allowed_host.empty() && !opts_.host.empty()) {
-    const auto &h = opts_.host, &a = e.allowed_host;
+  if (e.kind == kind::own_secret && !opts_.host.empty()) {
+    std::string_view h = opts_.host;
     auto lower_equal = [](std::string_view x, std::string_view y) {
       return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](char p, char q) {
                return (p | 0x20) == (q | 0x20);
              });
     };
-    if (lower_equal(h, a)) return false;
-    if (a.starts_with("*.") && h.size() > a.size() - 1 &&
-        lower_equal(std::string_view(h).substr(h.size() - (a.size() - 1)), std::string_view(a).substr(1))) {
-      return false;
+    for (std::string_view a : e.allowed_hosts) {
+      if (lower_equal(h, a)) return false;
+      if (a.starts_with("*.") && h.size() > a.size() - 1 && lower_equal(h.substr(h.size() - (a.size() - 1)), a.substr(1))) {
+        return false;
+      }
     }
   }
   return true;
@@ -238,7 +239,7 @@ void scanner::record(std::uint32_t entry, std::string_view encoding, std::uint64
   f.location = st.location;
   f.offset = start;
   f.name = e.name;
-  f.allowed_host = e.allowed_host;
+  f.allowed_hosts = e.allowed_hosts;
   f.encoding = encoding;
   findings_.push_back(std::move(f));
   hits_.push_back({entry, end});

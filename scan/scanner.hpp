@@ -47,8 +47,8 @@ enum class host_mode { enforce, report, off };
 struct scanner_options {
   // Stop at the first blocking finding: later input is skipped and stopped() says so.
   bool stop_at_block = true;
-  // The request's host, lower case: an own secret whose allowed_host is this host (or "*.SUFFIX"
-  // that covers it) is no finding here.
+  // The request's host: an own secret one of whose allowed_hosts is this host (case ignored), or
+  // "*.SUFFIX" that covers it, is no finding here.
   std::string host;
   host_mode mode = host_mode::enforce;
 };

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
   spec.rules = builtin_rules();
   spec.canaries = make_canaries().values;
   for (int i = 0; i < 20; ++i) {
-    spec.own_secrets.push_back({"SECRET_" + std::to_string(i), "value-" + std::to_string(i * 7919) + "-Qx9zLk2", ""});
+    spec.own_secrets.push_back({"SECRET_" + std::to_string(i), "value-" + std::to_string(i * 7919) + "-Qx9zLk2", {}});
   }
   auto db = database::compile(std::move(spec));
   std::printf("compile: %.1f ms, stream state %zu bytes, RE2 rules %zu\n", seconds_since(t) * 1e3,

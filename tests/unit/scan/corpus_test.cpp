@@ -66,8 +66,8 @@ TEST_CASE("no finding in ordinary traffic", "[scan][corpus]") {
   database_spec spec;
   spec.rules = builtin_rules();
   spec.canaries = canaries.values;
-  spec.own_secrets = {{"GITHUB_TOKEN", "ghp_" + alnum(36, 11), "api.github.com"},
-                      {"DB_PASSWORD", "correct horse battery staple", ""}};
+  spec.own_secrets = {{"GITHUB_TOKEN", "ghp_" + alnum(36, 11), {"api.github.com"}},
+                      {"DB_PASSWORD", "correct horse battery staple", {}}};
   auto db = database::compile(std::move(spec));
 
   std::vector<std::pair<std::string, std::string>> corpus = {

@@ -231,7 +231,7 @@ TEST_CASE("one scratch serves databases compiled after it was fitted", "[scan][s
   auto small = builtin_database();
   database_spec spec;
   spec.rules = builtin_rules();
-  for (int i = 0; i < 50; ++i) spec.own_secrets.push_back({"S" + std::to_string(i), alnum(40, i), ""});
+  for (int i = 0; i < 50; ++i) spec.own_secrets.push_back({"S" + std::to_string(i), alnum(40, i), {}});
   auto big = database::compile(std::move(spec));
   scanner a(small, sc), b(big, sc);
   a.feed("body", "x " + github_token().substr(0, 20));
