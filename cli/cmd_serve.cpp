@@ -14,14 +14,10 @@ namespace sluice::cli {
 namespace {
 
 void add_check(CLI::App &app, commands &out) {
-  struct options {
-    std::string config, profile, method, url, client, skill;
-    std::vector<std::string> allow, deny;
-  };
-  auto o = std::make_shared<options>();
+  auto o = std::make_shared<gateway::check_request>();
   auto *check_cmd = app.add_subcommand(
       "check", "dry run: ALLOW or DENY for METHOD URL (or a Git program and an ssh:// URL)");
-  check_cmd->add_option("--config,--policy", o->config, "TOML config or policy file");
+  check_cmd->add_option("--config,--policy", o->config_file, "TOML config or policy file");
   check_cmd->add_option("--sandbox-profile", o->profile, "offline|network-read|publish|allowlist");
   check_cmd->add_option("--allow-domain", o->allow, "allow PATTERN (repeatable)")
       ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
@@ -30,10 +26,13 @@ void add_check(CLI::App &app, commands &out) {
   check_cmd->add_option("--client", o->client, "judge as this [clients.NAME] entry, by its role");
   check_cmd->add_option("--skill", o->skill,
                         "for ssh:// URLs: the skill whose ssh entries judge (default: \"default\")");
+  check_cmd->add_option("--header,-H", o->headers, "a field the request carries, \"Name: value\" (repeatable; scanned)")
+      ->allow_extra_args(false);
+  check_cmd->add_option("--body", o->body_file, "a file the request carries as its body (scanned, as [scan] does)");
   check_cmd->add_option("METHOD", o->method)->required();
   check_cmd->add_option("URL", o->url)->required();
   out.push_back({check_cmd, [o] {
-    return gateway::run_check(o->config, o->profile, o->allow, o->deny, o->method, o->url, o->client, o->skill);
+    return gateway::run_check(*o);
   }});
 }
 

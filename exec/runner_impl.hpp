@@ -10,6 +10,7 @@
 #include "exec/sandbox.hpp"
 #include "exec/workspace.hpp"
 #include "exec/workspace_guard.hpp"
+#include "scan/canary.hpp"
 
 #include <boost/json.hpp>
 
@@ -57,7 +58,16 @@ struct exec_plan {
   bool userns_limit = false; // user.max_user_namespaces = 0 held inside (sandbox::userns_limit)
   journal::run journal;      // --journal / [sandbox] journal: the run's layer and the workspace's lock
   bool staged = false;       // --stage / --stage-run: the layer is kept for `sluice apply`
+  // [scan] (runner_scan.cpp): the run's canaries and where they were planted, and the caller's
+  // own secrets, for the gateway's scanner.
+  scan::canary_set canaries;
+  std::vector<std::string> canary_files;
+  std::vector<scan::secret> own_secrets;
 };
+
+// runner_scan.cpp: plants the canaries (into the view's private home) and collects the caller's
+// own secrets, unless [scan] says not to. `grants`: the variables the command is given.
+void plan_scan(exec_plan &plan, const std::vector<std::string> &grants);
 
 // runner_plan.cpp. Step 1: resolves the policy and the workspace and decides what the view shows.
 // Throws refusal.

@@ -275,6 +275,7 @@ void plan_process(const exec_options &opt, exec_plan &plan) {
     so.view.dns_stub = true;
     so.view.ssh_known_hosts = !plan.policy->cfg().ssh.empty();
   }
+  plan_scan(plan, spec.grants);
   so.argv = opt.argv;
   so.env = child_environment(environ, spec, &plan.dropped);
   for (const auto &v : opt.agent.set_env) {

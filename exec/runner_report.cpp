@@ -13,6 +13,13 @@
 namespace sluice::exec::detail {
 namespace {
 
+boost::json::array own_secret_names(const exec_plan &plan) {
+  boost::json::array a;
+  for (const auto &s : plan.own_secrets) a.emplace_back(s.name);
+  return a;
+}
+
+
 // The escalation that would have let a denied request through, for the line on stderr.
 std::string hint(const std::string &host, unsigned port, const std::string &reason) {
   if (reason == "host_not_allowlisted") {
@@ -208,7 +215,11 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
                           {"workspaceProtected", boost::json::value_from(scan.protect)},
                           {"quarantined", quarantined},
                           {"journal", journaled},
-                          {"environmentDropped", boost::json::value_from(plan.dropped)}};
+                          {"environmentDropped", boost::json::value_from(plan.dropped)},
+                          // [scan]: where the run's canaries lie, and the names (never the values)
+                          // of the caller's own secrets a request may not carry.
+                          {"canaries", boost::json::value_from(plan.canary_files)},
+                          {"ownSecretsWatched", own_secret_names(plan)}};
     std::ofstream f(opt.json_summary, std::ios::trunc);
     f << boost::json::serialize(o) << "\n";
     if (!f) std::fprintf(stderr, "sluice: cannot write --json-summary %s\n", opt.json_summary.c_str());

@@ -365,4 +365,12 @@ credential_result credential_injector::sign_aws(std::string_view name,
   return r;
 }
 
+bool credential_injector::belongs_to(std::string_view name, std::string_view host, std::string_view scheme,
+                                     unsigned port) const {
+  for (const auto &e : entries_) {
+    if (e.cfg.name == name) return e.hosts.match(host, scheme, port) != nullptr;
+  }
+  return false;
+}
+
 } // namespace sluice::filters

@@ -128,6 +128,12 @@ public:
   // The AWS part of apply for credential `name`, with the payload hash given: the body's SHA-256
   // (hex) when apply asked for it, else the request's x-amz-content-sha256. `authority` is the
   // Host the origin sees where `fields` hold none (HTTP/2).
+  // Each credential's configuration, its loaded value included (the scanner's own secrets).
+  template <class F> void each(F &&f) const {
+    for (const auto &e : entries_) f(e.cfg);
+  }
+  // Whether credential `name` belongs to this host (its `hosts`): its value may be sent there.
+  bool belongs_to(std::string_view name, std::string_view host, std::string_view scheme, unsigned port) const;
   credential_result sign_aws(std::string_view name, const std::vector<std::pair<std::string_view, std::string_view>> &fields,
                              std::string_view method, std::string_view target, std::string_view authority,
                              std::string_view payload_hash) const;

@@ -29,37 +29,39 @@ std::string loader::scan_action_of(const toml::table &t, std::string_view key, c
 }
 
 void loader::scan_rules_of(const toml::node &n, scan_config &s) const {
-  const std::string what = "[[scan.rules]] tables, each with id = \"NAME\" and pattern = \"RE2\" (action optional)";
+  const std::string what = "[[scan.rule]] tables, each with id = \"NAME\" and regex = \"RE2\" (action and hosts optional)";
   auto *arr = n.as_array();
-  if (!arr) fail(n, "scan.rules must be " + what);
+  if (!arr) fail(n, "scan.rule must be " + what);
   for (auto &&e : *arr) {
     auto *t = e.as_table();
-    if (!t) fail(e, "scan.rules must be " + what);
-    check_keys(*t, "[[scan.rules]]", {"id", "pattern", "action"});
+    if (!t) fail(e, "scan.rule must be " + what);
+    check_keys(*t, "[[scan.rule]]", {"id", "regex", "action", "hosts"});
     scan_rule_config r;
-    r.id = string_of(*t, "id", "[[scan.rules]]", "");
-    r.pattern = string_of(*t, "pattern", "[[scan.rules]]", "");
+    r.id = string_of(*t, "id", "[[scan.rule]]", "");
+    r.pattern = string_of(*t, "regex", "[[scan.rule]]", "");
     if (!rule_id(r.id)) {
-      fail(e, "[[scan.rules]] id = \"" + r.id + "\": a rule id is a lower-case letter, then lower-case letters, "
+      fail(e, "[[scan.rule]] id = \"" + r.id + "\": a rule id is a lower-case letter, then lower-case letters, "
               "digits, '_', '-' or '.' (at most 64); it names the rule in the log and in [scan.actions]");
     }
     if (builtin(r.id) || r.id == "own_secret" || r.id == "canary" ||
         std::any_of(s.rules.begin(), s.rules.end(), [&](const scan_rule_config &o) { return o.id == r.id; })) {
-      fail(e, "[[scan.rules]] id = \"" + r.id + "\" is taken (a built-in rule or another [[scan.rules]]); "
+      fail(e, "[[scan.rule]] id = \"" + r.id + "\" is taken (a built-in rule or another [[scan.rule]]); "
               "choose another id (or set a built-in rule's action in [scan.actions])");
     }
     RE2::Options o;
     o.set_log_errors(false);
     RE2 re(r.pattern, o);
     if (r.pattern.empty() || !re.ok()) {
-      fail(e, "[[scan.rules]] \"" + r.id + "\": pattern must be an RE2 regular expression" +
+      fail(e, "[[scan.rule]] \"" + r.id + "\": regex must be an RE2 regular expression" +
                   (r.pattern.empty() ? std::string(" (it is missing)") : ": " + re.error()));
     }
     if (RE2::PartialMatch("", re)) {
-      fail(e, "[[scan.rules]] \"" + r.id + "\": the pattern matches the empty string and so every request; "
+      fail(e, "[[scan.rule]] \"" + r.id + "\": the pattern matches the empty string and so every request; "
               "make it match at least one character");
     }
-    r.action = scan_action_of(*t, "action", "[[scan.rules]]", "", false);
+    r.action = scan_action_of(*t, "action", "[[scan.rule]]", "", false);
+    check_patterns(*t, "hosts", "scan.rule");
+    r.hosts = strings_of(*t, "hosts", "scan.rule");
     s.rules.push_back(std::move(r));
   }
 }
@@ -69,15 +71,19 @@ void loader::load_scan(const toml::table &root, config &c) const {
   if (!n) return;
   auto *t = n->as_table();
   if (!t) fail(*n, "scan must be a table: [scan] (the secret scanner's settings)");
-  check_keys(*t, "[scan]", {"enabled", "format", "custom", "own_secret", "canary", "rules", "actions",
-                            "report_hosts", "off_hosts", "own_secret_names", "max_decoded_body_bytes"});
+  check_keys(*t, "[scan]", {"enabled", "canaries", "caller_secrets", "rules", "rule", "format", "custom",
+                            "own_secret", "canary", "actions", "report_hosts", "off_hosts", "own_secret_names",
+                            "max_decoded_body_bytes"});
   auto &s = c.scan;
   s.enabled = bool_of(*t, "enabled", "scan", s.enabled);
+  s.canaries = bool_of(*t, "canaries", "scan", s.canaries);
+  s.caller_secrets = bool_of(*t, "caller_secrets", "scan", s.caller_secrets);
+  s.builtin_rules = bool_of(*t, "rules", "scan", s.builtin_rules);
   s.format = scan_action_of(*t, "format", "scan", s.format, false);
   s.custom = scan_action_of(*t, "custom", "scan", s.custom, false);
   s.own_secret = scan_action_of(*t, "own_secret", "scan", s.own_secret, false);
   s.canary = scan_action_of(*t, "canary", "scan", s.canary, false);
-  if (auto *r = t->get("rules")) scan_rules_of(*r, s);
+  if (auto *r = t->get("rule")) scan_rules_of(*r, s);
   if (auto *a = t->get("actions")) {
     auto *at = a->as_table();
     if (!at) fail(*a, "scan.actions must be a table: [scan.actions] with RULE_ID = \"block\" | \"report\" | \"off\"");
@@ -86,7 +92,7 @@ void loader::load_scan(const toml::table &root, config &c) const {
       bool custom = std::any_of(s.rules.begin(), s.rules.end(), [&](const scan_rule_config &r) { return r.id == id; });
       if (!builtin(id) && !custom) {
         fail(v, "[scan.actions] " + id + ": no such rule; name a built-in rule (docs/policy.md, \"What leaves\") "
-                "or the id of a [[scan.rules]] table");
+                "or the id of a [[scan.rule]] table");
       }
       s.actions[id] = scan_action_of(*at, key.str(), "[scan.actions]", "", true);
     }

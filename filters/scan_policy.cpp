@@ -48,7 +48,18 @@ bool secret_name(const std::vector<std::string> &patterns, std::string_view name
   return false;
 }
 
-scan_hosts::scan_hosts(const scan_config &c) : report_(c.report_hosts, true), off_(c.off_hosts, true) {}
+scan_hosts::scan_hosts(const scan_config &c) : report_(c.report_hosts, true), off_(c.off_hosts, true) {
+  for (const auto &r : c.rules) {
+    if (!r.hosts.empty()) exempt_.emplace_back(r.id, host_matcher(r.hosts, true));
+  }
+}
+
+bool scan_hosts::exempt(std::string_view id, std::string_view host, std::string_view scheme, unsigned port) const {
+  for (const auto &[rule, hosts] : exempt_) {
+    if (rule == id) return hosts.match(host, scheme, port) != nullptr;
+  }
+  return false;
+}
 
 scan_hosts::mode scan_hosts::mode_for(std::string_view host, std::string_view scheme, unsigned port) const {
   if (off_.match(host, scheme, port)) return mode::off;

@@ -14,15 +14,19 @@ namespace sluice::filters {
 
 struct scan_rule_config {
   std::string id;      // a rule id: a lower-case letter, then [a-z0-9_.-], at most 64
-  std::string pattern; // RE2 syntax (checked at load)
+  std::string pattern; // `regex`: RE2 syntax (checked at load)
   std::string action;  // "block" or "report"; "" : [scan] custom
+  std::vector<std::string> hosts; // host patterns the rule does not apply to (exempt)
 };
 
 struct scan_config {
   bool enabled = true;
+  bool canaries = true;       // exec plants canaries, and a request that carries one is refused
+  bool caller_secrets = true; // the caller's own secrets (its variables, [credentials] values)
+  bool builtin_rules = true;  // `rules`: sluice's rule set of documented secret formats
   // Each kind's default action: "block" or "report".
   std::string format = "block", custom = "block", own_secret = "block", canary = "block";
-  std::vector<scan_rule_config> rules;         // [[scan.rules]]
+  std::vector<scan_rule_config> rules;         // [[scan.rule]]
   std::map<std::string, std::string> actions;  // [scan.actions]: rule id -> "block", "report", "off"
   std::vector<std::string> report_hosts;       // host patterns: findings there are reported, not blocked
   std::vector<std::string> off_hosts;          // host patterns: only canaries are looked for there
@@ -48,9 +52,12 @@ public:
   explicit scan_hosts(const scan_config &c);
   // off_hosts before report_hosts; a host neither names is enforced.
   mode mode_for(std::string_view host, std::string_view scheme, unsigned port) const;
+  // Whether custom rule `id` leaves this host alone ([[scan.rule]] hosts).
+  bool exempt(std::string_view id, std::string_view host, std::string_view scheme, unsigned port) const;
 
 private:
   host_matcher report_, off_;
+  std::vector<std::pair<std::string, host_matcher>> exempt_;
 };
 
 } // namespace sluice::filters

@@ -37,6 +37,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   state_ = std::unique_ptr<gateway_state>(new gateway_state{
       {policy}, *metrics_, *log_, stats_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},
       summary_, options_.keep_summary, local_addresses()});
+  state_->scan.store(exchange::compile_scan(*policy, options_.scan));
   state_->ssh_host_key = options_.ssh_host_key;
   state_->ssh_agent_socket = options_.ssh_agent_socket;
   state_->ssh_known_hosts = options_.ssh_known_hosts;
@@ -124,7 +125,11 @@ void gateway::start() {
 
 void gateway::set_unready() { state_->unready.store(true); }
 
-void gateway::reload(filters::policy_ptr policy) { state_->policy.store(std::move(policy)); }
+void gateway::reload(filters::policy_ptr policy) {
+  auto db = exchange::compile_scan(*policy, options_.scan); // throws: the previous policy stays
+  state_->scan.store(std::move(db));
+  state_->policy.store(std::move(policy));
+}
 
 namespace {
 // Runs `f` on the worker thread of `ioc` and waits for it: what a worker owns is touched from its

@@ -3,6 +3,7 @@
 #include "certs/leaf_cache.hpp"
 #include "filters/policy.hpp"
 #include "gateway/capture.hpp"
+#include "gateway/exchange/scan.hpp"
 #include "gateway/gateway_state.hpp"
 #include "gateway/net.hpp"
 #include "gateway/request_summary.hpp"
@@ -36,6 +37,8 @@ struct gateway_options {
   std::string ssh_host_key;
   std::string ssh_agent_socket;
   std::vector<std::string> ssh_known_hosts;
+  // [scan]: what the run adds to the policy's scanner (the caller's own secrets, the canaries).
+  exchange::scan_inputs scan;
 };
 
 // The gateway core shared by `serve` and `exec`: workers, listeners, TLS contexts, instruments.

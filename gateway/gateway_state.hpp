@@ -11,6 +11,7 @@
 #include "metrics/access_log.hpp"
 #include "metrics/live_stats.hpp"
 #include "metrics/metrics.hpp"
+#include "scan/database.hpp"
 
 #include <atomic>
 #include <functional>
@@ -70,6 +71,8 @@ struct gateway_state {
   std::function<void(const std::string &)> credential_refused{};
   // Sessions origins issued, for resumption (a few KiB each with the origin's chain: 2 MiB at most).
   upstream_sessions origin_sessions{512};
+  // [scan]: the database compiled for the policy in force (null: nothing is scanned).
+  std::atomic<std::shared_ptr<const scan::database>> scan{};
 };
 
 // One thread's share of the gateway: its io_context, resolver and upstream pool. Sessions run on the

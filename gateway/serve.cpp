@@ -301,10 +301,22 @@ int check_ssh(filters::config cfg, const std::string &config_file, bool profile_
 }
 } // namespace
 
-int run_check(const std::string &config_file, const std::string &profile,
-              const std::vector<std::string> &allow, const std::vector<std::string> &deny,
-              const std::string &method, const std::string &url, const std::string &client,
-              const std::string &skill) {
+namespace {
+// The body a sample request carries (check --body), scanned as the gateway scans a body ([scan]):
+// with its Content-Encoding (--header). Returns the refusal's reason, or empty.
+std::string_view scan_body(const check_request &c, exchange::verdict &v) {
+  if (!v.scan || c.body_file.empty()) return {};
+  std::ifstream f(c.body_file, std::ios::binary);
+  if (!f) throw std::runtime_error("--body '" + c.body_file + "': cannot read it; give a file's path");
+  std::string body((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return v.scan->body(body, true);
+}
+} // namespace
+
+int run_check(const check_request &c) {
+  const auto &config_file = c.config_file, &profile = c.profile, &method = c.method, &url = c.url,
+             &client = c.client, &skill = c.skill;
+  const auto &allow = c.allow, &deny = c.deny;
   filters::config cfg = config_file.empty() ? filters::config{} : filters::load_config_file(config_file);
   if (!profile.empty()) {
     auto p = filters::parse_profile(profile);
@@ -338,6 +350,17 @@ int run_check(const std::string &config_file, const std::string &profile,
   // with its Host, and a POST to git-upload-pack with the content type Git gives it, so that a
   // fetch is judged as the read it is.
   exchange::field_list fields{{"host", u->encoded_host_and_port()}};
+  std::vector<std::pair<std::string, std::string>> extra;
+  for (const auto &h : c.headers) {
+    auto colon = h.find(':');
+    if (colon == std::string::npos || colon == 0) {
+      throw std::runtime_error("--header '" + h + "': write it as \"Name: value\"");
+    }
+    auto value = h.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    extra.emplace_back(h.substr(0, colon), value);
+  }
+  for (const auto &[n, v] : extra) fields.emplace_back(n, v);
   std::string_view path = u->encoded_path();
   if (method == "POST" && path.ends_with("/git-upload-pack")) {
     fields.emplace_back("content-type", "application/x-git-upload-pack-request");
@@ -347,7 +370,11 @@ int run_check(const std::string &config_file, const std::string &profile,
   r.target = url;
   r.fields = &fields;
   exchange::outcome o;
-  auto v = exchange::judge(r, exchange::judging{pol}, o);
+  const auto db = exchange::compile_scan(pol, {});
+  exchange::judging j{pol};
+  j.scan = &db;
+  auto v = exchange::judge(r, j, o);
+  if (v.reason.empty()) v.reason = scan_body(c, v);
   if (v.reason.empty()) {
     // The addresses the gateway would dial, judged as it judges them: the literal, or the pins.
     std::vector<boost::asio::ip::address> addrs;
@@ -359,8 +386,9 @@ int run_check(const std::string &config_file, const std::string &profile,
   }
   if (!v.reason.empty()) {
     std::string rule = v.rule.empty() ? o.rule : v.rule;
-    std::printf("DENY reason=%s%s%s\n", std::string(v.reason).c_str(), rule.empty() ? "" : " rule=",
-                rule.c_str());
+    if (!o.scan_rule.empty()) rule = "scan:" + o.scan_rule;
+    std::printf("DENY reason=%s%s%s%s%s\n", std::string(v.reason).c_str(), rule.empty() ? "" : " rule=",
+                rule.c_str(), o.scan_location.empty() ? "" : " location=", o.scan_location.c_str());
     return 1;
   }
   if (!o.would_deny.empty()) {
@@ -370,6 +398,9 @@ int run_check(const std::string &config_file, const std::string &profile,
     return 0;
   }
   std::printf("ALLOW rule=%s\n", o.rule.c_str());
+  if (!o.scan_rule.empty()) {
+    std::printf("  (reported by [scan]: %s at %s)\n", o.scan_rule.c_str(), o.scan_location.c_str());
+  }
   if (v.git_read) std::printf("  (a Git fetch: its body must hold Git negotiation only, as network-read reads)\n");
   return 0;
 }

@@ -26,11 +26,18 @@ int run_serve(const serve_options &options);
 // `sluice check`: judges METHOD URL under a policy without sending anything. Prints one line:
 // "ALLOW rule=..." or "DENY reason=... [rule=...]" ("WOULD_DENY ..." for a role in report mode).
 // Returns 0 for allow (and would_deny), 1 for deny. `client`: judge as that [clients] entry's role.
+// The request's target, its --header fields and --body are scanned ([scan]) as the gateway does.
 // An ssh:// URL with a Git program as METHOD is judged by the ssh entries of `skill` ("default"
 // when empty), under its default profile unless `profile` is given.
-int run_check(const std::string &config_file, const std::string &profile,
-              const std::vector<std::string> &allow, const std::vector<std::string> &deny,
-              const std::string &method, const std::string &url, const std::string &client = {},
-              const std::string &skill = {});
+struct check_request {
+  std::string config_file, profile;
+  std::vector<std::string> allow, deny;
+  std::string method, url, client, skill;
+  // [scan]: fields ("Name: value") and a body (a file) the sample request carries, scanned as the
+  // gateway scans what a command sends.
+  std::vector<std::string> headers;
+  std::string body_file;
+};
+int run_check(const check_request &c);
 
 } // namespace sluice::gateway

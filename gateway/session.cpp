@@ -3,6 +3,8 @@
 #include "gateway/session.hpp"
 #include "filters/client_identity.hpp"
 #include "gateway/session_impl.hpp"
+
+#include <cstdio>
 #include "filters/aws_sigv4.hpp"
 #include "gateway/https_post.hpp"
 
@@ -258,8 +260,20 @@ void session::record_outcome(outcome &o) noexcept try {
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
                     captured_ ? "capture" : "proxy", agent_, who(), cfg().role, o.protocol,
                     o.ws_messages_in, o.ws_messages_out, o.ws_close_code, o.grpc_status, o.ssh_user,
-                    o.ssh_command, o.exit_status, o.approval, o.decided_by, source_.ip, source_.port});
+                    o.ssh_command, o.exit_status, o.approval, o.decided_by, source_.ip, source_.port,
+                    o.scan_rule, o.scan_location});
   if (!agent_.empty()) state_.metrics.agent_request(agent_, o.decision);
+  if (!o.scan_kind.empty()) {
+    state_.metrics.scan_finding(o.scan_kind, o.scan_rule, o.scan_action);
+    if (o.reason == "canary_detected") {
+      // Nobody sends a canary by accident: the command read a decoy credential and tried to send
+      // it out. Said where the person running sluice looks, besides the log.
+      std::fprintf(stderr,
+                   "sluice: ALERT: a canary planted for this run (%s) was sent to %s:%u in %s; refused. "
+                   "The command read a decoy credential and tried to send it out.\n",
+                   o.scan_rule.c_str(), o.host.c_str(), o.port, o.scan_location.c_str());
+    }
+  }
   state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
                        o.bytes_in, o.bytes_out});
   if (state_.keep_summary) {

@@ -15,6 +15,7 @@
 #include "gateway/error.hpp"
 #include "gateway/exchange/judge.hpp"
 #include "gateway/exchange/record.hpp"
+#include "gateway/exchange/scan.hpp"
 #include "gateway/gateway_state.hpp"
 #include "gateway/tls_stream.hpp"
 
@@ -224,17 +225,21 @@ private:
                                    http::parser<isRequest, http::buffer_body> &p, Out &out,
                                    http::message<isRequest, http::buffer_body> &msg,
                                    std::uint64_t &bytes, bool &in_failed,
-                                   clock::time_point deadline, std::uint64_t max_bytes = 0);
+                                   clock::time_point deadline, std::uint64_t max_bytes = 0,
+                                   exchange::scan_step *scan = nullptr);
 
   // Relays one message whose body length is known (Content-Length, or none): `head` is the
   // serialized head; the body is the bytes already in `in_buf`, then reads from `in` straight into
   // a relay buffer, without Beast's parser or serializer (one copy less per byte). `complete` tells
   // whether all `length` bytes went out (a pooled connection must be at a message boundary).
+  // `scan` ([scan], a request's body): each piece is scanned before it leaves; a finding that
+  // refuses stops the relay (in_failed, scan->refused() says why).
   template <bool isRequest, class In, class Out>
   net::awaitable<error_code> relay_sized(In &in, beast::flat_buffer &in_buf, Out &out,
                                          const std::string &head, std::uint64_t length,
                                          std::uint64_t &bytes, bool &in_failed, bool &complete,
-                                         clock::time_point deadline, std::uint64_t max_bytes = 0);
+                                         clock::time_point deadline, std::uint64_t max_bytes = 0,
+                                         exchange::scan_step *scan = nullptr);
 
   // The origin's response head, interim 1xx responses passed on (http1/forward.cpp).
   template <class Stream>
@@ -245,13 +250,14 @@ private:
   template <class Stream>
   net::awaitable<bool> relay_response(Stream &s, beast::flat_buffer &buf, std::unique_ptr<upstream_connection> conn,
                                       http::response_parser<http::buffer_body> &rp, outcome &o, bool keep_alive,
-                                      bool head_method, bool websocket, unsigned version);
+                                      bool head_method, bool websocket, unsigned version,
+                                      exchange::scan_step *scan = nullptr);
 
   template <class Stream>
   net::awaitable<bool> forward(Stream &s, beast::flat_buffer &buf,
                                http::request_parser<http::buffer_body> &parser, outcome &o,
                                const std::optional<net::ip::address> &ip, unsigned version,
-                               const std::string *preread = nullptr);
+                               const std::string *preread = nullptr, exchange::scan_step *scan = nullptr);
 
   // After the origin's 101 to a WebSocket upgrade: relays frames both ways until either side ends
   // (websocket_relay.cpp), reading frame headers only. `client_buf` holds what the client sent
@@ -262,11 +268,12 @@ private:
   // client connection closes with it.
   template <class Stream>
   net::awaitable<bool> switch_to_websocket(Stream &s, beast::flat_buffer &buf, upstream_connection &conn,
-                                           outcome &o, const http::response<http::buffer_body> &res);
+                                           outcome &o, const http::response<http::buffer_body> &res,
+                                           exchange::scan_step *scan = nullptr);
 
   template <class Stream>
   net::awaitable<void> relay_websocket(Stream &s, beast::flat_buffer &client_buf, upstream_connection &conn,
-                                       outcome &o, bool deflate);
+                                       outcome &o, bool deflate, exchange::scan_step *scan = nullptr);
 
   // Copies bytes one way until EOF or error, for `allowlist` tunnels (the client's side may be TLS:
   // the HTTPS proxy listener).

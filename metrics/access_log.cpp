@@ -32,7 +32,7 @@ access_log::~access_log() {
 
 namespace {
 
-// The fields only some records have: WebSocket, gRPC and SSH details, an approval.
+// The fields only some records have: WebSocket, gRPC and SSH details, a scan finding, an approval.
 void append_detail_fields(std::string &line, const access_record &r) {
   using namespace json_text;
   if (r.protocol == "websocket") {
@@ -47,6 +47,10 @@ void append_detail_fields(std::string &line, const access_record &r) {
     field(line, ",\"ssh_user\":", r.ssh_user);
     field(line, ",\"ssh_command\":", r.ssh_command);
     if (r.exit_status >= 0) field(line, ",\"exit_status\":", static_cast<std::uint64_t>(r.exit_status));
+  }
+  if (!r.scan_rule.empty()) {
+    field(line, ",\"scan_rule\":", r.scan_rule);
+    field(line, ",\"scan_location\":", r.scan_location);
   }
   if (!r.approval.empty()) {
     field(line, ",\"approval\":", r.approval);

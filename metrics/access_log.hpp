@@ -38,6 +38,9 @@ struct access_record {
   // The client's address and port as sluice's listener saw them (empty: not known).
   std::string_view source_ip;
   unsigned source_port = 0;
+  // What the scanner found in what the command sent ([scan]): the rule's id and where (a field, a
+  // query parameter, the body at an offset); never the value.
+  std::string_view scan_rule, scan_location;
 };
 
 // How the log encodes a record ([log] format, exec --access-log-format): sluice's JSON line

@@ -152,7 +152,17 @@ metrics::metrics(std::string skill)
                      .Name("sluice_approvals_total")
                      .Help("Requests held for a person's decision ([approvals]), by outcome: once, run, always, "
                            "deny, timeout, refused (no room to wait), gone (its client hung up first)")
-                     .Register(*registry_)) {}
+                     .Register(*registry_)),
+      scan_findings_(BuildCounter()
+                         .Name("sluice_scan_findings_total")
+                         .Help("Secrets found in what commands sent ([scan]), by kind (canary, own_secret, "
+                               "format, custom), rule and action (block, report)")
+                         .Register(*registry_)) {}
+
+void metrics::scan_finding(std::string_view kind, std::string_view rule, std::string_view action) {
+  scan_findings_.Add({{"kind", std::string(kind)}, {"rule", std::string(rule)}, {"action", std::string(action)}})
+      .Increment();
+}
 
 void metrics::approval(std::string_view outcome) { approvals_.Add({{"outcome", std::string(outcome)}}).Increment(); }
 

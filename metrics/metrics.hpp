@@ -73,6 +73,9 @@ public:
   // A request held for a person ([approvals]), by outcome: once, run, always (written to the
   // policy file), deny, timeout, refused (the queue was full), gone (its client hung up first).
   void approval(std::string_view outcome);
+  // A finding of the scanner ([scan]) in what a command sent: its kind (canary, own_secret,
+  // format, custom), rule id and action (block, report).
+  void scan_finding(std::string_view kind, std::string_view rule, std::string_view action);
 
   // Prometheus text exposition of everything registered.
   std::string serialize() const;
@@ -94,6 +97,7 @@ private:
   prometheus::Family<prometheus::Counter> &agent_refused_;
   prometheus::Family<prometheus::Counter> &websocket_closed_;
   prometheus::Family<prometheus::Counter> &approvals_;
+  prometheus::Family<prometheus::Counter> &scan_findings_;
   // Series already created, by their joined label values: prometheus-cpp's Family::Add builds a
   // label map and takes a lock per call, which showed in the keep-alive profile.
   std::mutex cache_mutex_;

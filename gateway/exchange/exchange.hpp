@@ -7,6 +7,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +16,8 @@
 #include <vector>
 
 namespace sluice::gateway::exchange {
+
+class scan_step; // scan.hpp
 
 using clock = std::chrono::steady_clock;
 using field_list = std::vector<std::pair<std::string_view, std::string_view>>;
@@ -61,6 +64,9 @@ struct verdict {
   // is awaited before anything leaves, and a DATA byte refuses it (body_on_read_method).
   bool bodyless = false;
   bool ask = false; // host_not_allowlisted, but a person may be asked ([approvals])
+  // [scan]: the request's scan, which its body and messages go through before they leave (null:
+  // no scanner in force).
+  std::shared_ptr<scan_step> scan;
 };
 
 // What one request turned into, for the access log, the metrics and the exec summary.
@@ -84,6 +90,9 @@ struct outcome {
   std::string_view approval; // held for a person: what was decided ("once", "run", "deny", "timeout")
   std::string decided_by;
   int exit_status = -1;
+  // The scanner's finding ([scan]) that refused or was reported: rule id and where; never the value.
+  std::string scan_rule, scan_location;
+  std::string_view scan_kind, scan_action; // canary, own_secret, format, custom; block, report
 };
 
 } // namespace sluice::gateway::exchange

@@ -4,6 +4,7 @@
 #include "filters/git_upload_pack.hpp"
 #include "filters/host_name.hpp"
 #include "filters/request_hygiene.hpp"
+#include "gateway/exchange/scan.hpp"
 
 #include <boost/beast/core/string.hpp>
 #include <boost/url/parse.hpp>
@@ -125,6 +126,12 @@ verdict judge(const request &r, const judging &j, outcome &o) {
   v.bodyless = pol.mode() == filters::profile::network_read &&
                (r.method == "GET" || r.method == "HEAD" || r.method == "OPTIONS");
   if (v.websocket && r.version != 11) return refuse("upgrade_refused"); // RFC 6455: an HTTP/1.1 GET
+  // What leaves ([scan]): the target and fields as the command sent them, before the policy's
+  // decision, so that a canary is refused (and shows) whatever host it was sent to.
+  if (j.scan && *j.scan) {
+    v.scan = std::make_shared<scan_step>(*j.scan, pol, o.host, o.scheme, port, o);
+    if (auto why = v.scan->head(target, *r.fields); !why.empty()) return refuse(why, false, "scan:" + o.scan_rule);
+  }
   // Read-only Git over smart HTTP: in network-read a fetch's POST to git-upload-pack is a read
   // once its whole body (bounded) shows nothing but negotiation; a push is refused by name.
   if (pol.mode() == filters::profile::network_read && r.method == "POST") {

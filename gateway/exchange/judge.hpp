@@ -5,6 +5,7 @@
 // policy's. No I/O: the caller answers.
 #include "filters/policy.hpp"
 #include "gateway/exchange/exchange.hpp"
+#include "scan/database.hpp"
 
 namespace sluice::gateway::exchange {
 
@@ -27,6 +28,8 @@ struct judging {
   unsigned approved_port = 0;
   bool approved_next = false;
   const run_approvals *for_run = nullptr;
+  // [scan]: the compiled database in force (null: nothing is scanned).
+  const scan::database_ptr *scan = nullptr;
 };
 
 // Decides `r`. Fills `o` as it goes (method, scheme, host, port, origin-form target, rule,

@@ -241,6 +241,8 @@ int h2_connection::on_frame_recv(nghttp2_session *, const nghttp2_frame *frame, 
   }
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     st->request_ended = true;
+    // [scan]: the body's end, before its last bytes can leave (forward() runs after this).
+    if (st->scan_fed && !st->scan_stop && !st->v.scan->body({}, true).empty()) st->scan_stop = true;
     st->signal();
   }
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) self.begin(st);
@@ -259,6 +261,15 @@ int h2_connection::on_data_chunk(nghttp2_session *ng, std::uint8_t, std::int32_t
   if (st.v.bodyless) { // a read method's DATA under network-read: refused, never kept (forward())
     nghttp2_session_consume(ng, id, len);
     st.body_seen = st.body_seen || len > 0;
+    st.signal();
+    return 0;
+  }
+  if (st.v.scan && !st.scan_stop) { // [scan]: each piece before it is kept to be sent
+    st.scan_fed = true;
+    if (!st.v.scan->body({reinterpret_cast<const char *>(data), len}, false).empty()) st.scan_stop = true;
+  }
+  if (st.scan_stop) {
+    nghttp2_session_consume(ng, id, len);
     st.signal();
     return 0;
   }
@@ -330,6 +341,16 @@ void h2_connection::provoked_reset() {
 }
 
 void h2_connection::aborted(stream &st) {
+  if (st.scan_stop && !st.closed && !pump_.stopping) {
+    // A secret in the body ([scan]): refused while nothing was answered, else the stream is reset;
+    // the origin has at most a cut request (its leg is dropped or reset as forward() ends).
+    if (!st.submitted) return refuse(st, st.v.scan->refused(), "scan:" + st.o.scan_rule);
+    st.o.decision = "deny";
+    st.o.reason = st.v.scan->refused();
+    nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st.id, NGHTTP2_REFUSED_STREAM);
+    kick();
+    return;
+  }
   st.o.decision = "error";
   st.o.reason = st.reset_reason.empty() ? std::string_view("client_aborted") : st.reset_reason;
 }

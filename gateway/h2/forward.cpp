@@ -35,7 +35,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
       if (--c.forwarding_ == 0) c.finished_.cancel();
     }
   } guard{*this, *st};
-  auto gone = [&] { return st->closed || pump_.stopping; };
+  auto gone = [&] { return st->closed || pump_.stopping || st->scan_stop; };
 
   std::string preread;
   // A body judged whole before anything leaves (Git negotiation, AWS re-signing): awaited to its
@@ -171,7 +171,7 @@ net::awaitable<bool> h2_connection::send_body(std::shared_ptr<stream> st, upstre
                                               clock::time_point deadline) {
   auto &o = st->o;
   const auto &t = st->policy->cfg().timeouts;
-  auto gone = [&] { return st->closed || pump_.stopping; };
+  auto gone = [&] { return st->closed || pump_.stopping || st->scan_stop; };
   // After a write to the origin: whether the stream goes on (else it ended here, answered).
   auto went_out = [&](error_code ec) {
     if (gone()) {
@@ -238,7 +238,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   const auto &t = st->policy->cfg().timeouts;
   const auto deadline = o.start + t.request;
   const bool tls = o.scheme == "https";
-  auto gone = [&] { return st->closed || pump_.stopping; };
+  auto gone = [&] { return st->closed || pump_.stopping || st->scan_stop; };
   const bool no_body = st->request_ended && st->body_in.empty() && !st->v.read_whole();
   bool chunked = false;
   std::string head = h1_request_head(*st, authority, preread, no_body, chunked);
@@ -392,7 +392,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
   auto &req = st->request;
   const auto &t = st->policy->cfg().timeouts;
   const auto &limits = st->policy->cfg().limits;
-  auto gone = [&] { return st->closed || pump_.stopping; };
+  auto gone = [&] { return st->closed || pump_.stopping || st->scan_stop; };
   auto fields = h2_request_fields(*st, std::move(authority), preread);
   st->origin = origin;
   st->origin_id = origin->open(st, fields, !(st->request_ended && st->body_in.empty()));

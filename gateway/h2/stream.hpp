@@ -54,6 +54,10 @@ struct h2_connection::stream {
   bool response_ended = false;
   bool submitted = false;    // a response head went to nghttp2
   bool closed = false;       // nghttp2 closed the stream (the client reset it, or it is done)
+  // [scan] found a secret in the body as it arrived: the piece was never kept, and forward()
+  // stops as for a reset (aborted() answers the refusal).
+  bool scan_stop = false;
+  bool scan_fed = false;     // body bytes went through the scan (its end is then scanned too)
   bool forwarding = false;   // forward() runs for it
   upstream_connection *up = nullptr; // while forward() talks to the origin: cancelled on close
   // While an h2 origin serves it (h2_upstream): its stream there and the response as it arrives.

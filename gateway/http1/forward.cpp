@@ -76,7 +76,8 @@ net::awaitable<error_code> session::relay(In &in, beast::flat_buffer &in_buf,
                                  http::parser<isRequest, http::buffer_body> &p, Out &out,
                                  http::message<isRequest, http::buffer_body> &msg,
                                  std::uint64_t &bytes, bool &in_failed,
-                                 clock::time_point deadline, std::uint64_t max_bytes) {
+                                 clock::time_point deadline, std::uint64_t max_bytes,
+                                 exchange::scan_step *scan) {
   chunk buffer;
   msg.body().data = nullptr;
   msg.body().size = 0;
@@ -132,6 +133,13 @@ net::awaitable<error_code> session::relay(In &in, beast::flat_buffer &in_buf,
       in_failed = true;
       co_return error_code(http::error::body_limit);
     }
+    if (scan && (msg.body().size || !msg.body().more)) {
+      std::string_view piece(static_cast<const char *>(msg.body().data), msg.body().size);
+      if (!scan->body(piece, !msg.body().more).empty()) {
+        in_failed = true;
+        co_return error_code(net::error::operation_aborted); // the caller refuses: scan->refused()
+      }
+    }
     if (msg.body().size == 0 && msg.body().more) continue;
     const std::size_t sent = msg.body().size; // the serializer consumes body().size as it writes
     lowest(out).expires_after(cfg().timeouts.io);
@@ -148,7 +156,7 @@ net::awaitable<error_code> session::relay_sized(In &in, beast::flat_buffer &in_b
                                                 const std::string &head, std::uint64_t length,
                                                 std::uint64_t &bytes, bool &in_failed,
                                                 bool &complete, clock::time_point deadline,
-                                                std::uint64_t max_bytes) {
+                                                std::uint64_t max_bytes, exchange::scan_step *scan) {
   complete = false;
   auto first = static_cast<std::size_t>(std::min<std::uint64_t>(in_buf.size(), length));
   std::uint64_t left = length - first;
@@ -162,6 +170,13 @@ net::awaitable<error_code> session::relay_sized(In &in, beast::flat_buffer &in_b
   if (error_code e = over()) {
     in_failed = true;
     co_return e;
+  }
+  // A body's piece is scanned before it leaves; its last one with the body's end, so that a
+  // finding there still stops the request before the origin has all of it.
+  auto refused = [&](std::string_view piece, bool last) { return scan && !scan->body(piece, last).empty(); };
+  if (first > 0 && refused({static_cast<const char *>(in_buf.data().data()), first}, left == 0)) {
+    in_failed = true;
+    co_return error_code(net::error::operation_aborted); // the caller refuses: scan->refused()
   }
   lowest(out).expires_after(cfg().timeouts.io);
   net::const_buffer body_start(in_buf.data().data(), first);
@@ -199,6 +214,10 @@ net::awaitable<error_code> session::relay_sized(In &in, beast::flat_buffer &in_b
       if (error_code e = over()) {
         in_failed = true;
         co_return e;
+      }
+      if (refused({buffer.get(), got}, left == 0)) {
+        in_failed = true;
+        co_return error_code(net::error::operation_aborted);
       }
       lowest(out).expires_after(cfg().timeouts.io);
       auto [wec, wn] = co_await net::async_write(out, net::buffer(buffer.get(), got), use_tuple);
@@ -290,10 +309,10 @@ net::awaitable<error_code> session::read_response_head(Stream &s, upstream_conne
 template <class Stream>
 net::awaitable<bool> session::relay_response(Stream &s, beast::flat_buffer &buf, std::unique_ptr<upstream_connection> conn,
                                              http::response_parser<http::buffer_body> &rp, outcome &o, bool keep_alive,
-                                             bool head_method, bool websocket, unsigned version) {
+                                             bool head_method, bool websocket, unsigned version, exchange::scan_step *scan) {
   auto &up_res = rp.get();
   unsigned code = up_res.result_int();
-  if (websocket && code == 101) co_return co_await switch_to_websocket(s, buf, *conn, o, up_res);
+  if (websocket && code == 101) co_return co_await switch_to_websocket(s, buf, *conn, o, up_res, scan);
   bool no_body = head_method || code == 204 || code == 304 || code / 100 == 1;
   bool client_keep = keep_alive;
   bool upstream_framed = no_body || rp.chunked() || rp.content_length().has_value();
@@ -357,12 +376,16 @@ template <class Stream>
 net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
                              http::request_parser<http::buffer_body> &parser, outcome &o,
                              const std::optional<net::ip::address> &ip, unsigned version,
-                             const std::string *preread) {
+                             const std::string *preread, exchange::scan_step *scan) {
   auto &req = parser.get();
   bool tls = o.scheme == "https";
   const std::string key = pool_key(o.scheme, o.host, o.port);
   bool has_body = parser.chunked() || (parser.content_length() && *parser.content_length() > 0);
   const bool websocket = o.protocol == "websocket";
+  if (preread && scan && !scan->body(*preread, true).empty()) { // read whole: scanned before it leaves
+    co_await deny(s, o, scan->refused(), "scan:" + o.scan_rule, false, version);
+    co_return false;
+  }
 
   if (req[http::field::host].empty()) {
     // An HTTP/1.0 request may come without Host; it leaves as HTTP/1.1, which requires one.
@@ -415,14 +438,20 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     } else if (out) {
       ec = co_await conn->visit([&](auto &up) {
         return relay<true>(s, buf, parser, up, *out, o.bytes_in, in_failed,
-                           o.start + cfg().timeouts.request);
+                           o.start + cfg().timeouts.request, 0, scan);
       });
     } else {
       bool sent = false;
       ec = co_await conn->visit([&](auto &up) {
         return relay_sized<true>(s, buf, up, head, parser.content_length().value_or(0),
-                                 o.bytes_in, in_failed, sent, o.start + cfg().timeouts.request);
+                                 o.bytes_in, in_failed, sent, o.start + cfg().timeouts.request, 0, scan);
       });
+    }
+    if (ec && in_failed && scan && !scan->refused().empty()) {
+      // A secret in the body ([scan]): the origin has at most a cut request, and the connection
+      // is dropped.
+      co_await deny(s, o, scan->refused(), "scan:" + o.scan_rule, false, version);
+      co_return false;
     }
     if (ec && in_failed) {
       // The client's body broke its own framing (bad chunk size, oversize body) or stopped:
@@ -450,16 +479,16 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
   }
 
   co_return co_await relay_response(s, buf, std::move(conn), *rp, o, req.keep_alive(),
-                                   req.method() == http::verb::head, websocket, version);
+                                   req.method() == http::verb::head, websocket, version, scan);
 }
 
 template net::awaitable<bool> session::forward<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,
                                                      http::request_parser<http::buffer_body> &, outcome &,
                                                      const std::optional<net::ip::address> &, unsigned,
-                                                     const std::string *);
+                                                     const std::string *, exchange::scan_step *);
 template net::awaitable<bool> session::forward<tls_stream>(tls_stream &, beast::flat_buffer &,
                                                      http::request_parser<http::buffer_body> &, outcome &,
                                                      const std::optional<net::ip::address> &, unsigned,
-                                                     const std::string *);
+                                                     const std::string *, exchange::scan_step *);
 
 } // namespace sluice::gateway::detail

@@ -318,7 +318,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   fields.clear(); // views into the head, which the credentials below change
   for (auto &[name, value] : v.set) req.set(name, value);
   co_return co_await forward(s, buf, parser, o, v.ip, version,
-                             v.read_whole() ? &whole : nullptr);
+                             v.read_whole() ? &whole : nullptr, v.scan.get());
 }
 
 // Reads a whole request body into `out`, at most `cap` bytes (body_limit beyond), within the

@@ -17,6 +17,7 @@ std::size_t websocket_scanner::scan(const unsigned char *data, std::size_t n) {
         auto at = payload_offset_ + k;
         close_bytes_[at] = data[i + k] ^ (from_client_ ? mask_[at % 4] : 0);
       }
+      if (sink_ && opcode_ < 8 && !to_sink(data + i, take, take == remaining_ && fin_)) return i;
       payload_offset_ += take;
       remaining_ -= take;
       payload_ += take;
@@ -35,6 +36,7 @@ std::size_t websocket_scanner::scan(const unsigned char *data, std::size_t n) {
     header_have_ = 0;
     if (!begin_frame()) return frame_start;
     if (remaining_ == 0) {
+      if (sink_ && opcode_ < 8 && fin_ && !to_sink(data, 0, true)) return frame_start;
       end_frame();
     } else {
       in_payload_ = true;
@@ -79,6 +81,7 @@ bool websocket_scanner::begin_frame() {
     if (in_message_) return fail("websocket_protocol_error"); // a new message inside another
     in_message_ = true;
     message_size_ = len;
+    compressed_ = (rsv & 0x40) != 0;
   } else {
     return fail("websocket_protocol_error"); // reserved opcodes
   }
@@ -87,6 +90,25 @@ bool websocket_scanner::begin_frame() {
   fin_ = fin;
   remaining_ = len;
   payload_offset_ = 0;
+  return true;
+}
+
+bool websocket_scanner::to_sink(const unsigned char *data, std::size_t n, bool message_end) {
+  if (compressed_) return true;
+  unsigned char plain[4096];
+  std::size_t done = 0;
+  do {
+    std::size_t k = std::min(n - done, sizeof plain);
+    for (std::size_t j = 0; j < k; ++j) {
+      plain[j] = data[done + j] ^ (from_client_ ? mask_[(payload_offset_ + done + j) % 4] : 0);
+    }
+    done += k;
+    auto why = sink_->piece({reinterpret_cast<const char *>(plain), k}, message_end && done == n);
+    if (!why.empty()) {
+      error_ = why;
+      return false;
+    }
+  } while (done < n);
   return true;
 }
 

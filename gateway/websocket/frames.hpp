@@ -6,6 +6,16 @@
 
 namespace sluice::gateway {
 
+// Where a data message's payload goes, unmasked, before it is forwarded ([scan]): returns a reason
+// to stop the stream ("" to go on). A message compressed by permessage-deflate is not handed over.
+class websocket_payload_sink {
+public:
+  virtual std::string_view piece(std::string_view bytes, bool message_end) = 0;
+
+protected:
+  ~websocket_payload_sink() = default;
+};
+
 // Reads one direction of a WebSocket connection a buffer at a time, looking at frame headers
 // only: payload bytes are counted and skipped, never copied or unmasked (but a close frame's
 // two-byte code). Holds the protocol's rules a relay must: frames from the client are masked and
@@ -23,6 +33,10 @@ public:
   // where a frame breaks a rule, the bytes before that frame's header (error() then says why;
   // nothing more may be scanned).
   std::size_t scan(const unsigned char *data, std::size_t n);
+  // Data messages' payload goes to `sink` (unmasked) before it may be forwarded; a reason it
+  // returns stops the stream as a broken rule does (error() is that reason), and the piece it
+  // was given is not forwarded.
+  void set_sink(websocket_payload_sink *sink) { sink_ = sink; }
 
   // "" while the stream is sound; "websocket_message_too_large" or "websocket_protocol_error".
   std::string_view error() const { return error_; }
@@ -58,6 +72,10 @@ private:
   bool closed_ = false;
   std::uint64_t messages_ = 0;
   std::uint64_t payload_ = 0;
+  websocket_payload_sink *sink_ = nullptr;
+  bool compressed_ = false; // the current message has RSV1 (permessage-deflate): not handed to sink_
+  // Hands a data frame's payload bytes data[0, n) (masked as they came) to sink_; false: stop.
+  bool to_sink(const unsigned char *data, std::size_t n, bool message_end);
 };
 
 // A close frame with `code` and a short reason (at most 123 bytes), masked with `mask` when it

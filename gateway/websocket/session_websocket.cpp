@@ -107,7 +107,10 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
     if (pre.size()) pre.consume(pre.size());
     if (!scan.error().empty()) {
       st.reason = scan.error();
-      st.stop_code = st.reason == "websocket_message_too_large" ? 1009 : 1002;
+      // 1009: too big; 1008: a policy violation ([scan] found a secret); 1002: a broken frame.
+      st.stop_code = st.reason == "websocket_message_too_large"                          ? 1009
+                     : st.reason == "secret_detected" || st.reason == "canary_detected" ? 1008
+                                                                                         : 1002;
       co_await send_close(st.stop_code, "sluice: " + std::string(st.reason));
       error_code ignored;
       lowest(to).socket().cancel(ignored); // wakes the other direction, which answers `from`
@@ -116,6 +119,13 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
   }
   done();
 }
+
+// [scan]: the client's messages go through the request's scan before they are forwarded.
+struct scan_sink final : websocket_payload_sink {
+  explicit scan_sink(exchange::scan_step &s) : scan(s) {}
+  exchange::scan_step &scan;
+  std::string_view piece(std::string_view bytes, bool message_end) override { return scan.message(bytes, message_end); }
+};
 
 // Ends the connection once neither direction has moved for `idle`.
 template <class Shut>
@@ -136,7 +146,8 @@ net::awaitable<void> ws_watchdog(net::steady_timer &t, ws_shared &st, std::chron
 
 template <class Stream>
 net::awaitable<bool> session::switch_to_websocket(Stream &s, beast::flat_buffer &buf, upstream_connection &conn,
-                                                  outcome &o, const http::response<http::buffer_body> &res) {
+                                                  outcome &o, const http::response<http::buffer_body> &res,
+                                                  exchange::scan_step *scan) {
   bool upgraded = false, deflate = false;
   for (auto &f : res) {
     if (f.name() == http::field::upgrade) upgraded = upgraded || beast::iequals(f.value(), "websocket");
@@ -160,17 +171,20 @@ net::awaitable<bool> session::switch_to_websocket(Stream &s, beast::flat_buffer 
     o.decision = "error";
     o.reason = "client_aborted";
   } else {
-    co_await relay_websocket(s, buf, conn, o, deflate);
+    co_await relay_websocket(s, buf, conn, o, deflate, scan);
   }
   co_return false;
 }
 
 template <class Stream>
 net::awaitable<void> session::relay_websocket(Stream &s, beast::flat_buffer &client_buf,
-                                              upstream_connection &conn, outcome &o, bool deflate) {
+                                              upstream_connection &conn, outcome &o, bool deflate,
+                                              exchange::scan_step *scan) {
   const auto max = cfg().limits.max_websocket_message_bytes;
   const auto idle = cfg().timeouts.tunnel_idle, io = cfg().timeouts.io;
   websocket_scanner up(true, max, deflate), down(false, max, deflate);
+  std::optional<scan_sink> sink;
+  if (scan) up.set_sink(&sink.emplace(*scan));
   ws_shared st;
   net::steady_timer watchdog(worker_.ioc.get_executor());
   st.watchdog = &watchdog;
@@ -188,8 +202,10 @@ net::awaitable<void> session::relay_websocket(Stream &s, beast::flat_buffer &cli
   m.websocket_bytes_in.Increment(static_cast<double>(up.payload_bytes()));
   m.websocket_bytes_out.Increment(static_cast<double>(down.payload_bytes()));
   if (!st.reason.empty()) {
-    // A message over the limit is the policy's refusal; a broken frame is the peer's error.
-    o.decision = st.reason == "websocket_message_too_large" ? "deny" : "error";
+    // A message over the limit or carrying a secret ([scan]) is the policy's refusal; a broken
+    // frame is the peer's error.
+    bool refused = st.reason == "websocket_message_too_large" || (scan && st.reason == scan->refused());
+    o.decision = refused ? "deny" : "error";
     o.reason = st.reason;
     m.websocket_closed(st.reason == "websocket_message_too_large" ? "message_too_large" : "protocol_error");
   } else {
@@ -198,12 +214,16 @@ net::awaitable<void> session::relay_websocket(Stream &s, beast::flat_buffer &cli
 }
 
 template net::awaitable<bool> session::switch_to_websocket<beast::tcp_stream>(
-    beast::tcp_stream &, beast::flat_buffer &, upstream_connection &, outcome &, const http::response<http::buffer_body> &);
+    beast::tcp_stream &, beast::flat_buffer &, upstream_connection &, outcome &, const http::response<http::buffer_body> &,
+    exchange::scan_step *);
 template net::awaitable<bool> session::switch_to_websocket<tls_stream>(
-    tls_stream &, beast::flat_buffer &, upstream_connection &, outcome &, const http::response<http::buffer_body> &);
+    tls_stream &, beast::flat_buffer &, upstream_connection &, outcome &, const http::response<http::buffer_body> &,
+    exchange::scan_step *);
 template net::awaitable<void> session::relay_websocket<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,
-                                                                          upstream_connection &, outcome &, bool);
+                                                                          upstream_connection &, outcome &, bool,
+                                                                          exchange::scan_step *);
 template net::awaitable<void> session::relay_websocket<tls_stream>(tls_stream &, beast::flat_buffer &,
-                                                                   upstream_connection &, outcome &, bool);
+                                                                   upstream_connection &, outcome &, bool,
+                                                                   exchange::scan_step *);
 
 } // namespace sluice::gateway::detail

@@ -15,7 +15,8 @@ GET /private/PATH   like /files/PATH, only with an Authorization header listed i
 POST|PUT|PATCH|DELETE /echo   the request body back (Content-Length or chunked request)
 
 With ORIGIN_RECORD set to a file, every request head that arrives is appended to it as a JSON line
-(method, path, its framing and upgrade fields): what reached the origin, for the attack rows.
+(method, path, its framing and upgrade fields): what reached the origin, for the attack rows; and
+to ORIGIN_RECORD.complete a line (method, path, bytes) once /echo has read a request's body whole.
 """
 import http.server
 import json
@@ -213,7 +214,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _echo(self):
         if self.path.startswith(("/git/", "/private-git/")) and os.environ.get("ORIGIN_ROOT"):
             return self._git(self._body())
-        self._send(200, self._body())
+        body = self._body()
+        record = os.environ.get("ORIGIN_RECORD")
+        length = self.headers.get("Content-Length")
+        if length is not None and len(body) != int(length):
+            return  # cut short (the connection closed inside the body): nothing to answer
+        if record:  # a body that arrived whole: the request reached the origin, not just its head
+            with open(record + ".complete", "a") as f:
+                f.write(json.dumps({"method": self.command, "path": self.path, "bytes": len(body)}) + "\n")
+        self._send(200, body)
 
     do_POST = do_PUT = do_PATCH = do_DELETE = _echo
 

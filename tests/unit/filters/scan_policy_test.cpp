@@ -37,12 +37,12 @@ off_hosts = ["*.internal.example"]
 [scan.actions]
 jwt = "off"
 acme_key = "report"
-[[scan.rules]]
+[[scan.rule]]
 id = "acme_key"
-pattern = "acme_[a-z0-9]{32}"
-[[scan.rules]]
+regex = "acme_[a-z0-9]{32}"
+[[scan.rule]]
 id = "acme.legacy-key"
-pattern = "ACME-[A-Z]{20}"
+regex = "ACME-[A-Z]{20}"
 action = "report"
 )",
                               "scan.toml");
@@ -75,13 +75,13 @@ TEST_CASE("the default secret names", "[filters][scan]") {
 TEST_CASE("[scan] errors name the key and the fix", "[filters][config][scan]") {
   CHECK(contains(error_of("[scan]\nenable = true\n"), "enable"));
   CHECK(contains(error_of("[scan]\nformat = \"deny\"\n"), "scan.format must be \"block\" or \"report\""));
-  auto bad_re = error_of("[[scan.rules]]\nid = \"x\"\npattern = \"abc(\"\n");
-  CHECK(contains(bad_re, "[[scan.rules]] \"x\": pattern must be an RE2 regular expression"));
+  auto bad_re = error_of("[[scan.rule]]\nid = \"x\"\nregex = \"abc(\"\n");
+  CHECK(contains(bad_re, "[[scan.rule]] \"x\": regex must be an RE2 regular expression"));
   CHECK(contains(bad_re, "test.toml:"));
-  CHECK(contains(error_of("[[scan.rules]]\nid = \"x\"\npattern = \"a*\"\n"), "matches the empty string"));
-  CHECK(contains(error_of("[[scan.rules]]\nid = \"jwt\"\npattern = \"abc\"\n"), "is taken"));
-  CHECK(contains(error_of("[[scan.rules]]\nid = \"Bad\"\npattern = \"abc\"\n"), "a rule id is a lower-case letter"));
-  CHECK(contains(error_of("[[scan.rules]]\nid = \"x\"\npattern = \"abc\"\nseverity = 1\n"), "severity"));
+  CHECK(contains(error_of("[[scan.rule]]\nid = \"x\"\nregex = \"a*\"\n"), "matches the empty string"));
+  CHECK(contains(error_of("[[scan.rule]]\nid = \"jwt\"\nregex = \"abc\"\n"), "is taken"));
+  CHECK(contains(error_of("[[scan.rule]]\nid = \"Bad\"\nregex = \"abc\"\n"), "a rule id is a lower-case letter"));
+  CHECK(contains(error_of("[[scan.rule]]\nid = \"x\"\nregex = \"abc\"\nseverity = 1\n"), "severity"));
   CHECK(contains(error_of("[scan.actions]\ngithub_tokens = \"off\"\n"), "[scan.actions] github_tokens: no such rule"));
   CHECK(contains(error_of("[scan.actions]\njwt = \"ignore\"\n"), "or \"off\""));
   CHECK(contains(error_of("[scan]\nown_secret_names = [\"*\"]\n"), "own_secret_names"));

@@ -1,0 +1,43 @@
+// What leaves ([scan], docs/policy.md "What leaves"), the run's half: the canaries planted in the
+// private home, and the caller's own secrets (its secret-looking variables the command was not
+// given), both handed to the gateway's scanner. The values never reach the log or the summary.
+#include "exec/runner_impl.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <unistd.h>
+
+namespace sluice::exec::detail {
+
+void plan_scan(exec_plan &plan, const std::vector<std::string> &grants) {
+  const auto &sc = plan.policy->cfg().scan;
+  if (!plan.network || !sc.enabled) return;
+  auto &view = plan.so.view;
+  if (sc.canaries && !view.home.empty()) {
+    // Decoys where a command that hunts for credentials looks first: well-formed, unique to
+    // this run; a file an agent host writes there itself wins.
+    plan.canaries = scan::make_canaries();
+    for (const auto &f : plan.canaries.files) {
+      std::string path = view.home + "/" + f.path;
+      bool taken = std::any_of(view.home_files.begin(), view.home_files.end(),
+                               [&](const auto &hf) { return hf.first == path; });
+      if (!taken) {
+        view.home_files.emplace_back(path, f.contents);
+        plan.canary_files.push_back("~/" + f.path);
+      }
+    }
+  }
+  if (sc.caller_secrets) {
+    for (char **e = environ; *e; ++e) {
+      const char *eq = std::strchr(*e, '=');
+      if (!eq) continue;
+      std::string name(*e, static_cast<std::size_t>(eq - *e));
+      std::string_view value(eq + 1);
+      if (value.empty() || !filters::secret_name(sc.own_secret_names, name)) continue;
+      if (std::find(grants.begin(), grants.end(), name) != grants.end()) continue; // --allow-env: usable
+      plan.own_secrets.push_back({name, std::string(value), {}});
+    }
+  }
+}
+
+} // namespace sluice::exec::detail
