@@ -38,6 +38,7 @@ h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_targe
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, &on_stream_close);
   nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, &on_invalid_frame);
   nghttp2_session_callbacks_set_send_data_callback(cb, &send_data);
+  nghttp2_session_callbacks_set_data_source_read_length_callback(cb, &data_length);
   // No on_invalid_header callback: without one a field that breaks RFC 9113 resets its stream
   // (with one that returns 0, nghttp2 would drop the field and let the request through).
   nghttp2_option *opt = nullptr;
@@ -360,11 +361,23 @@ ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint
   return static_cast<ssize_t>(n);
 }
 
+// A DATA frame's payload: at most a TLS record's plaintext less the frame header, so that a
+// write of whole frames is whole records (4 frames, 4 records of 16 KiB, in a 64 KiB write) rather
+// than 4 full records and a 36-byte one.
+ssize_t h2_connection::data_length(nghttp2_session *, std::uint8_t, std::int32_t, std::int32_t session_window,
+                                   std::int32_t stream_window, std::uint32_t max_frame, void *) {
+  constexpr std::int64_t record_payload = 16 * 1024 - 9;
+  auto n = std::min({record_payload, std::int64_t{session_window}, std::int64_t{stream_window}, std::int64_t{max_frame}});
+  return static_cast<ssize_t>(std::max<std::int64_t>(n, 1));
+}
+
 int h2_connection::send_data(nghttp2_session *, nghttp2_frame *frame, const std::uint8_t *framehd,
                              std::size_t length, nghttp2_data_source *source, void *user_data) {
   auto &self = self_of(user_data);
   auto &out = self.pump_.out;
-  if (out.size() >= h2_pump::write_size) return NGHTTP2_ERR_WOULDBLOCK; // the next write takes it
+  if (!out.empty() && out.size() + 9 + length + frame->data.padlen > h2_pump::write_size) {
+    return NGHTTP2_ERR_WOULDBLOCK; // the next write takes it
+  }
   auto &st = *static_cast<stream *>(source->ptr);
   out.append(reinterpret_cast<const char *>(framehd), 9);
   const std::size_t padding = frame->data.padlen; // none is asked for; written as RFC 9113 6.1 has it

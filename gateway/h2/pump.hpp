@@ -26,8 +26,8 @@ public:
   std::size_t reads = 0;
   // The frames of the next write: nghttp2's serialized frames, and the DATA frames a leg writes
   // itself from the buffers it holds (NGHTTP2_DATA_FLAG_NO_COPY: its send_data callback appends
-  // the frame header and payload here, and returns NGHTTP2_ERR_WOULDBLOCK once it holds
-  // write_size). One write, records of 16 KiB, per round.
+  // the frame header and payload here, and returns NGHTTP2_ERR_WOULDBLOCK when the frame would
+  // not fit in write_size). One write, records of 16 KiB, per round.
   static constexpr std::size_t write_size = 64 * 1024;
   std::string out;
 
