@@ -63,8 +63,11 @@ public:
     return *this;
   }
   char *get() { return data_.get(); }
+  // No buffer (a place a chunk may be moved into later).
+  static chunk none() { return chunk(nullptr); }
 
 private:
+  explicit chunk(std::nullptr_t) {}
   void give_back() {
     auto &f = free_list();
     if (data_ && f.size() < kept) f.push_back(std::move(data_));
