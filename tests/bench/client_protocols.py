@@ -151,7 +151,7 @@ allow = ["{NAME}"]
                 cells += ["%.0f (%.0f-%.0f)" % (v, min(vals), max(vals)), ratio, pair]
             print("| %s | " % name + " | ".join(cells) + " |")
         print("\nCPU per unit of work, median of the rounds: sluice (user+system of the serve process) and "
-              "the curl client")
+              "the curl client\n")
         print("| row | sluice keep-alive us/request | sluice bulk ms/MiB | curl keep-alive us/request | "
               "curl bulk ms/MiB |")
         print("|---|---|---|---|---|")
