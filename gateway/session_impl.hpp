@@ -57,15 +57,28 @@ public:
       f.pop_back();
     }
   }
-  ~chunk() {
-    auto &f = free_list();
-    if (f.size() < kept) f.push_back(std::move(data_));
-  }
+  ~chunk() { give_back(); }
   chunk(const chunk &) = delete;
   chunk &operator=(const chunk &) = delete;
+  // A filled buffer may change hands (an h2 stream's response queue takes it whole).
+  chunk(chunk &&other) noexcept : data_(std::move(other.data_)) {}
+  chunk &operator=(chunk &&other) noexcept {
+    if (this != &other) {
+      give_back();
+      data_ = std::move(other.data_);
+    }
+    return *this;
+  }
   char *get() { return data_.get(); }
+  // No buffer (a place a chunk may be moved into later).
+  static chunk none() { return chunk(nullptr); }
 
 private:
+  explicit chunk(std::nullptr_t) {}
+  void give_back() {
+    auto &f = free_list();
+    if (data_ && f.size() < kept) f.push_back(std::move(data_));
+  }
   static constexpr std::size_t kept = 16;
   static std::vector<std::unique_ptr<char[]>> &free_list() {
     thread_local std::vector<std::unique_ptr<char[]>> f;

@@ -37,6 +37,8 @@ h2_connection::h2_connection(session &owner, tls_stream &tls, const tunnel_targe
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, &on_stream_close);
   nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, &on_invalid_frame);
+  nghttp2_session_callbacks_set_send_data_callback(cb, &send_data);
+  nghttp2_session_callbacks_set_data_source_read_length_callback(cb, &data_length);
   // No on_invalid_header callback: without one a field that breaks RFC 9113 resets its stream
   // (with one that returns 0, nghttp2 would drop the field and let the request through).
   nghttp2_option *opt = nullptr;
@@ -355,21 +357,15 @@ void h2_connection::aborted(stream &st) {
   st.o.reason = st.reset_reason.empty() ? std::string_view("client_aborted") : st.reset_reason;
 }
 
-ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint8_t *buf, std::size_t length,
+// Says how much of the response a DATA frame carries; send_data writes it (NO_COPY: the bytes
+// are copied once, from the stream's buffers into the connection's write, not into nghttp2's frame
+// first).
+ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint8_t *, std::size_t length,
                                  std::uint32_t *flags, nghttp2_data_source *source, void *) {
   auto &st = *static_cast<stream *>(source->ptr);
-  std::size_t n = std::min(length, st.body_out.size() - st.out_at);
-  std::memcpy(buf, st.body_out.data() + st.out_at, n);
-  st.out_at += n;
-  if (st.out_at == st.body_out.size()) {
-    st.body_out.clear();
-    st.out_at = 0;
-  }
-  if (n) {
-    st.signal(); // room for more of the origin's bytes
-    if (st.origin) st.origin->consumed(st.origin_id, n); // an h2 origin may send as many more
-  }
-  if (st.body_out.empty() && st.response_ended) {
+  std::size_t n = std::min(length, st.body_out.size());
+  if (n) *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  if (n == st.body_out.size() && st.response_ended) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (!st.trailers.empty()) { // the origin's trailers (gRPC's status) end the stream instead
       std::vector<nghttp2_nv> nv;
@@ -384,6 +380,34 @@ ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint
     return NGHTTP2_ERR_DEFERRED; // resumed when more arrives
   }
   return static_cast<ssize_t>(n);
+}
+
+// A DATA frame's payload: at most a TLS record's plaintext less the frame header, so that a
+// write of whole frames is whole records (4 frames, 4 records of 16 KiB, in a 64 KiB write) rather
+// than 4 full records and a 36-byte one.
+ssize_t h2_connection::data_length(nghttp2_session *, std::uint8_t, std::int32_t, std::int32_t session_window,
+                                   std::int32_t stream_window, std::uint32_t max_frame, void *) {
+  constexpr std::int64_t record_payload = 16 * 1024 - 9;
+  auto n = std::min({record_payload, std::int64_t{session_window}, std::int64_t{stream_window}, std::int64_t{max_frame}});
+  return static_cast<ssize_t>(std::max<std::int64_t>(n, 1));
+}
+
+int h2_connection::send_data(nghttp2_session *, nghttp2_frame *frame, const std::uint8_t *framehd,
+                             std::size_t length, nghttp2_data_source *source, void *user_data) {
+  auto &self = self_of(user_data);
+  auto &out = self.pump_.out;
+  if (!out.empty() && out.size() + 9 + length + frame->data.padlen > h2_pump::write_size) {
+    return NGHTTP2_ERR_WOULDBLOCK; // the next write takes it
+  }
+  auto &st = *static_cast<stream *>(source->ptr);
+  out.append(reinterpret_cast<const char *>(framehd), 9);
+  const std::size_t padding = frame->data.padlen; // none is asked for; written as RFC 9113 6.1 has it
+  if (padding > 0) out.push_back(static_cast<char>(padding - 1));
+  st.body_out.move_to(out, length);
+  if (padding > 1) out.append(padding - 1, '\0');
+  st.signal(); // room for more of the origin's bytes
+  if (st.origin) st.origin->consumed(st.origin_id, length); // an h2 origin may send as many more
+  return 0;
 }
 
 void h2_connection::submit(stream &st, unsigned status, std::vector<std::pair<std::string, std::string>> fields,
@@ -439,8 +463,8 @@ void h2_connection::respond(stream &st, unsigned status, std::string_view ps_err
   }
   const auto length = std::to_string(body.size());
   const bool head = st.o.method == "HEAD"; // its answer has the length, not the text (RFC 9110 9.3.2)
-  st.body_out = head ? std::string() : std::move(body);
-  st.out_at = 0;
+  st.body_out.clear();
+  if (!head) st.body_out.append(body);
   st.response_ended = true;
   submit(st, status,
          {{"content-type", "text/plain; charset=utf-8"},

@@ -45,6 +45,10 @@ private:
   static int on_invalid_frame(nghttp2_session *, const nghttp2_frame *, int, void *);
   static ssize_t read_body(nghttp2_session *, std::int32_t, std::uint8_t *, std::size_t, std::uint32_t *,
                            nghttp2_data_source *, void *);
+  static ssize_t data_length(nghttp2_session *, std::uint8_t, std::int32_t, std::int32_t, std::int32_t, std::uint32_t,
+                             void *);
+  static int send_data(nghttp2_session *, nghttp2_frame *, const std::uint8_t *, std::size_t,
+                       nghttp2_data_source *, void *);
 
   net::awaitable<void> reader();
   net::awaitable<void> writer();

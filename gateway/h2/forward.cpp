@@ -231,6 +231,37 @@ net::awaitable<bool> h2_connection::send_body(std::shared_ptr<stream> st, upstre
   }
 }
 
+// One piece of an HTTP/1.1 origin's response body into `buffer`: a body of known length (`left`
+// bytes still to come) from what the connection read with the head, then straight from the
+// origin's stream, as relay_sized does; any other body through Beast's parser (chunked, or
+// delimited by the close). Returns the error and the bytes that arrived.
+static net::awaitable<std::pair<error_code, std::size_t>>
+read_h1_body(upstream_connection &conn, http::response_parser<http::buffer_body> &rp, chunk &buffer,
+             std::optional<std::uint64_t> &left) {
+  if (left) {
+    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(*left, chunk_size));
+    if (conn.buffer.size() > 0) {
+      std::size_t n = net::buffer_copy(net::buffer(buffer.get(), want), conn.buffer.data());
+      conn.buffer.consume(n);
+      *left -= n;
+      co_return std::pair{error_code{}, n};
+    }
+    auto [ec, n] = co_await conn.visit(
+        [&](auto &up) { return up.async_read_some(net::buffer(buffer.get(), want), use_tuple); });
+    *left -= n;
+    // The origin stopped short of its Content-Length.
+    if (n == 0 && (!ec || ec == net::error::eof || ec == net::ssl::error::stream_truncated)) {
+      ec = http::error::partial_message;
+    }
+    co_return std::pair{ec, n};
+  }
+  rp.get().body().data = buffer.get();
+  rp.get().body().size = chunk_size;
+  auto [ec, n] = co_await conn.visit([&](auto &up) { return http::async_read_some(up, conn.buffer, rp, use_tuple); });
+  if (ec == http::error::need_buffer) ec = {};
+  co_return std::pair{ec, chunk_size - rp.get().body().size};
+}
+
 net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::unique_ptr<upstream_connection> conn,
                                                bool reused, std::string preread, std::string authority) {
   auto &o = st->o;
@@ -299,8 +330,11 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
 
   // The body, into the stream's buffer as it arrives, read by nghttp2 as the client's window allows.
   chunk buffer;
-  bool complete = !body || rp.is_done();
-  while (body && !rp.is_done()) {
+  std::optional<std::uint64_t> left; // a known length's bytes still to come: read without the parser
+  if (body && !rp.is_done() && !rp.chunked() && rp.content_length()) left = *rp.content_length_remaining();
+  auto body_done = [&] { return left ? *left == 0 : rp.is_done(); };
+  bool complete = !body || body_done();
+  while (body && !body_done()) {
     bool stalled = false;
     while (st->body_out.size() >= response_buffer && !gone() && !stalled) { // the client reads slower
       stalled = !co_await st->wait(clock::now() + t.io);
@@ -311,13 +345,9 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
       kick();
       co_return aborted(*st);
     }
-    rp.get().body().data = buffer.get();
-    rp.get().body().size = chunk_size;
     conn->expires_after(t.io);
-    auto [rec, rn] = co_await conn->visit([&](auto &up) { return http::async_read_some(up, conn->buffer, rp, use_tuple); });
-    if (rec == http::error::need_buffer) rec = {};
+    auto [rec, got] = co_await read_h1_body(*conn, rp, buffer, left);
     if (gone()) co_return aborted(*st);
-    std::size_t got = chunk_size - rp.get().body().size;
     o.bytes_out += got;
     const auto limit = owner_.cfg().limits.max_response_body_bytes;
     if (!rec && clock::now() > response_deadline) rec = beast::error::timeout;
@@ -333,12 +363,12 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
       co_return;
     }
     if (got) {
-      st->body_out.append(buffer.get(), got);
+      st->body_out.push(std::exchange(buffer, chunk()), got); // the buffer itself, not a copy
       nghttp2_session_resume_data(ng_, st->id);
       kick();
       if (owner_.throttled()) co_await owner_.throttle(got); // the client's bytes_per_second
     }
-    complete = rp.is_done();
+    complete = body_done();
   }
   st->response_ended = true;
   if (body) nghttp2_session_resume_data(ng_, st->id);
@@ -399,7 +429,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
   struct release_guard { // the origin's stream is let go however this ends
     stream &st;
     ~release_guard() {
-      if (st.origin) st.origin->cancel(st.origin_id, st.body_out.size() - st.out_at);
+      if (st.origin) st.origin->cancel(st.origin_id, st.body_out.size());
       st.origin = nullptr;
     }
   } release{*st};

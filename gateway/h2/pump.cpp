@@ -20,10 +20,9 @@ net::awaitable<int> h2_pump::read(tls_stream &s) {
 }
 
 net::awaitable<void> h2_pump::write(tls_stream &s, net::steady_timer &dog) {
-  std::string out;
   for (;;) {
     out.clear();
-    while (out.size() < 64 * 1024) {
+    while (out.size() < write_size) {
       const std::uint8_t *bytes = nullptr;
       auto n = nghttp2_session_mem_send(ng, &bytes);
       if (n < 0) { // nghttp2 cannot go on (out of memory, a callback failed): the connection ends

@@ -8,6 +8,7 @@
 #include "gateway/tls_stream.hpp"
 
 #include <chrono>
+#include <string>
 #include <nghttp2/nghttp2.h>
 
 namespace sluice::gateway::detail {
@@ -23,6 +24,12 @@ public:
   clock::time_point write_since;
   clock::time_point last_read = clock::now(), last_write = clock::now();
   std::size_t reads = 0;
+  // The frames of the next write: nghttp2's serialized frames, and the DATA frames a leg writes
+  // itself from the buffers it holds (NGHTTP2_DATA_FLAG_NO_COPY: its send_data callback appends
+  // the frame header and payload here, and returns NGHTTP2_ERR_WOULDBLOCK when the frame would
+  // not fit in write_size). One write, records of 16 KiB, per round.
+  static constexpr std::size_t write_size = 64 * 1024;
+  std::string out;
 
   // Wakes the writer: nghttp2 may have frames to send.
   void kick() {

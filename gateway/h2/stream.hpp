@@ -2,6 +2,7 @@
 // One stream of an h2 connection, shared by the connection (h2/connection.cpp: frames, judging,
 // answers) and the stream's forwarding to the origin (h2/forward.cpp). Private to gateway/.
 #include "filters/h2_translation.hpp"
+#include "gateway/h2/body_queue.hpp"
 #include "gateway/h2/connection.hpp"
 
 namespace sluice::gateway::detail {
@@ -48,9 +49,8 @@ struct h2_connection::stream {
   bool begun = false;        // its header block ended: translated and judged (begin())
   // Why nghttp2 reset it, where the client broke the protocol on it (on_invalid_frame): logged.
   std::string_view reset_reason;
-  // The response as the origin sends it, read out by read_body.
-  std::string body_out;
-  std::size_t out_at = 0;
+  // The response as the origin sends it, framed out by send_data.
+  body_queue body_out;
   bool response_ended = false;
   bool submitted = false;    // a response head went to nghttp2
   bool closed = false;       // nghttp2 closed the stream (the client reset it, or it is done)

@@ -236,7 +236,7 @@ int h2_upstream::on_data_chunk(nghttp2_session *ng, std::uint8_t, std::int32_t i
     return 0;
   }
   auto &st = *it->second;
-  st.body_out.append(reinterpret_cast<const char *>(data), len);
+  st.body_out.append(std::string_view(reinterpret_cast<const char *>(data), len));
   st.o.bytes_out += len;
   st.signal();
   return 0;

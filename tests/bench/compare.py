@@ -91,6 +91,7 @@ class Bench:
         os.chmod(self.tmp, 0o755)
         self.procs = []
         self.host = None
+        self.nginx_extra = ""  # more server blocks for nginx's http{} ({pem}, {key}, {www} filled in)
 
     # --- set-up --------------------------------------------------------------------------
     def setup_origin(self):
@@ -128,7 +129,7 @@ http {{
     ssl_certificate_key {key};
     root {www};
   }}
-}}
+{self.nginx_extra.format(pem=pem, key=key, www=www)}}}
 """)
         # Peers resolve the origin's name themselves: a marked /etc/hosts line, removed at the end.
         with open("/etc/hosts", "a") as f:
