@@ -111,6 +111,7 @@ private:
   };
   std::vector<hit> hits_; // parallel to findings_
   bool stopped_ = false;
+  std::string field_location_; // scan_field's "field:NAME"
 };
 
 // Percent-decodes `s` (%XX with two hex digits; '+' as a space when `form`); other bytes as they are.

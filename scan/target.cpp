@@ -25,6 +25,8 @@ bool plain_name(std::string_view n) {
 
 // The decodings worth scanning besides the raw value: once, and again for a value encoded twice.
 template <class F> void each_decoding(std::string_view raw, bool form, F &&scan) {
+  // Most values hold nothing to decode: no copy of them then.
+  if (raw.find('%') == std::string_view::npos && (!form || raw.find('+') == std::string_view::npos)) return;
   std::string previous(raw);
   for (int round = 0; round < 2; ++round) {
     if (previous.find('%') == std::string::npos && (!form || previous.find('+') == std::string::npos)) return;
@@ -119,7 +121,8 @@ void scanner::query(std::string_view query) {
 }
 
 void scanner::scan_field(std::string_view name, std::string_view value) {
-  std::string location = "field:";
+  std::string &location = field_location_; // kept: its capacity serves every field of the request
+  location.assign("field:");
   for (char c : name) location += c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
   scan_whole(location, value);
   each_decoding(value, false, [&](const std::string &d) { scan_whole(location, d); });

@@ -15,8 +15,11 @@ after 100 ms idle; under callgrind everything runs slower, so take S well above 
 --keep DIR copies each binary's callgrind dump of the measured requests to DIR (callgrind-N.out,
 N its place on the command line), for `callgrind_annotate --inclusive=yes DIR/callgrind-0.out`.
 
+--scan-both measures one binary with the secret scanner off ([scan] enabled = false), then on:
+its cost per request.
+
 usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] [--tunnel] [--pause S]
-       [--keep DIR] BINARY [BINARY...]
+       [--keep DIR] [--scan-off | --scan-both] BINARY [BINARY...]
 (callgrind from valgrind, on every machine of this kind)."""
 import argparse
 import glob
@@ -75,6 +78,8 @@ system_trust = false
 [log]
 access_log = "{tmp}/access-{index}.log"
 """)
+        if args.scan_off:  # the secret scanner switched off ([scan] enabled = false)
+            f.write("[scan]\nenabled = false\n")
     cafile = os.path.join(tmp, "sluice-ca-%d.pem" % index)
     out = os.path.join(tmp, "callgrind-%d.out" % index)
     p = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, binary, "serve",
@@ -121,6 +126,10 @@ def main():
     ap.add_argument("--tunnel", action="store_true", help="requests inside a terminated CONNECT tunnel")
     ap.add_argument("--pause", type=float, default=0, help="seconds before each measured request")
     ap.add_argument("--keep", metavar="DIR", help="copy each binary's callgrind dump to DIR")
+    ap.add_argument("--scan-off", action="store_true",
+                    help="[scan] enabled = false for every binary (a binary without [scan] refuses the key)")
+    ap.add_argument("--scan-both", action="store_true",
+                    help="one binary, measured with [scan] off and then on (the scanner's cost per request)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         origin_port = free_port()
@@ -132,7 +141,14 @@ def main():
         try:
             if origin.stdout.readline().strip() != "ready":
                 raise SystemExit("the test origin did not start")
-            results = [(b, measure(b, tmp, origin_port, args, i)) for i, b in enumerate(args.binaries)]
+            if args.scan_both:
+                args.scan_off = True
+                off = measure(args.binaries[0], tmp, origin_port, args, 0)
+                args.scan_off = False
+                results = [("%s ([scan] off)" % args.binaries[0], off),
+                           ("%s ([scan] on)" % args.binaries[0], measure(args.binaries[0], tmp, origin_port, args, 1))]
+            else:
+                results = [(b, measure(b, tmp, origin_port, args, i)) for i, b in enumerate(args.binaries)]
         finally:
             origin.kill()
     for b, per in results:
