@@ -51,11 +51,15 @@ canary_set make_canaries() {
               {"aws_secret_access_key", secret_key, {}},
               {"github_token", github, {}},
               {"netrc_password", password, {}}};
+  // Where a command hunting for credentials reads them, but where no tool picks them up on its
+  // own: a named AWS profile (the SDKs read [default] unasked), a .netrc machine no client contacts
+  // (git and Python's requests send a matching machine's password unasked), a .env in the home
+  // (loaders read the project's).
   c.files = {
-      {".aws/credentials", "[default]\naws_access_key_id = " + key_id + "\naws_secret_access_key = " + secret_key +
+      {".aws/credentials", "[deploy]\naws_access_key_id = " + key_id + "\naws_secret_access_key = " + secret_key +
                                "\n"},
       {".env", "GITHUB_TOKEN=" + github + "\n"},
-      {".netrc", "machine github.com\n  login git\n  password " + password + "\n"},
+      {".netrc", "machine git.build.internal\n  login deploy\n  password " + password + "\n"},
   };
   return c;
 }
