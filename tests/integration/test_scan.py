@@ -215,6 +215,27 @@ hosts = ["api.example.test"]
             messages = [l.split() for l in f if l.startswith("message /scan-ws")]
         self.assertEqual(len(messages), 1, messages)  # "hello" only
 
+    def test_a_grpc_message_with_a_secret_is_refused_with_a_grpc_status(self):
+        script = f"""
+import grpc
+creds = grpc.ssl_channel_credentials(open({self.gw.ca!r}, 'rb').read())
+ch = grpc.secure_channel('{ORIGIN}', creds)
+try:
+    ch.unary_unary('/pkg.Notes/Put')(b'\\x0a\\x28' + {GITHUB!r}.encode(), timeout=10)
+    print('OK')
+except grpc.RpcError as e:
+    print(e.code().name, e.details())
+"""
+        env = dict(os.environ, https_proxy=self.gw.proxy, grpc_proxy=self.gw.proxy, no_grpc_proxy="")
+        p = subprocess.run([PYTHON, "-c", script], capture_output=True, env=env, timeout=30)
+        out = p.stdout.decode()
+        self.assertTrue(out.startswith("PERMISSION_DENIED"), out + p.stderr.decode()[-1500:])
+        self.assertIn("secret_detected", out)
+        self.assertTrue(self.gw.logged(lambda r: r["path"] == "/pkg.Notes/Put" and r.get("scan_rule") == "github_token"))
+        r = [r for r in self.gw.access_log() if r["path"] == "/pkg.Notes/Put"][-1]
+        self.assertEqual((r["protocol"], r["decision"], r["reason"]), ("grpc", "deny", "secret_detected"))
+        self.assertEqual(completed("/pkg.Notes/Put"), [])
+
     def test_ordinary_work_passes_and_no_secret_is_logged(self):
         url = "https://%s/echo/plain" % ORIGIN
         for proto in ("--http1.1", "--http2"):
