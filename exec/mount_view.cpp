@@ -104,6 +104,26 @@ std::string mask(const std::string &host_path) {
   return {};
 }
 
+// A hidden workspace entry named as a canary of the run (".env", ".netrc", ".aws"): the home's
+// decoy, read-only, in its place, so a command that looks for credentials finds one it cannot use
+// unseen ([scan]). Returns "none" where no canary has that name, "" when shown, else what failed.
+std::string show_canary(const view_spec &spec, const std::string &host_path) {
+  if (spec.home.empty()) return "none";
+  auto slash = host_path.rfind('/');
+  std::string name = host_path.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (std::find(spec.canaries.begin(), spec.canaries.end(), name) == spec.canaries.end()) return "none";
+  std::string from = new_root + spec.home + "/" + name, to = new_root + host_path;
+  struct stat a {}, b {};
+  if (::lstat(from.c_str(), &a) != 0 || ::lstat(to.c_str(), &b) != 0 || S_ISDIR(a.st_mode) != S_ISDIR(b.st_mode)) {
+    return "none"; // a file where the decoy is a directory, or the other way round: masked as before
+  }
+  if (::mount(from.c_str(), to.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+      !set_attr(to, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NODEV, true)) {
+    return err("cannot show the canary at", host_path);
+  }
+  return {};
+}
+
 // Collects the entries under directory `dir` (host path `path`) that others may not read: for a
 // root caller, whose uid owns them. Relative lookups (openat, fstatat) keep the walk cheap: /etc has
 // over a thousand entries and this runs on every root caller's start-up.
@@ -481,6 +501,10 @@ std::string protect_and_hide(const view_spec &spec, const std::function<view_mar
       if (auto e = protect(p); !e.empty()) return e;
     }
     for (auto &p : marks.hide) {
+      if (auto e = show_canary(spec, p); e != "none") {
+        if (!e.empty()) return e;
+        continue;
+      }
       if (auto e = mask(p); !e.empty()) return e;
     }
   }

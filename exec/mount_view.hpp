@@ -31,6 +31,9 @@ struct view_spec {
   // Files written into the private home before the command starts (path in the view, contents),
   // 0600: copies of an agent host's state that must not go back to the caller's home.
   std::vector<std::pair<std::string, std::string>> home_files;
+  // [scan] canaries planted in the private home (names relative to it: ".env", ".netrc", ".aws"):
+  // a workspace credential file of the same name shows that decoy instead of nothing.
+  std::vector<std::string> canaries;
   bool hide_unreadable_etc = false; // mask /etc entries others may not read (a root caller)
   bool bind_sys = true;             // a read-only /sys
   bool replace_trust = false;       // the system CA bundles become the per-command CA (seal_view)

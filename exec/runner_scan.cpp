@@ -1,5 +1,5 @@
 // What leaves ([scan], docs/policy.md "What leaves"), the run's half: the canaries planted in the
-// private home, and the caller's own secrets (its secret-looking variables the command was not
+// private home (and shown in place of the workspace's hidden files of the same names), and the caller's own secrets (its secret-looking variables the command was not
 // given), both handed to the gateway's scanner. The values never reach the log or the summary.
 #include "exec/runner_impl.hpp"
 
@@ -24,6 +24,8 @@ void plan_scan(exec_plan &plan, const std::vector<std::string> &grants) {
       if (!taken) {
         view.home_files.emplace_back(path, f.contents);
         plan.canary_files.push_back("~/" + f.path);
+        // The workspace's hidden entry of that name (".aws" for ".aws/credentials") shows it too.
+        view.canaries.push_back(f.path.substr(0, f.path.find('/')));
       }
     }
   }

