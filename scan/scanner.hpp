@@ -67,6 +67,10 @@ public:
   // A field value ("field:NAME", the name in lower case), raw and percent-decoded; for
   // Authorization and Proxy-Authorization "Basic ..." also the decoded user:password.
   void scan_field(std::string_view name, std::string_view value);
+  // Every field of a head, as scan_field does each: first one scan over all the raw values (most
+  // heads hold nothing), and each field on its own only when that scan found something; the
+  // decoded forms of a value that holds an escape (or Basic credentials) are scanned as ever.
+  void scan_fields(const std::vector<std::pair<std::string_view, std::string_view>> &fields);
   // One whole value at `location`.
   void scan_whole(std::string_view location, std::string_view bytes);
   // The next piece of a stream at `location` (a body, a WebSocket message): matches spanning pieces
@@ -112,6 +116,10 @@ private:
   std::vector<hit> hits_; // parallel to findings_
   bool stopped_ = false;
   std::string field_location_; // scan_field's "field:NAME"
+  std::string joined_;         // scan_fields' raw values, one per line
+  // scan_field's decoded forms only (the raw value was covered by scan_fields' one scan).
+  void scan_field_decoded(std::string_view name, std::string_view value);
+  void scan_decoded_forms(const std::string &location, std::string_view value);
 };
 
 // Percent-decodes `s` (%XX with two hex digits; '+' as a space when `form`); other bytes as they are.

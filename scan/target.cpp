@@ -120,11 +120,43 @@ void scanner::query(std::string_view query) {
   each_decoding(query, true, [&](const std::string &d) { scan_whole("query", d); });
 }
 
+void scanner::scan_fields(const std::vector<std::pair<std::string_view, std::string_view>> &fields) {
+  if (stopped_) return;
+  joined_.clear();
+  for (auto [name, value] : fields) joined_.append(value).push_back('\n');
+  const auto before = findings_.size();
+  const bool was_stopped = stopped_;
+  scan_whole("fields", joined_);
+  if (findings_.size() > before) {
+    // Something is there: the one scan's findings go (they name no field, and a match may span
+    // two values), and each field is scanned on its own to say where.
+    findings_.resize(before);
+    hits_.resize(before);
+    stopped_ = was_stopped;
+    for (auto [name, value] : fields) scan_field(name, value);
+    return;
+  }
+  for (auto [name, value] : fields) scan_field_decoded(name, value);
+}
+
+void scanner::scan_field_decoded(std::string_view name, std::string_view value) {
+  bool basic = name.size() == 13 || name.size() == 19; // authorization, proxy-authorization
+  if (value.find('%') == std::string_view::npos && !basic) return;
+  std::string &location = field_location_;
+  location.assign("field:");
+  for (char c : name) location += c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
+  scan_decoded_forms(location, value);
+}
+
 void scanner::scan_field(std::string_view name, std::string_view value) {
   std::string &location = field_location_; // kept: its capacity serves every field of the request
   location.assign("field:");
   for (char c : name) location += c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
   scan_whole(location, value);
+  scan_decoded_forms(location, value);
+}
+
+void scanner::scan_decoded_forms(const std::string &location, std::string_view value) {
   each_decoding(value, false, [&](const std::string &d) { scan_whole(location, d); });
   if (location == "field:authorization" || location == "field:proxy-authorization") {
     auto v = value;

@@ -111,11 +111,19 @@ scan_step::scan_step(scan::database_ptr db, const filters::policy &pol, std::str
 
 std::string_view scan_step::head(std::string_view target, const field_list &fields) {
   scanner_.scan_target(target);
+  bool proxy_auth = false;
   for (auto [name, value] : fields) {
     if (boost::beast::iequals(name, "content-encoding")) content_encoding_ = value;
-    // Proxy-Authorization is for sluice (a client's token under serve) and never leaves.
-    if (boost::beast::iequals(name, "proxy-authorization")) continue;
-    scanner_.scan_field(name, value);
+    proxy_auth = proxy_auth || boost::beast::iequals(name, "proxy-authorization");
+  }
+  if (!proxy_auth) {
+    scanner_.scan_fields(fields);
+  } else { // Proxy-Authorization is for sluice (a client's token under serve) and never leaves
+    field_list leaving;
+    for (auto f : fields) {
+      if (!boost::beast::iequals(f.first, "proxy-authorization")) leaving.push_back(f);
+    }
+    scanner_.scan_fields(leaving);
   }
   return settle();
 }

@@ -106,6 +106,33 @@ TEST_CASE("fields: raw, decoded, and Basic credentials", "[scan][fields]") {
   CHECK(c.findings()[0].location == "field:cookie");
 }
 
+TEST_CASE("a head's fields at once find what each field on its own finds, and where", "[scan][fields]") {
+  auto db = builtin_database();
+  auto token = github_token();
+  using fields = std::vector<std::pair<std::string_view, std::string_view>>;
+  auto basic = "Basic " + base64_encode("x-access-token:" + token);
+  auto cookie = "session=abc; t=" + percent_encode("\"" + token + "\"");
+  auto aws = std::string("AKIA") + of("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16);
+  std::string split_a = "-----BEGIN PRIVATE KEY-----", split_b = alnum(64);
+  for (const fields &f : {fields{{"User-Agent", "curl/8.0"}, {"Accept", "*/*"}},
+                          fields{{"User-Agent", "curl/8.0"}, {"Authorization", basic}},
+                          fields{{"Cookie", cookie}, {"Accept", "*/*"}},
+                          fields{{"X-Note", "key " + aws}, {"X-Other", token}},
+                          // a match only across two values is none: each value stands alone
+                          fields{{"X-A", split_a}, {"X-B", split_b}}}) {
+    scanner one(db), all(db);
+    for (auto [n, v] : f) one.scan_field(n, v);
+    all.scan_fields(f);
+    std::vector<std::string> a, b;
+    for (const auto &x : one.findings()) a.push_back(x.rule + "@" + x.location);
+    for (const auto &x : all.findings()) b.push_back(x.rule + "@" + x.location);
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    CHECK(a == b);
+    CHECK(one.stopped() == all.stopped());
+  }
+}
+
 TEST_CASE("a placeholder shaped like a token is no finding; a real token beside it is", "[scan][placeholders]") {
   auto placeholder = "ghp_" + alnum(36, 99);
   auto openai_placeholder = "sk-proj-" + alnum(156, 98);
