@@ -37,7 +37,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   state_ = std::unique_ptr<gateway_state>(new gateway_state{
       {policy}, *metrics_, *log_, stats_, *leaves_, server_tls_, upstream_tls_, load_system_trust_, {},
       summary_, options_.keep_summary, local_addresses()});
-  state_->scan.store(exchange::compile_scan(*policy, options_.scan));
+  refresh_scan(*policy);
   state_->ssh_host_key = options_.ssh_host_key;
   state_->ssh_agent_socket = options_.ssh_agent_socket;
   state_->ssh_known_hosts = options_.ssh_known_hosts;
@@ -126,9 +126,21 @@ void gateway::start() {
 void gateway::set_unready() { state_->unready.store(true); }
 
 void gateway::reload(filters::policy_ptr policy) {
-  auto db = exchange::compile_scan(*policy, options_.scan); // throws: the previous policy stays
-  state_->scan.store(std::move(db));
-  state_->policy.store(std::move(policy));
+  state_->policy.store(policy);
+  try {
+    refresh_scan(*policy);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "sluice: [scan] could not be compiled for the reloaded policy, the previous "
+                         "scanner stays: %s\n", e.what());
+  }
+}
+
+void gateway::refresh_scan(const filters::policy &p) {
+  std::lock_guard lock(scan_mutex_);
+  auto h = exchange::scan_inputs_hash(p, options_.scan);
+  if (state_->scan.load() && h == scan_hash_) return;
+  state_->scan.store(exchange::compile_scan(p, options_.scan));
+  scan_hash_ = h;
 }
 
 namespace {

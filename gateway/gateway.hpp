@@ -125,6 +125,12 @@ private:
   std::function<void()> load_system_trust_;
   request_summary summary_;
   std::unique_ptr<gateway_state> state_;
+  // [scan]: compiles the database for `p` unless what it depends on is unchanged, and puts it in
+  // force. On reload and when credentials are read again, after the policy is swapped in (so a
+  // 0.1-0.2 s compile never holds back a new token); a failure keeps the previous database.
+  void refresh_scan(const filters::policy &p);
+  std::mutex scan_mutex_;
+  std::size_t scan_hash_ = 0;
   std::vector<std::unique_ptr<worker>> workers_;
   std::vector<std::unique_ptr<listener_set>> listeners_; // stable addresses: sessions keep the agent name
   std::atomic<std::int64_t> last_refusal_note_{0}; // steady-clock ticks of the last stderr note

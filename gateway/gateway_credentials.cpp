@@ -75,8 +75,8 @@ void gateway::refresh_credentials() {
     if (!changed) continue;
     try {
       filters::policy_ptr next = std::make_shared<const filters::policy>(std::move(cfg));
-      auto db = exchange::compile_scan(*next, options_.scan); // the new values are own secrets too
-      if (state_->policy.compare_exchange_strong(current, next)) state_->scan.store(std::move(db));
+      // The new values are own secrets too: the scanner follows once the policy is in force.
+      if (state_->policy.compare_exchange_strong(current, next)) refresh_scan(*next);
     } catch (const std::exception &e) {
       std::fprintf(stderr, "sluice: credentials read again, but the policy could not be rebuilt: %s\n", e.what());
     }

@@ -71,6 +71,9 @@ scan::database_ptr compile_scan(const filters::policy &pol, const scan_inputs &i
   if (c.caller_secrets) {
     spec.own_secrets = in.own_secrets;
     pol.credentials().each([&](const filters::credential_config &cc) {
+      // An OAuth2 access token is obtained by sluice and never was the caller's to hand out: the
+      // command cannot hold it (and it changes every few minutes).
+      if (cc.oauth2) return;
       std::string name = std::string(credential_prefix) + cc.name;
       auto host = allowed_hosts(cc);
       if (!cc.secret.empty()) spec.own_secrets.push_back({name, cc.secret, host});
@@ -89,6 +92,48 @@ scan::database_ptr compile_scan(const filters::policy &pol, const scan_inputs &i
   });
   if (spec.rules.empty() && spec.own_secrets.empty() && spec.canaries.empty()) return nullptr;
   return scan::database::compile(std::move(spec));
+}
+
+std::size_t scan_inputs_hash(const filters::policy &pol, const scan_inputs &in) {
+  const auto &c = pol.cfg().scan;
+  std::string key;
+  auto add = [&](std::string_view s) {
+    key.append(std::to_string(s.size())).push_back(':');
+    key.append(s);
+  };
+  add(c.enabled ? "1" : "0");
+  add(c.canaries ? "1" : "0");
+  add(c.caller_secrets ? "1" : "0");
+  add(c.builtin_rules ? "1" : "0");
+  for (const auto *a : {&c.format, &c.custom, &c.own_secret, &c.canary}) add(*a);
+  for (const auto &[id, a] : c.actions) {
+    add(id);
+    add(a);
+  }
+  for (const auto &r : c.rules) {
+    add(r.id);
+    add(r.pattern);
+    add(r.action);
+  }
+  pol.credentials().each([&](const filters::credential_config &cc) {
+    add(cc.name);
+    if (!cc.oauth2) add(cc.secret); // as compile_scan: an access token is no own secret
+    add(cc.placeholder);
+    for (const auto &h : cc.hosts) add(h);
+    if (cc.aws) {
+      add(cc.aws->session_token);
+      add(cc.aws->placeholder_secret);
+    }
+  });
+  for (const auto *list : {&in.own_secrets, &in.canaries}) {
+    for (const auto &s : *list) {
+      add(s.name);
+      add(s.value);
+    }
+  }
+  auto h = std::hash<std::string>{}(key);
+  std::fill(key.begin(), key.end(), '\0'); // it held the secrets
+  return h;
 }
 
 std::string_view scan_reason(const scan::finding &f) {

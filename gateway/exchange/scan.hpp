@@ -30,6 +30,10 @@ struct scan_inputs {
 // [scan] is off. Throws scan::compile_error naming a rule that cannot be compiled.
 scan::database_ptr compile_scan(const filters::policy &pol, const scan_inputs &in);
 
+// What compile_scan's database depends on, hashed: the same value, the same database (a reload that
+// changes neither [scan] nor a credential's value keeps the compiled one: compiling takes 0.1-0.2 s).
+std::size_t scan_inputs_hash(const filters::policy &pol, const scan_inputs &in);
+
 // The reason a finding refuses with: canary_detected for a canary, else secret_detected.
 std::string_view scan_reason(const scan::finding &f);
 

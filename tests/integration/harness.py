@@ -137,7 +137,9 @@ commonName = supplied
     return pem, key
 
 
-def wait_port(port, proc=None, timeout=10):
+def wait_port(port, proc=None, timeout=30):
+    # 30 s: an ASan build compiles the scanner's database ([scan]) at start in about 3 s of CPU, and
+    # a loaded 2-core machine stretches that to 10.
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
