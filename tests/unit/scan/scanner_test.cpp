@@ -114,10 +114,11 @@ TEST_CASE("a head's fields at once find what each field on its own finds, and wh
   auto cookie = "session=abc; t=" + percent_encode("\"" + token + "\"");
   auto aws = std::string("AKIA") + of("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16);
   std::string split_a = "-----BEGIN PRIVATE KEY-----", split_b = alnum(64);
+  std::string note = "key " + aws; // the fields below view these strings: they outlive them
   for (const fields &f : {fields{{"User-Agent", "curl/8.0"}, {"Accept", "*/*"}},
                           fields{{"User-Agent", "curl/8.0"}, {"Authorization", basic}},
                           fields{{"Cookie", cookie}, {"Accept", "*/*"}},
-                          fields{{"X-Note", "key " + aws}, {"X-Other", token}},
+                          fields{{"X-Note", note}, {"X-Other", token}},
                           // a match only across two values is none: each value stands alone
                           fields{{"X-A", split_a}, {"X-B", split_b}}}) {
     scanner one(db), all(db);
