@@ -109,16 +109,21 @@ class CredentialsAsRoot(base.ExecCase):
     def test_command_source_read_again_after_its_ttl(self):
         policy = self.command_policy()
         count = os.path.join(self.outside, "runs")
-        # The first read gives a token the origin refuses (an expired one), every later read the
-        # good one: the second request passes only if the value read again is the one in use.
+        # Reads give a token the origin refuses (an expired one) until the command has sent its
+        # first request (it leaves a mark in the workspace), the good one after: the second
+        # request passes only if the value read again is the one in use. (Not "the first read":
+        # a gateway that starts slower than the ttl, as an ASan build compiling the scanner does,
+        # has read it again before the first request.)
+        mark = os.path.join(self.work, "first-sent")
         token = self.script("token.sh", f"echo run >> {count}\n"
-                                        f"if [ -s {count}.seen ]; then echo {M['secret']}; "
-                                        f"else echo seen > {count}.seen; echo expired-token; fi\n")
+                                        f"if [ -e {mark} ]; then echo {M['secret']}; "
+                                        f"else echo expired-token; fi\n")
         with open(policy, "a") as f:
             f.write(f'\n[credentials.cmd]\nsource = "command:{token}"\nhosts = ["origin.test:8443"]\nttl = "1s"\n')
         url = "https://origin.test:8443/private/repo.git/HEAD"
         p = self.sx_policy(policy, "--sandbox-profile", "network-read", "--credential", "cmd", "--", "sh", "-c",
-                           f"curl -sS -o /dev/null -w 'first=%{{http_code}} ' {url}; sleep 3.5; curl -sS {url}")
+                           f"curl -sS -o /dev/null -w 'first=%{{http_code}} ' {url}; touch first-sent; sleep 3.5; "
+                           f"curl -sS {url}")
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         out = p.stdout.decode()
         self.assertNotIn("first=200", out)
@@ -257,9 +262,11 @@ class ServeCredentials(unittest.TestCase):
         runs = os.path.join(self.outside, "runs")
         token = os.path.join(self.outside, "token.sh")
         with open(token, "w") as f:
-            f.write(f"#!/bin/sh\necho run >> {runs}\n"
-                    f"n=$(wc -l < {runs}); if [ $n -ge 4 ]; then echo gone >&2; exit 1; fi\n"
-                    f"if [ $n -ge 2 ]; then echo {M['secret']}; else echo expired-token; fi\n")
+            # Expired until the test has sent its first request (a mark; a gateway that starts
+            # slower than the ttl has read it again by then), good for two reads, then failing.
+            f.write(f"#!/bin/sh\n[ -e {runs}.mark ] || {{ echo expired-token; exit 0; }}\necho run >> {runs}\n"
+                    f"n=$(wc -l < {runs}); if [ $n -ge 3 ]; then echo gone >&2; exit 1; fi\n"
+                    f"echo {M['secret']}\n")
         os.chmod(token, 0o755)
         policy = open(M["policy"]).read()
         cfg = ('profile = "network-read"\n[policy]\nallow = ["origin.test:8443"]\n'
@@ -269,12 +276,13 @@ class ServeCredentials(unittest.TestCase):
             gw = Gateway(procs, self.outside, cfg, "cred-ttl")
             url = "https://origin.test:8443/private/repo.git/HEAD"
             first = status_of(curl(gw, url).stderr.decode())
+            open(runs + ".mark", "w").close()
             deadline = time.time() + 10
             while time.time() < deadline and status_of(curl(gw, url).stderr.decode()) != 200:
                 time.sleep(0.2)
             self.assertNotEqual(first, 200)
             self.assertEqual(status_of(curl(gw, url).stderr.decode()), 200)
-            # The source fails from its fourth run on: the good value stays, and it is counted.
+            # The source fails from its third run after the mark on: the good value stays, and it is counted.
             deadline = time.time() + 10
             while time.time() < deadline and gw.metric("sluice_credential_refresh_failures_total") < 1:
                 time.sleep(0.2)
