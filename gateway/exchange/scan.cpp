@@ -145,14 +145,7 @@ scan_step::scan_step(scan::database_ptr db, const filters::policy &pol, std::str
     : o_(o), pol_(pol), host_(host), scheme_(scheme), port_(port), scanner_(std::move(db), scan::scratch::this_thread(),
                scan::scanner_options{pol.credentials().empty(), std::string(host),
                                      mode_of(pol.scan_hosts().mode_for(host, scheme, port))}),
-      max_decoded_(pol.cfg().scan.max_decoded_body_bytes) {
-  // A credential's value may go to its own hosts: those findings are let through (settle()).
-  pol.credentials().each([&](const filters::credential_config &cc) {
-    if (pol.credentials().belongs_to(cc.name, host, scheme, port)) {
-      exempt_.push_back(std::string(credential_prefix) + cc.name);
-    }
-  });
-}
+      max_decoded_(pol.cfg().scan.max_decoded_body_bytes) {}
 
 std::string_view scan_step::head(std::string_view target, const field_list &fields) {
   scanner_.scan_target(target);
@@ -208,8 +201,11 @@ std::string_view scan_step::settle() {
   const scan::finding *decisive = nullptr, *reported = nullptr;
   for (; seen_ < all.size(); ++seen_) {
     const auto &f = all[seen_];
-    if (f.kind == scan::kind::own_secret && std::find(exempt_.begin(), exempt_.end(), f.name) != exempt_.end()) {
-      continue; // a credential's value on its way to its own hosts
+    // A credential's value on its way to its own hosts (asked only when one is found).
+    if (f.kind == scan::kind::own_secret && f.name.starts_with(credential_prefix) &&
+        pol_.credentials().belongs_to(std::string_view(f.name).substr(credential_prefix.size()), host_, scheme_,
+                                      port_)) {
+      continue;
     }
     if (f.kind == scan::kind::custom && pol_.scan_hosts().exempt(f.rule, host_, scheme_, port_)) continue;
     if (f.action == scan::action::block) {

@@ -69,7 +69,6 @@ private:
   std::string content_encoding_;
   std::uint64_t max_decoded_;
   std::unique_ptr<scan::body_scan> body_; // made for the first body piece (its decoder is ~20 KiB)
-  std::vector<std::string> exempt_; // credentials whose hosts cover this request's
   std::size_t seen_ = 0;            // findings already weighed
   std::uint64_t messages_ = 0;
   std::string_view refused_;
