@@ -99,6 +99,16 @@ std::string gateway::stats_json() const {
 }
 
 void gateway::start() {
+  // A credential already due (an OAuth2 token of a short life, obtained before a slow start such
+  // as the scanner's compilation) is obtained again before the first request is served.
+  {
+    bool due = false;
+    auto now = std::chrono::steady_clock::now();
+    for (const auto &c : state_->policy.load()->cfg().credentials) {
+      due |= c.refresh_at != std::chrono::steady_clock::time_point{} && c.refresh_at <= now;
+    }
+    if (due) refresh_round({});
+  }
   for (auto &set : listeners_) {
     for (std::size_t i = 0; i < set->acceptors.size(); ++i) spawn_accept(i, *set->acceptors[i], *set);
   }

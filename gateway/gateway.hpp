@@ -141,6 +141,7 @@ private:
   // Credentials with a ttl (file: and command: sources) are read again on a thread of their own,
   // and a policy with the new values swapped in (refresh_credentials, gateway_credentials.cpp).
   void refresh_credentials();
+  void refresh_round(const std::set<std::string> &refused);
   std::thread refresher_;
   std::mutex refresh_m_;
   std::condition_variable refresh_cv_;

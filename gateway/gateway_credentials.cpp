@@ -33,53 +33,60 @@ void gateway::refresh_credentials() {
       if (refresh_stop_) return;
       refused.swap(refused_);
     }
-    current = state_->policy.load();
-    auto cfg = current->cfg();
-    bool changed = false;
-    auto now = steady::now();
-    for (auto &c : cfg.credentials) {
-      // An OAuth2 token an API refused with 401 is obtained again now: once for each token (an API
-      // that refuses every token does not make sluice ask the token endpoint for each request),
-      // and at most every 10 s.
-      bool refused_now = false;
-      if (c.oauth2 && refused.count(c.name)) {
-        auto token = filters::sigv4::sha256_hex(c.secret);
-        auto &last = refused_last_[c.name];
-        if (last.first != token && (last.second == steady::time_point{} || now - last.second >= std::chrono::seconds(10))) {
-          last = {token, now};
-          refused_now = true;
-          std::fprintf(stderr, "sluice: credential '%s': the API answered 401; obtaining a new token\n", c.name.c_str());
-        }
+    refresh_round(refused);
+  }
+}
+
+// One round: every credential that is due, refused or whose file changed is read or obtained
+// again; a policy holding the new values is swapped in, unless it was replaced meanwhile.
+void gateway::refresh_round(const std::set<std::string> &refused) {
+  using steady = std::chrono::steady_clock;
+  auto current = state_->policy.load();
+  auto cfg = current->cfg();
+  bool changed = false;
+  auto now = steady::now();
+  for (auto &c : cfg.credentials) {
+    // An OAuth2 token an API refused with 401 is obtained again now: once for each token (an API
+    // that refuses every token does not make sluice ask the token endpoint for each request),
+    // and at most every 10 s.
+    bool refused_now = false;
+    if (c.oauth2 && refused.count(c.name)) {
+      auto token = filters::sigv4::sha256_hex(c.secret);
+      auto &last = refused_last_[c.name];
+      if (last.first != token && (last.second == steady::time_point{} || now - last.second >= std::chrono::seconds(10))) {
+        last = {token, now};
+        refused_now = true;
+        std::fprintf(stderr, "sluice: credential '%s': the API answered 401; obtaining a new token\n", c.name.c_str());
       }
-      bool file_changed = c.refresh_at == steady::time_point{} && !c.file_stamp.empty() &&
-                          credentials::file_stamp(c.source) != c.file_stamp;
-      if (!refused_now && !file_changed &&
-          (c.refresh_at == steady::time_point{} || c.refresh_at > now + std::chrono::milliseconds(50))) {
-        continue;
-      }
-      auto last = c;
-      try {
-        credentials::load_credential(c, cfg);
-      } catch (const std::exception &e) {
-        std::fprintf(stderr, "sluice: %s; its last value stays in use\n", e.what());
-        metrics_->credential_refresh_failures.Increment();
-        c = std::move(last);
-        if (file_changed) {
-          c.file_stamp = credentials::file_stamp(c.source); // read again when it changes again
-        } else {
-          c.refresh_at = steady::now() + (c.ttl.count() > 0 ? c.ttl : std::chrono::milliseconds(5000));
-        }
-      }
-      changed = true; // at least its next refresh moved
     }
-    if (!changed) continue;
+    bool file_changed = c.refresh_at == steady::time_point{} && !c.file_stamp.empty() &&
+                        credentials::file_stamp(c.source) != c.file_stamp;
+    if (!refused_now && !file_changed &&
+        (c.refresh_at == steady::time_point{} || c.refresh_at > now + std::chrono::milliseconds(50))) {
+      continue;
+    }
+    auto last = c;
     try {
-      filters::policy_ptr next = std::make_shared<const filters::policy>(std::move(cfg));
-      // The new values are own secrets too: the scanner follows once the policy is in force.
-      if (state_->policy.compare_exchange_strong(current, next)) refresh_scan(*next);
+      credentials::load_credential(c, cfg);
     } catch (const std::exception &e) {
-      std::fprintf(stderr, "sluice: credentials read again, but the policy could not be rebuilt: %s\n", e.what());
+      std::fprintf(stderr, "sluice: %s; its last value stays in use\n", e.what());
+      metrics_->credential_refresh_failures.Increment();
+      c = std::move(last);
+      if (file_changed) {
+        c.file_stamp = credentials::file_stamp(c.source); // read again when it changes again
+      } else {
+        c.refresh_at = steady::now() + (c.ttl.count() > 0 ? c.ttl : std::chrono::milliseconds(5000));
+      }
     }
+    changed = true; // at least its next refresh moved
+  }
+  if (!changed) return;
+  try {
+    filters::policy_ptr next = std::make_shared<const filters::policy>(std::move(cfg));
+    // The new values are own secrets too: the scanner follows once the policy is in force.
+    if (state_->policy.compare_exchange_strong(current, next)) refresh_scan(*next);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "sluice: credentials read again, but the policy could not be rebuilt: %s\n", e.what());
   }
 }
 
