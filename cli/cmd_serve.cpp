@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
+#include <utility>
 
 namespace sluice::cli {
 
@@ -16,7 +18,7 @@ namespace {
 void add_check(CLI::App &app, commands &out) {
   auto o = std::make_shared<gateway::check_request>();
   auto *check_cmd = app.add_subcommand(
-      "check", "dry run: ALLOW or DENY for METHOD URL (or a Git program and an ssh:// URL)");
+      "check", "dry run: ALLOW or DENY for METHOD URL (or a Git program and an ssh:// URL, or tcp://HOST:PORT)");
   check_cmd->add_option("--config,--policy", o->config_file, "TOML config or policy file");
   check_cmd->add_option("--sandbox-profile", o->profile, "offline|network-read|publish|allowlist");
   check_cmd->add_option("--allow-domain", o->allow, "allow PATTERN (repeatable)")
@@ -25,13 +27,19 @@ void add_check(CLI::App &app, commands &out) {
       ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
   check_cmd->add_option("--client", o->client, "judge as this [clients.NAME] entry, by its role");
   check_cmd->add_option("--skill", o->skill,
-                        "for ssh:// URLs: the skill whose ssh entries judge (default: \"default\")");
+                        "for ssh:// and tcp:// URLs: the skill whose entries judge (default: \"default\")");
   check_cmd->add_option("--header,-H", o->headers, "a field the request carries, \"Name: value\" (repeatable; scanned)")
       ->allow_extra_args(false);
   check_cmd->add_option("--body", o->body_file, "a file the request carries as its body (scanned, as [scan] does)");
   check_cmd->add_option("METHOD", o->method)->required();
-  check_cmd->add_option("URL", o->url)->required();
+  check_cmd->add_option("URL", o->url);
   out.push_back({check_cmd, [o] {
+    // TCP has no method: `sluice check tcp://HOST:PORT`.
+    if (o->url.empty() && o->method.rfind("tcp://", 0) == 0) std::swap(o->url, o->method);
+    if (o->url.empty()) {
+      throw std::runtime_error("check needs METHOD URL (GET https://example.com/), a Git program and an "
+                               "ssh:// URL, or tcp://HOST:PORT");
+    }
     return gateway::run_check(*o);
   }});
 }

@@ -64,6 +64,13 @@ void apply_repo_policy(const std::string &path, resolved_exec &out) {
     }
   }
   if (auto *pol = root["policy"].as_table()) {
+    for (auto &&[k, v] : *pol) {
+      if (k.str() != "allow" && k.str() != "deny") {
+        throw refusal("repository policy " + path + ":" + std::to_string(v.source().begin.line) + ": [policy] " +
+                      std::string(k.str()) + " is not allowed here; a repository may only narrow allow and deny "
+                      "(TCP, host services and sockets are granted by the trusted policy)");
+      }
+    }
     auto hosts_only = [&](const toml::node &e, const char *key) {
       auto s = e.value<std::string>();
       if (!s) {
@@ -89,6 +96,15 @@ void apply_repo_policy(const std::string &path, resolved_exec &out) {
         if (std::find(repo.begin(), repo.end(), a) != repo.end()) kept.push_back(a);
       }
       out.gateway.allow = std::move(kept);
+      // TCP entries and host services survive when the repository names their host (or host:port).
+      auto named = [&](const std::string &host, unsigned port) {
+        return std::find(repo.begin(), repo.end(), host) != repo.end() ||
+               std::find(repo.begin(), repo.end(), host + ":" + std::to_string(port)) != repo.end();
+      };
+      std::erase_if(out.gateway.tcp, [&](const filters::tcp_rule &r) { return !named(r.host, r.port); });
+      std::erase_if(out.gateway.host_services, [&](const filters::host_service &s) {
+        return !named(std::string(filters::host_service_name), s.port);
+      });
     }
   }
   out.repo_policy = path;
@@ -241,6 +257,8 @@ void resolve_gateway(const exec_request &req, const filters::skill_config &skill
   out.gateway.allow = skill.allow_domains;
   out.gateway.allow_routes = skill.allow_routes;
   out.gateway.ssh = skill.ssh; // Git over SSH: the skill's hosts only (never --allow-domain's)
+  out.gateway.tcp = skill.tcp; // TCP and the host's ports: the skill's only, as SSH
+  out.gateway.host_services = skill.host_services;
   for (const auto &d : req.allow_domains) {
     try {
       filters::host_matcher compiled({d}); // a bad regex is reported first, with RE2's words

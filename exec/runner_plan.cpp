@@ -23,14 +23,17 @@ extern char **environ;
 namespace sluice::exec::detail {
 namespace {
 
-// The ports transparent capture listens on: 80, 443 and every port an allow entry names, but the
-// proxy's own port and DNS's (taken inside the sandbox), at most max_capture_ports.
+// The ports transparent capture listens on: 80, 443 and every port an allow entry, a tcp entry or
+// a host service names, but the proxy's own port and DNS's (taken inside the sandbox), at most
+// max_capture_ports.
 std::vector<unsigned> capture_ports(const filters::policy &p, unsigned proxy_port) {
   std::vector<unsigned> ports = {80, 443};
   for (const auto &pat : p.allow_matcher().patterns()) {
     if (pat.port != 0) ports.push_back(pat.port);
   }
   for (const auto &r : p.cfg().ssh) ports.push_back(r.port); // Git over SSH
+  for (const auto &r : p.cfg().tcp) ports.push_back(r.port);
+  for (const auto &s : p.cfg().host_services) ports.push_back(s.port);
   std::sort(ports.begin(), ports.end());
   ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
   std::erase_if(ports, [&](unsigned port) { return port == proxy_port || port == 53; });

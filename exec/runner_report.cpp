@@ -2,6 +2,7 @@
 #include "gateway/gateway.hpp"
 #include "metrics/textfile.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -21,6 +22,24 @@ boost::json::array own_secret_names(const exec_plan &plan) {
 
 
 // The escalation that would have let a denied request through, for the line on stderr.
+// The tcp entries and host services in force for the run.
+boost::json::array tcp_grants(const exec_plan &plan) {
+  boost::json::array out;
+  for (const auto &r : plan.policy->cfg().tcp) {
+    if (r.profiles.empty() || std::find(r.profiles.begin(), r.profiles.end(), plan.mode) != r.profiles.end()) {
+      out.push_back(boost::json::string(r.text));
+    }
+  }
+  return out;
+}
+boost::json::array host_service_grants(const exec_plan &plan) {
+  boost::json::array out;
+  for (const auto &s : plan.policy->cfg().host_services) {
+    out.push_back({{"name", std::string(filters::host_service_name)}, {"port", s.port}, {"tcp", s.tcp}});
+  }
+  return out;
+}
+
 std::string hint(const std::string &host, unsigned port, const std::string &reason) {
   if (reason == "host_not_allowlisted") {
     // The pattern without a port covers 443 and 80 only: name any other port.
@@ -56,6 +75,15 @@ std::string hint(const std::string &host, unsigned port, const std::string &reas
     return "a credential's placeholder went to a host the credential does not belong to";
   }
   if (reason == "tls_required") return "only TLS can pass a CONNECT tunnel in this profile";
+  if (reason == "non_http_protocol" || reason == "tcp_not_allowed") {
+    return "TCP that is not HTTP passes only to a name and port a skill's tcp entry grants: "
+           "tcp = [{ host = \"" + host + "\", port = " + std::to_string(port) + " }] (trusted policy)";
+  }
+  if (reason == "host_service_not_granted") {
+    return "the host's port " + std::to_string(port) + " is not granted: host_services = [{ port = " +
+           std::to_string(port) + " }] in the skill (trusted policy)";
+  }
+  if (reason == "tcp_connection_limit") return "too many relayed TCP connections at once ([limits] max_tcp_connections)";
   return "see the access log (--access-log) for details";
 }
 
@@ -219,7 +247,10 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
                           // [scan]: where the run's canaries lie, and the names (never the values)
                           // of the caller's own secrets a request may not carry.
                           {"canaries", boost::json::value_from(plan.canary_files)},
-                          {"ownSecretsWatched", own_secret_names(plan)}};
+                          {"ownSecretsWatched", own_secret_names(plan)},
+                          // Beyond HTTP: what the skill grants besides HTTP (docs/policy.md).
+                          {"tcp", tcp_grants(plan)},
+                          {"hostServices", host_service_grants(plan)}};
     std::ofstream f(opt.json_summary, std::ios::trunc);
     f << boost::json::serialize(o) << "\n";
     if (!f) std::fprintf(stderr, "sluice: cannot write --json-summary %s\n", opt.json_summary.c_str());

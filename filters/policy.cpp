@@ -1,5 +1,7 @@
 #include "filters/policy.hpp"
 
+#include <algorithm>
+
 namespace sluice::filters {
 
 // A deny rule without a port denies the host on every port: the conservative reading.
@@ -38,10 +40,17 @@ std::vector<std::string> with_route_hosts(std::vector<std::string> hosts, const 
   return hosts;
 }
 
+// A host service is an allowlisted host for HTTP: host.sluice.internal on its port.
+std::vector<std::string> with_host_services(std::vector<std::string> hosts, const std::vector<host_service> &services) {
+  for (const auto &s : services) hosts.push_back(s.text);
+  return hosts;
+}
+
 } // namespace
 
 policy::policy(config cfg)
-    : cfg_(std::move(cfg)), allow_(with_route_hosts(cfg_.allow, cfg_.allow_routes)), plain_(cfg_.allow),
+    : cfg_(std::move(cfg)), allow_(with_route_hosts(with_host_services(cfg_.allow, cfg_.host_services), cfg_.allow_routes)),
+      plain_(with_host_services(cfg_.allow, cfg_.host_services)),
       deny_(cfg_.deny, true), askable_(cfg_.approvals.hosts), allow_routes_(cfg_.allow_routes, false), deny_routes_(cfg_.deny_routes, true),
       credentials_(cfg_.credentials), scan_hosts_(cfg_.scan) {
   for (const auto &[name, r] : cfg_.roles) {
@@ -187,6 +196,44 @@ const ssh_rule *policy::ssh_host(std::string_view host, unsigned port) const {
     if (r.host == host && r.port == port) return &r;
   }
   return nullptr;
+}
+
+const tcp_rule *policy::tcp_entry(std::string_view host, unsigned port) const {
+  if (cfg_.mode == profile::offline) return nullptr;
+  for (const auto &r : cfg_.tcp) {
+    if (r.host != host || r.port != port) continue;
+    if (r.profiles.empty() || std::find(r.profiles.begin(), r.profiles.end(), cfg_.mode) != r.profiles.end()) return &r;
+  }
+  return nullptr;
+}
+
+const host_service *policy::host_service_on(unsigned port) const {
+  for (const auto &s : cfg_.host_services) {
+    if (s.port == port) return &s;
+  }
+  return nullptr;
+}
+
+bool policy::tcp_granted(std::string_view host, unsigned port) const {
+  if (cfg_.mode == profile::offline) return false;
+  if (host == host_service_name) {
+    const auto *s = host_service_on(port);
+    return s && s->tcp;
+  }
+  return tcp_entry(host, port) != nullptr;
+}
+
+decision policy::decide_tcp(std::string_view host, unsigned port) const {
+  if (cfg_.mode == profile::offline) return decision::deny("offline");
+  if (host == host_service_name) {
+    const auto *s = host_service_on(port);
+    if (!s) return reported(decision::deny("host_service_not_granted"));
+    if (!s->tcp) return reported(decision::deny("tcp_not_allowed", s->text));
+    return decision::allow(s->text);
+  }
+  if (const auto *d = deny_.match(host, "tcp", port)) return reported(decision::deny("host_denied", *d));
+  if (const auto *r = tcp_entry(host, port)) return decision::allow(r->text);
+  return reported(decision::deny("tcp_not_allowed"));
 }
 
 decision policy::decide_ssh(std::string_view host, unsigned port, git_ssh_service service,

@@ -32,6 +32,7 @@ struct timeouts_config {
   // period and then some); 0: drain at once.
   std::chrono::milliseconds drain_delay{0};
   std::chrono::milliseconds request{3'600'000}; // one request and its whole response, however it trickles
+  std::chrono::milliseconds tcp{28'800'000};    // a relayed TCP connection, whole (idle: tunnel_idle)
 };
 
 struct limits_config {
@@ -42,6 +43,7 @@ struct limits_config {
   // message (it passes frames as they come): this bounds what a peer may send, not memory.
   std::uint64_t max_websocket_message_bytes = 64ull << 20;
   std::size_t max_connections = 10'000;
+  std::size_t max_tcp_connections = 256; // relayed TCP connections at once (tcp, host_services)
   std::size_t max_requests_per_connection = 10'000;
   std::size_t pool_idle_per_host = 8;
   std::size_t pool_idle_total = 256;
@@ -61,6 +63,26 @@ struct ssh_rule {
   std::string text;                // its name in logs: "ssh://HOST[:PORT] PATHS"
 };
 
+// `tcp = [{ host = "db.internal", port = 5432, profiles = [...] }]` in [skills.NAME] (and serve's
+// [policy]): a TCP connection to that name and port passes as a relay, bytes untouched
+// (docs/policy.md, "Beyond HTTP"). Trusted policy only.
+struct tcp_rule {
+  std::string host;              // a host name, lower case, exact (the name the client resolved)
+  unsigned port = 0;
+  std::vector<profile> profiles; // the profiles it applies in; empty: every one but offline
+  std::string text;              // its name in logs: "tcp://HOST:PORT"
+};
+
+// `host_services = [{ port = 3000, tcp = false }]` in [skills.NAME]: a port of the host's loopback,
+// reached inside as host_service_name; HTTP to it is judged as any HTTP, other TCP passes only
+// with tcp = true.
+struct host_service {
+  unsigned port = 0;
+  bool tcp = false;
+  std::string text; // "host.sluice.internal:PORT"
+};
+inline constexpr std::string_view host_service_name = "host.sluice.internal";
+
 // One skill of the exec policy: its default profile, the escalations it may ask for, and what it gets.
 struct skill_config {
   std::string name;
@@ -69,6 +91,8 @@ struct skill_config {
   std::vector<std::string> allow_domains;
   std::vector<route_rule> allow_routes; // allow_domains entries that are route tables
   std::vector<ssh_rule> ssh;            // Git over SSH hosts
+  std::vector<tcp_rule> tcp;            // TCP to named services
+  std::vector<host_service> host_services; // ports of the host's loopback
   std::vector<std::string> grants;   // credential variable names it may keep (--allow-env)
   std::vector<std::string> keep_env; // non-secret variable names its commands always keep
   bool read_only_workspace = false;  // filesystem = "read-only" (default "workspace-write")
@@ -160,6 +184,8 @@ struct config {
   std::vector<std::string> deny;
   std::vector<route_rule> allow_routes, deny_routes; // entries with methods and paths (trusted files only)
   std::vector<ssh_rule> ssh;        // Git over SSH hosts (exec: the skill's)
+  std::vector<tcp_rule> tcp;        // TCP to named services (exec: the skill's; serve: [policy] tcp)
+  std::vector<host_service> host_services; // the host's loopback ports (exec: the skill's)
   std::string ca_cert, ca_key;      // empty: ephemeral CA
   std::string upstream_ca_bundle;   // extra trust besides the system store
   // The HTTPS proxy listener's own certificate chain and key (PEM), and the CAs whose client
@@ -244,6 +270,17 @@ public:
   // ("ssh_repository_not_allowed"); "ssh_host_not_allowed" for a host no rule names.
   decision decide_ssh(std::string_view host, unsigned port, git_ssh_service service,
                       std::string_view repository) const;
+  // TCP to a named service: the tcp entry for this name and port that applies in the profile in
+  // force, or null; and the host service on `port` (host_service_name), or null.
+  const tcp_rule *tcp_entry(std::string_view host, unsigned port) const;
+  const host_service *host_service_on(unsigned port) const;
+  // Whether a connection to `host`:`port` is meant as relayed TCP: a tcp entry names it, or it is
+  // a host service with tcp = true (decide_tcp then judges it, the deny list first).
+  bool tcp_granted(std::string_view host, unsigned port) const;
+  // A TCP connection (captured, or a CONNECT whose bytes are not TLS) to `host`:`port` relayed as
+  // bytes: allowed by a tcp entry ("tcp://HOST:PORT") or a host service with tcp = true; refused
+  // "offline", "host_service_not_granted" (no service on that port), "tcp_not_allowed" otherwise.
+  decision decide_tcp(std::string_view host, unsigned port) const;
   // A CONNECT authority (method and route rules are applied per request inside the tunnel). Under
   // allowlist, which does not look inside, a host only routes name is refused.
   decision decide_connect(std::string_view raw_host, unsigned port) const;

@@ -4,7 +4,8 @@
 // policy_loader_network.cpp ([listen], [policy], [tls], [upstream]), policy_loader_settings.cpp
 // ([timeouts], [limits], [log], [sandbox]), policy_loader_approvals.cpp ([approvals]),
 // policy_loader_credentials.cpp ([credentials]), policy_loader_identity.cpp ([roles], [clients]),
-// policy_loader_skills.cpp ([skills]) and policy_loader_scan.cpp ([scan]). Only the loader's own files include this.
+// policy_loader_skills.cpp ([skills]), policy_loader_services.cpp (tcp and host_services entries)
+// and policy_loader_scan.cpp ([scan]). Only the loader's own files include this.
 #include "filters/policy.hpp"
 #include "filters/policy_loader.hpp"
 
@@ -89,6 +90,10 @@ struct loader {
   // `ssh = [{ host = "github.com", paths = ["org/*"], port = 22, user = "git",
   // identity = "ssh-agent" | "file:PATH", host_key = "TYPE BASE64" }]`: Git over SSH hosts.
   void ssh_entries_of(const toml::table &t, const std::string &where, std::vector<ssh_rule> &out) const;
+  // `tcp = [{ host, port, profiles }]` and `host_services = [{ port, tcp }]`
+  // (policy_loader_services.cpp).
+  void tcp_entries_of(const toml::table &t, const std::string &where, std::vector<tcp_rule> &out) const;
+  void host_services_of(const toml::table &t, const std::string &where, std::vector<host_service> &out) const;
   // A skill's or a role's `credentials`: each a [credentials.NAME] of this file, or "*".
   void check_credential_names(const toml::table &t, const std::string &where,
                               const std::vector<std::string> &names, const config &c) const;

@@ -58,9 +58,10 @@ void loader::load_listen(const toml::table &root, config &c) const {
 void loader::load_policy(const toml::table &root, config &c) const {
   auto *t = root["policy"].as_table();
   if (!t) return;
-  check_keys(*t, "[policy]", {"allow", "deny"});
+  check_keys(*t, "[policy]", {"allow", "deny", "tcp"});
   entries_of(*t, "allow", "policy", c.allow, c.allow_routes);
   entries_of(*t, "deny", "policy", c.deny, c.deny_routes);
+  tcp_entries_of(*t, "[policy]", c.tcp);
 }
 
 void loader::load_tls(const toml::table &root, config &c) const {

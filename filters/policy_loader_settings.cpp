@@ -7,7 +7,7 @@ void loader::load_timeouts(const toml::table &root, config &c) const {
   auto *t = root["timeouts"].as_table();
   if (!t) return;
   check_keys(*t, "[timeouts]", {"connect", "tls_handshake", "header_read", "idle", "io",
-                                "tunnel_idle", "dns", "drain", "drain_delay", "request"});
+                                "tunnel_idle", "dns", "drain", "drain_delay", "request", "tcp"});
   auto &to = c.timeouts;
   to.connect = duration_of(*t, "connect", "timeouts", to.connect);
   to.tls_handshake = duration_of(*t, "tls_handshake", "timeouts", to.tls_handshake);
@@ -19,13 +19,14 @@ void loader::load_timeouts(const toml::table &root, config &c) const {
   to.drain = duration_of(*t, "drain", "timeouts", to.drain);
   to.drain_delay = duration_of(*t, "drain_delay", "timeouts", to.drain_delay);
   to.request = duration_of(*t, "request", "timeouts", to.request);
+  to.tcp = duration_of(*t, "tcp", "timeouts", to.tcp);
 }
 
 void loader::load_limits(const toml::table &root, config &c) const {
   auto *t = root["limits"].as_table();
   if (!t) return;
   check_keys(*t, "[limits]", {"max_header_bytes", "max_body_bytes", "max_response_body_bytes",
-                              "max_websocket_message_bytes", "max_connections",
+                              "max_websocket_message_bytes", "max_connections", "max_tcp_connections",
                               "max_requests_per_connection", "pool_idle_per_host",
                               "pool_idle_total", "pool_idle_timeout"});
   auto &l = c.limits;
@@ -35,6 +36,7 @@ void loader::load_limits(const toml::table &root, config &c) const {
   l.max_websocket_message_bytes = int_of(*t, "max_websocket_message_bytes", "limits",
                                          static_cast<std::int64_t>(l.max_websocket_message_bytes), 0, INT64_MAX);
   l.max_connections = int_of(*t, "max_connections", "limits", l.max_connections, 1, 1'000'000);
+  l.max_tcp_connections = int_of(*t, "max_tcp_connections", "limits", l.max_tcp_connections, 1, 1'000'000);
   l.max_requests_per_connection = int_of(*t, "max_requests_per_connection", "limits",
                                          l.max_requests_per_connection, 1, 1'000'000'000);
   l.pool_idle_per_host = int_of(*t, "pool_idle_per_host", "limits", l.pool_idle_per_host, 0, 10'000);

@@ -13,7 +13,8 @@ void loader::load_skills(const toml::table &root, config &c) const {
     if (!s) fail(v, "skills." + std::string(k.str()) + " must be a table");
     check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
                            "keep_env", "filesystem", "filesystem_escalations", "credentials",
-                           "writable", "ask_domains", "ask_profiles", "nested_userns", "ssh", "journal"});
+                           "writable", "ask_domains", "ask_profiles", "nested_userns", "ssh", "journal",
+                           "tcp", "host_services"});
     skill_config sk;
     sk.name = std::string(k.str());
     if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -22,6 +23,8 @@ void loader::load_skills(const toml::table &root, config &c) const {
     }
     entries_of(*s, "allow_domains", "skills." + sk.name, sk.allow_domains, sk.allow_routes);
     ssh_entries_of(*s, where, sk.ssh);
+    tcp_entries_of(*s, where, sk.tcp);
+    host_services_of(*s, where, sk.host_services);
     sk.grants = strings_of(*s, "grants", "skills." + sk.name);
     sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
     sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);

@@ -73,6 +73,8 @@ struct gateway_state {
   upstream_sessions origin_sessions{512};
   // [scan]: the database compiled for the policy in force (null: nothing is scanned).
   std::atomic<std::shared_ptr<const scan::database>> scan{};
+  // Relayed TCP connections open now ([limits] max_tcp_connections).
+  std::atomic<std::size_t> tcp_open{0};
 };
 
 // One thread's share of the gateway: its io_context, resolver and upstream pool. Sessions run on the

@@ -302,6 +302,44 @@ int check_ssh(filters::config cfg, const std::string &config_file, bool profile_
 } // namespace
 
 namespace {
+// `sluice check [--skill NAME] tcp://HOST:PORT`: TCP to a named service or a host service, judged
+// as the gateway judges a captured or CONNECT connection: the skill's tcp and host_services (the
+// file's [policy] tcp when it has no skills), its default profile unless one is given, and the
+// addresses a pin names.
+int check_tcp(filters::config cfg, bool profile_given, const std::string &skill, const std::string &url) {
+  if (auto it = cfg.skills.find(skill.empty() ? "default" : skill); it != cfg.skills.end()) {
+    cfg.tcp = it->second.tcp;
+    cfg.host_services = it->second.host_services;
+    if (!profile_given) cfg.mode = it->second.default_profile;
+  } else if (!skill.empty()) {
+    throw std::runtime_error("--skill '" + skill + "': no [skills." + skill + "] in the policy");
+  }
+  std::string_view authority = std::string_view(url).substr(6);
+  std::string_view raw_host;
+  unsigned port = 0;
+  auto parsed = filters::split_authority(authority, raw_host, port) && port != 0 ? filters::parse_host(raw_host)
+                                                                                  : filters::host_parse_result{};
+  if (!parsed.host || authority.find('/') != std::string_view::npos) {
+    throw std::runtime_error("URL '" + url + "' is not tcp://HOST:PORT (a name and a port, nothing after)");
+  }
+  filters::policy pol(cfg);
+  auto d = pol.decide_tcp(parsed.host->name, port);
+  if (d.allowed && parsed.host->name != filters::host_service_name) {
+    std::vector<boost::asio::ip::address> addrs;
+    if (parsed.host->ip) addrs.push_back(*parsed.host->ip);
+    if (auto pin = cfg.pins.find(parsed.host->name); pin != cfg.pins.end()) addrs = pin->second;
+    for (auto &a : addrs) {
+      if (!pol.decide_address(a).allowed) d = filters::decision::deny("destination_address_denied", d.rule);
+    }
+  }
+  if (d.allowed) {
+    std::printf("%s rule=%s\n", d.would_deny ? "WOULD_DENY" : "ALLOW", d.rule.c_str());
+    return 0;
+  }
+  std::printf("DENY reason=%s%s%s\n", std::string(d.reason).c_str(), d.rule.empty() ? "" : " rule=", d.rule.c_str());
+  return 1;
+}
+
 // The body a sample request carries (check --body), scanned as the gateway scans a body ([scan]):
 // with its Content-Encoding (--header). Returns the refusal's reason, or empty.
 std::string_view scan_body(const check_request &c, exchange::verdict &v) {
@@ -327,6 +365,7 @@ int run_check(const check_request &c) {
     cfg.mode = *p;
   }
   if (url.rfind("ssh://", 0) == 0) return check_ssh(cfg, config_file, !profile.empty(), skill, method, url);
+  if (url.rfind("tcp://", 0) == 0) return check_tcp(cfg, !profile.empty(), skill, url);
   cfg.allow.insert(cfg.allow.end(), allow.begin(), allow.end());
   cfg.deny.insert(cfg.deny.end(), deny.begin(), deny.end());
   auto top = std::make_shared<const filters::policy>(cfg);

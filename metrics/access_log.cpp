@@ -48,6 +48,14 @@ void append_detail_fields(std::string &line, const access_record &r) {
     field(line, ",\"ssh_command\":", r.ssh_command);
     if (r.exit_status >= 0) field(line, ",\"exit_status\":", static_cast<std::uint64_t>(r.exit_status));
   }
+  if (r.protocol == "tcp") {
+    if (!r.closed_by.empty()) field(line, ",\"closed_by\":", r.closed_by);
+    if (!r.db_protocol.empty()) {
+      field(line, ",\"db_protocol\":", r.db_protocol);
+      field(line, ",\"db_user\":", r.db_user);
+      field(line, ",\"db_name\":", r.db_name);
+    }
+  }
   if (!r.scan_rule.empty()) {
     field(line, ",\"scan_rule\":", r.scan_rule);
     field(line, ",\"scan_location\":", r.scan_location);

@@ -22,7 +22,7 @@ struct access_record {
   std::string_view entry = "proxy"; // how the connection came: "proxy" (proxy port) or "capture"
   std::string_view agent;           // serve: the agent listener it came to ([listen.agents]), else empty
   std::string_view client, role;    // serve: the [clients] name it identified as and its role
-  std::string_view protocol = "http/1.1"; // "http/1.1", "websocket" (after its 101), "h2", "grpc", "ssh"
+  std::string_view protocol = "http/1.1"; // "http/1.1", "websocket" (after its 101), "h2", "grpc", "ssh", "tcp"
   // A WebSocket: data messages each way (in: from the client) and the first close code seen
   // (-1: none; the connection ended without a close frame).
   std::uint64_t ws_messages_in = 0, ws_messages_out = 0;
@@ -41,6 +41,9 @@ struct access_record {
   // What the scanner found in what the command sent ([scan]): the rule's id and where (a field, a
   // query parameter, the body at an offset); never the value.
   std::string_view scan_rule, scan_location;
+  // A relayed TCP connection (protocol "tcp"): who closed it, and a database's protocol, user and
+  // database name where its cleartext start showed them.
+  std::string_view closed_by, db_protocol, db_user, db_name;
 };
 
 // How the log encodes a record ([log] format, exec --access-log-format): sluice's JSON line

@@ -17,6 +17,7 @@ test_pkgs=(
   podman runc catatonit mmdebstrap apparmor nftables docker.io
   nghttp2-client python3-h2 python3-websockets python3-grpcio
   openssh-server openssh-client gh nginx
+  postgresql redis-server
 )
 # kubectl for rendering deploy/kubernetes (kustomize): Debian's, unless one is installed already.
 command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)

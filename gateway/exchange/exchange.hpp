@@ -93,6 +93,11 @@ struct outcome {
   // The scanner's finding ([scan]) that refused or was reported: rule id and where; never the value.
   std::string scan_rule, scan_location;
   std::string_view scan_kind, scan_action; // canary, own_secret, format, custom; block, report
+  // A relayed TCP connection (protocol "tcp"): who ended it (client, server, idle, deadline,
+  // error) and, for a database's cleartext start, its protocol, user and database; never a credential.
+  std::string_view closed_by;
+  std::string_view db_protocol;
+  std::string db_user, db_name;
 };
 
 } // namespace sluice::gateway::exchange

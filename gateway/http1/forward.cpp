@@ -20,8 +20,20 @@ session::connect_upstream(const std::string &host, const std::optional<net::ip::
                  unsigned port, bool tls, error_code &ec, bool offer_h2) {
   // Held across the waits below: an h2 connection's other streams may move policy_ on meanwhile.
   const filters::policy_ptr held = policy_;
-  auto allowed = co_await upstream::allowed_addresses(worker_.dns, *held, state_.own_addresses, host, ip, ec,
-                                                      &state_.metrics.dns_lookup_duration);
+  std::vector<net::ip::address> allowed;
+  if (host == filters::host_service_name) {
+    // A port of the host's loopback the policy grants (host_services): the one place sluice dials
+    // loopback without allow_addresses; every other port of it stays refused.
+    if (held->host_service_on(port)) {
+      allowed = {net::ip::make_address("127.0.0.1"), net::ip::make_address("::1")};
+    } else {
+      ec = gateway_error::destination_address_denied;
+      co_return nullptr;
+    }
+  } else {
+    allowed = co_await upstream::allowed_addresses(worker_.dns, *held, state_.own_addresses, host, ip, ec,
+                                                   &state_.metrics.dns_lookup_duration);
+  }
   if (ec) co_return nullptr;
   auto t0 = clock::now();
   auto conn = std::make_unique<upstream_connection>(worker_.ioc.get_executor());

@@ -34,6 +34,27 @@ net::awaitable<void> session::run_captured() {
   o.host = host;
   o.port = port;
   o.scheme = "https";
+  // TCP to a named service, or a host service that passes TCP: relayed as bytes, whatever it
+  // speaks (a database's server may speak first), judged on the name and port alone.
+  if (policy_->tcp_granted(host, port)) {
+    o.method = "-";
+    silent_ = true; // no HTTP answer into another protocol's stream
+    auto d = policy_->decide_tcp(host, port);
+    o.rule = d.rule;
+    if (!d.allowed) {
+      co_await deny(*client_, o, d.reason, d.rule, false);
+    } else {
+      if (d.would_deny) o.would_deny = d.reason;
+      co_await relay_tcp(*client_, buffer_, o, std::nullopt);
+    }
+    co_return;
+  }
+  if (host == filters::host_service_name && !policy_->host_service_on(port)) {
+    o.method = "-";
+    silent_ = true;
+    co_await deny(*client_, o, "host_service_not_granted", {}, false);
+    co_return;
+  }
   // An SSH host of the policy: the server speaks first (its banner), so nothing is read here.
   if (!state_.ssh_host_key.empty()) {
     if (const auto *rule = policy_->ssh_host(host, port)) {
@@ -77,12 +98,19 @@ net::awaitable<void> session::run_captured() {
     tunnel_target t{host, port, "http"};
     co_await serve_requests(*client_, buffer_, &t);
   } else {
-    // Not HTTP, not TLS (SSH, SMTP, a database, or a client waiting for a server greeting):
-    // sluice cannot judge it.
+    // Not HTTP, not TLS (SSH, SMTP, a database, or a client waiting for a server greeting) to a
+    // name no tcp entry grants: sluice cannot judge it. A host service without tcp = true says so.
     o.method = "-";
     o.scheme = "tcp";
-    o.decision = "error";
-    o.reason = "non_http_protocol";
+    o.protocol = "tcp";
+    if (host == filters::host_service_name) {
+      o.decision = "deny";
+      o.reason = "tcp_not_allowed";
+      o.rule = policy_->host_service_on(port)->text;
+    } else {
+      o.decision = "error";
+      o.reason = "non_http_protocol";
+    }
     o.settle();
   }
   error_code ignored;
