@@ -19,6 +19,7 @@ namespace {
 struct exec_args {
   exec::exec_options ex;
   std::string profile, filesystem;
+  std::vector<std::string> unix_sockets, root_sockets; // --allow-unix-socket, --allow-root-equivalent-socket
   adapters::agent_request agent;
 };
 
@@ -42,6 +43,14 @@ void add_exec_options(CLI::App *c, exec_args &a) {
   c->add_option("--allow-write", ex.request.allow_write,
       "also let the command write directory PATH (repeatable; not system paths, "
       "the home or policy directories)");
+  c->add_option("--allow-unix-socket", a.unix_sockets,
+      "show Unix socket PATH in the view, nothing else of its directory (repeatable; not one that "
+      "gives root on the host)")
+      ->allow_extra_args(false);
+  c->add_option("--allow-root-equivalent-socket", a.root_sockets,
+      "show Unix socket PATH that gives root on the host (Docker's, containerd's...), knowingly; "
+      "every run says so on stderr (repeatable)")
+      ->allow_extra_args(false);
   c->add_option("--cache", ex.request.caches,
       "keep tool cache NAME between runs: npm, pip, uv, yarn, pnpm, cargo, go, maven, gradle");
   c->add_option("--pass-fd", ex.pass_fds, "keep descriptor N open for the command (repeatable)");
@@ -81,6 +90,8 @@ int run(exec_args &a, const std::vector<std::string> &child_argv, bool agent) {
     }
     ex.request.read_only = a.filesystem == "read-only";
   }
+  for (const auto &p : a.unix_sockets) ex.request.unix_sockets.push_back({p, false});
+  for (const auto &p : a.root_sockets) ex.request.unix_sockets.push_back({p, true});
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd)) ex.request.working_dir = cwd;
   ex.argv = child_argv;

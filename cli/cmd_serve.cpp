@@ -2,6 +2,7 @@
 // the tools for its configuration.
 #include "certs/ca_files.hpp"
 #include "cli/commands.hpp"
+#include "exec/unix_sockets.hpp"
 #include "gateway/admin/policy_suggest.hpp"
 #include "gateway/serve.hpp"
 
@@ -18,7 +19,7 @@ namespace {
 void add_check(CLI::App &app, commands &out) {
   auto o = std::make_shared<gateway::check_request>();
   auto *check_cmd = app.add_subcommand(
-      "check", "dry run: ALLOW or DENY for METHOD URL (or a Git program and an ssh:// URL, or tcp://HOST:PORT)");
+      "check", "dry run: ALLOW or DENY for METHOD URL (or a Git program and an ssh:// URL, tcp://HOST:PORT or unix:PATH)");
   check_cmd->add_option("--config,--policy", o->config_file, "TOML config or policy file");
   check_cmd->add_option("--sandbox-profile", o->profile, "offline|network-read|publish|allowlist");
   check_cmd->add_option("--allow-domain", o->allow, "allow PATTERN (repeatable)")
@@ -27,18 +28,25 @@ void add_check(CLI::App &app, commands &out) {
       ->allow_extra_args(false); // "[v6]" is a pattern, not a CLI11 list
   check_cmd->add_option("--client", o->client, "judge as this [clients.NAME] entry, by its role");
   check_cmd->add_option("--skill", o->skill,
-                        "for ssh:// and tcp:// URLs: the skill whose entries judge (default: \"default\")");
+                        "for ssh://, tcp:// URLs and unix:PATH: the skill whose entries judge (default: \"default\"; "
+                        "for unix:, the policy's default_skill)");
   check_cmd->add_option("--header,-H", o->headers, "a field the request carries, \"Name: value\" (repeatable; scanned)")
       ->allow_extra_args(false);
   check_cmd->add_option("--body", o->body_file, "a file the request carries as its body (scanned, as [scan] does)");
-  check_cmd->add_option("METHOD", o->method)->required();
+  check_cmd->add_option("METHOD", o->method, "METHOD, a Git program, or tcp://HOST:PORT or unix:PATH alone")->required();
   check_cmd->add_option("URL", o->url);
   out.push_back({check_cmd, [o] {
+    // unix:PATH: a Unix socket as `sluice exec` judges it (exec/unix_sockets.hpp), by the policy
+    // exec would load.
+    if (o->method.rfind("unix:", 0) == 0 && o->url.empty()) {
+      return exec::check_unix_socket(o->config_file, o->skill, o->method.substr(5));
+    }
+    if (o->url.rfind("unix:", 0) == 0) return exec::check_unix_socket(o->config_file, o->skill, o->url.substr(5));
     // TCP has no method: `sluice check tcp://HOST:PORT`.
     if (o->url.empty() && o->method.rfind("tcp://", 0) == 0) std::swap(o->url, o->method);
     if (o->url.empty()) {
       throw std::runtime_error("check needs METHOD URL (GET https://example.com/), a Git program and an "
-                               "ssh:// URL, or tcp://HOST:PORT");
+                               "ssh:// URL, tcp://HOST:PORT or unix:PATH");
     }
     return gateway::run_check(*o);
   }});

@@ -539,6 +539,7 @@ std::string build_view(const view_spec &spec,
            [&] { return mask_secrets(spec, etc_idmapped); },
            [&] { return show_command_files(spec, sys_paths); },
            [&] { return protect_and_hide(spec, workspace_marks); },
+           [&] { return show_sockets(spec, old_root, new_root); }, // last: over a mask of the walk's
            [&] { return pivot_into_new_root(); }}) {
     if (auto e = stage(); !e.empty()) return e;
   }
@@ -556,6 +557,8 @@ landlock_rules view_landlock_rules(const view_spec &spec) {
   if (!spec.workspace.empty()) (spec.workspace_writable ? r.write : r.read).push_back(spec.workspace);
   for (auto &w : spec.writable) r.write.push_back(w);
   for (auto &b : spec.binds) r.write.push_back(b.second);
+  // The granted Unix sockets need no rule: connect() is no right Landlock handles (to ABI 7), so
+  // the view alone decides which sockets exist.
   return r;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 #include "exec/landlock.hpp"
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -41,6 +42,16 @@ struct view_spec {
   // Git over SSH: /etc/ssh/ssh_known_hosts exists in the view (an empty file where the host has
   // none), for seal_view to bind the gateway's known hosts over.
   bool ssh_known_hosts = false;
+  // Unix sockets the trusted side granted (exec/unix_sockets.hpp): each host socket (`host`, its
+  // real path) bound at the view's paths `at`, read-write, last, over whatever shows there; the
+  // directories made for it on the way hold nothing else. `dev` and `ino` are the socket sluice
+  // checked: another file there by the time the view is built fails the set-up.
+  struct socket_bind {
+    std::string host;
+    std::vector<std::string> at;
+    std::uint64_t dev = 0, ino = 0;
+  };
+  std::vector<socket_bind> sockets;
 };
 
 // What the workspace walk found (workspace_guard::scan): paths to hide (credential files, Unix

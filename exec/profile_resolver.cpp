@@ -38,6 +38,13 @@ void apply_repo_policy(const std::string &path, resolved_exec &out) {
                   std::string(e.description()) + "; fix it or remove the file");
   }
   for (auto &&[k, v] : root) {
+    if (k.str() == "unix_sockets" || k.str() == "skills") {
+      // A grant: a repository's own file could hand its commands Docker's socket.
+      throw refusal("repository policy " + path + ":" + std::to_string(v.source().begin.line) + ": key '" +
+                    std::string(k.str()) + "' is not allowed here; a repository may only narrow, and Unix sockets "
+                    "and skills are granted by the trusted policy ([skills.NAME] unix_sockets) or the "
+                    "command line (--allow-unix-socket)");
+    }
     if (k.str() != "profile" && k.str() != "policy" && k.str() != "filesystem") {
       throw refusal("repository policy " + path + ":" + std::to_string(v.source().begin.line) +
                     ": key '" + std::string(k.str()) +
@@ -341,6 +348,7 @@ resolved_exec resolve_exec(const exec_request &req) {
   resolve_environment(req, skill, mode, trusted, out);
   resolve_filesystem(req, skill, trusted, out);
   resolve_gateway(req, skill, trusted, mode, out);
+  out.unix_sockets = grant_sockets(skill.unix_sockets, out.skill, trusted.source, req.unix_sockets, req.working_dir);
   // Credentials: only those asked for, granted by the skill, on hosts the allowlist already has.
   std::vector<filters::credential_config> granted;
   for (const auto &name : req.credentials) granted.push_back(grant_credential(name, skill, trusted, mode, out));

@@ -1,4 +1,5 @@
 #pragma once
+#include "exec/unix_sockets.hpp"
 #include "filters/policy.hpp"
 
 #include <optional>
@@ -27,6 +28,8 @@ struct exec_request {
   std::string working_dir;                // where a repository policy may narrow
   std::vector<std::string> allow_write;   // --allow-write PATH: more writable directories
   std::vector<std::string> caches;        // --cache NAME: tool caches kept between runs
+  // --allow-unix-socket PATH, and --allow-root-equivalent-socket PATH (root_equivalent set)
+  std::vector<filters::unix_socket_rule> unix_sockets;
 };
 
 // A directory the trusted side lets the command write besides the workspace, and who granted it
@@ -55,6 +58,7 @@ struct resolved_exec {
   std::vector<granted_path> writable;     // checked by the runner (check_writable)
   std::vector<std::string> caches;        // [sandbox] caches and --cache, not yet validated
   filters::skill_config skill_config;     // the skill as the trusted policy declares it
+  std::vector<socket_grant> unix_sockets; // the skill's and the command line's, checked
 };
 
 // The policy file search: --policy, $XDG_CONFIG_HOME/sluice/policy.toml (or ~/.config/...),

@@ -107,6 +107,13 @@ int run_command(const exec_options &opt, std::chrono::steady_clock::time_point t
                 exec_progress &progress) {
   exec_plan plan = plan_command(opt, progress);
   const auto &resolved = plan.resolved;
+  // Every run says it, not only the first: a root-equivalent socket is the host, whoever reads the log.
+  for (const auto &g : resolved.unix_sockets) {
+    if (!g.root_equivalent) continue;
+    std::fprintf(stderr, "sluice: warning: this command holds a root-equivalent socket, %s%s (granted by %s): "
+                         "what it asks that service is done as root on the host\n",
+                 g.path.c_str(), g.known_as.empty() ? "" : (", " + g.known_as).c_str(), g.origin.c_str());
+  }
 
   // Signals to forward are taken by this thread only; the gateway's threads inherit the mask.
   sigset_t set;

@@ -194,6 +194,13 @@ void plan_view(const exec_options &opt, exec_plan &plan, const std::vector<std::
   // whoever runs next (agent settings, shell and editor configuration, Git's config and hooks, the
   // repository's .sluice/) is found by the guard's walk, wherever it is in the writable places.
   if (!policy_file.empty()) so.view.protect.push_back(policy_file);
+  // Each granted Unix socket at the path it was granted by and at its real path (/var/run/docker.sock
+  // and /run/docker.sock), whichever a client names.
+  for (const auto &g : resolved.unix_sockets) {
+    view_spec::socket_bind b{g.resolved, {g.resolved}, g.dev, g.ino};
+    if (g.path != g.resolved) b.at.push_back(g.path);
+    so.view.sockets.push_back(std::move(b));
+  }
 }
 
 // The guard's walk of the writable places: credential files to hide, guarded names to protect.

@@ -222,6 +222,11 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
   if (!opt.json_summary.empty()) {
     boost::json::array caches;
     for (const auto &c : resolved.caches) caches.push_back(boost::json::string(c));
+    boost::json::array sockets;
+    for (const auto &g : resolved.unix_sockets) {
+      sockets.push_back(boost::json::object{{"path", g.path}, {"resolved", g.resolved},
+                                            {"rootEquivalent", g.root_equivalent}, {"grantedBy", g.origin}});
+    }
     boost::json::object o{{"commandId", plan.command_id},
                           {"exitStatus", status},
                           {"durationSeconds", seconds},
@@ -235,6 +240,7 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
                           {"workspace", plan.ws.root},
                           {"writable", boost::json::value_from(plan.so.view.writable)},
                           {"caches", caches},
+                          {"unixSockets", sockets},
                           {"filesystem", resolved.read_only_workspace ? "read-only" : "workspace-write"},
                           {"landlockAbi", landlock},
                           {"nestedUserNamespaces", plan.so.nested_userns ? "allowed" : "refused"},

@@ -83,6 +83,15 @@ struct host_service {
 };
 inline constexpr std::string_view host_service_name = "host.sluice.internal";
 
+// `unix_sockets = ["/path", { path = "/var/run/docker.sock", root_equivalent = true }]` in
+// [skills.NAME]: one socket each shown in the exec view, nothing else of its directory (docs/policy.md,
+// "Unix sockets"). A socket that gives root on the host is refused without root_equivalent = true.
+// Trusted policy only.
+struct unix_socket_rule {
+  std::string path;             // absolute, or ~/PATH
+  bool root_equivalent = false; // the person knows that it gives root on the host
+};
+
 // One skill of the exec policy: its default profile, the escalations it may ask for, and what it gets.
 struct skill_config {
   std::string name;
@@ -107,6 +116,7 @@ struct skill_config {
   std::optional<bool> nested_userns;
   // journal for this skill's commands (`sluice undo`); unset: [sandbox] journal.
   std::optional<bool> journal;
+  std::vector<unix_socket_rule> unix_sockets; // sockets shown in its commands' view
 };
 
 // [listen.agents.NAME] (serve): a proxy listener of one agent host. Its traffic is named in the

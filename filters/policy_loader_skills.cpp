@@ -3,6 +3,36 @@
 #include "filters/policy_loader_detail.hpp"
 
 namespace sluice::filters::loading {
+namespace {
+
+// `unix_sockets = ["/path", { path = "/path", root_equivalent = true }]`: each an absolute path or
+// ~/PATH; whether the socket exists is asked when a command runs (exec/unix_sockets.cpp).
+std::vector<unix_socket_rule> unix_sockets_of(const loader &l, const toml::table &s, const std::string &where) {
+  std::vector<unix_socket_rule> out;
+  auto *n = s.get("unix_sockets");
+  if (!n) return out;
+  auto *arr = n->as_array();
+  if (!arr) l.fail(*n, where + " unix_sockets must be an array of paths or { path = ..., root_equivalent = true }");
+  for (auto &&e : *arr) {
+    unix_socket_rule r;
+    if (auto p = e.value<std::string>()) {
+      r.path = *p;
+    } else if (auto *t = e.as_table()) {
+      l.check_keys(*t, where + " unix_sockets entry", {"path", "root_equivalent"});
+      r.path = l.string_of(*t, "path", where + " unix_sockets", "");
+      r.root_equivalent = l.bool_of(*t, "root_equivalent", where + " unix_sockets", false);
+    } else {
+      l.fail(e, where + " unix_sockets: each entry is a path or { path = ..., root_equivalent = true }");
+    }
+    if (r.path.empty() || (r.path[0] != '/' && r.path.rfind("~/", 0) != 0)) {
+      l.fail(e, where + " unix_sockets: \"" + r.path + "\" must be an absolute path or ~/PATH");
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+} // namespace
 
 void loader::load_skills(const toml::table &root, config &c) const {
   auto *t = root["skills"].as_table();
@@ -14,7 +44,7 @@ void loader::load_skills(const toml::table &root, config &c) const {
     check_keys(*s, where, {"default_profile", "escalations", "allow_domains", "grants",
                            "keep_env", "filesystem", "filesystem_escalations", "credentials",
                            "writable", "ask_domains", "ask_profiles", "nested_userns", "ssh", "journal",
-                           "tcp", "host_services"});
+                           "tcp", "host_services", "unix_sockets"});
     skill_config sk;
     sk.name = std::string(k.str());
     if (auto *p = s->get("default_profile")) sk.default_profile = profile_of(*p, where + " default_profile");
@@ -25,6 +55,7 @@ void loader::load_skills(const toml::table &root, config &c) const {
     ssh_entries_of(*s, where, sk.ssh);
     tcp_entries_of(*s, where, sk.tcp);
     host_services_of(*s, where, sk.host_services);
+    sk.unix_sockets = unix_sockets_of(*this, *s, where);
     sk.grants = strings_of(*s, "grants", "skills." + sk.name);
     sk.keep_env = strings_of(*s, "keep_env", "skills." + sk.name);
     sk.credentials = strings_of(*s, "credentials", "skills." + sk.name);
