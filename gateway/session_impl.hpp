@@ -288,16 +288,15 @@ private:
   net::awaitable<void> relay_websocket(Stream &s, beast::flat_buffer &client_buf, upstream_connection &conn,
                                        outcome &o, bool deflate, exchange::scan_step *scan = nullptr);
 
-  // Copies bytes one way until EOF or error, for `allowlist` tunnels and relayed TCP (the client's
-  // side may be TLS: the HTTPS proxy listener); `observe` sees each piece (tunnel/pipe.hpp).
-  enum class pipe_end { eof, idle, error };
+  // Copies bytes one way until EOF or error, for `allowlist` tunnels (the client's side may be TLS:
+  // the HTTPS proxy listener).
   template <class From, class To>
-  net::awaitable<pipe_end> pipe(From &from, To &to, std::uint64_t &bytes,
-                                const std::function<void(std::string_view)> &observe = {});
+  net::awaitable<void> pipe(From &from, To &to, std::uint64_t &bytes);
 
   // A TCP connection relayed as bytes (tunnel/tcp.cpp): a tcp entry's name and port, or a host
   // service; dialled through the one dial (the host's loopback for a host service), `buf`'s bytes
-  // sent first, logged once with who closed it and a database's user and name.
+  // sent first, logged once with who closed it and a database's user and name. Its pump is its
+  // own: one watchdog for both deadlines instead of a timer per read and write.
   template <class Stream>
   net::awaitable<void> relay_tcp(Stream &s, beast::flat_buffer &buf, outcome &o,
                                  const std::optional<net::ip::address> &ip);

@@ -6,7 +6,6 @@
 #include "gateway/h2/connection.hpp"
 #include "gateway/session.hpp"
 #include "gateway/session_impl.hpp"
-#include "gateway/tunnel/pipe.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <cstring>
@@ -34,6 +33,38 @@ net::awaitable<void> close_send(tls_stream &s) {
   co_await s.async_shutdown(use_tuple);
   error_code ignored;
   s.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+// Copies bytes one way until EOF or error, for `allowlist` tunnels.
+template <class From, class To>
+net::awaitable<void> session::pipe(From &from, To &to, std::uint64_t &bytes) {
+  chunk data;
+  for (;;) {
+    lowest(from).expires_after(cfg().timeouts.tunnel_idle);
+    auto [ec, n] = co_await from.async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
+    if (ec) {
+      // half-close on EOF (a TLS client's close_notify or a truncation is its EOF too); on any
+      // other error tear both directions down
+      if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+        co_await close_send(to);
+      } else {
+        error_code ignored;
+        from.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        to.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      }
+      co_return;
+    }
+    bytes += n;
+    lowest(to).expires_after(cfg().timeouts.io);
+    auto [wec, wn] = co_await net::async_write(to, net::buffer(data.get(), n), use_tuple);
+    if (wec) {
+      error_code ignored;
+      from.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      to.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      co_return;
+    }
+    if (throttled()) co_await throttle(n);
+  }
 }
 
 // "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.

@@ -7,7 +7,6 @@
 #include "filters/db_startup.hpp"
 #include "gateway/session.hpp"
 #include "gateway/session_impl.hpp"
-#include "gateway/tunnel/pipe.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -33,11 +32,56 @@ struct tcp_slot {
   tcp_slot &operator=(const tcp_slot &) = delete;
 };
 
+enum class pump_end { eof, error };
+
+// When a relayed connection last moved a byte, either way (the watchdog's idle deadline).
+struct relay_clock {
+  clock::time_point last;
+};
+
+// The read side of a pump: the socket itself where the stream is a plain TCP stream (no timer per
+// operation: the watchdog keeps the deadlines), else the stream (TLS on the HTTPS proxy listener).
+template <class Stream> auto &raw(Stream &s) {
+  if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+    return s.socket();
+  } else {
+    return s;
+  }
+}
+
 template <class A, class B> void shutdown_both(A &a, B &b) {
   error_code ignored;
   lowest(a).socket().shutdown(tcp::socket::shutdown_both, ignored);
   lowest(b).socket().shutdown(tcp::socket::shutdown_both, ignored);
 }
+// Copies bytes one way until end of file (then half-closes the other side) or an error (then
+// closes both); `observe` sees each piece before it is written.
+template <class From, class To>
+net::awaitable<pump_end> pump(From &from, To &to, std::uint64_t &bytes,
+                                       const std::function<void(std::string_view)> &observe, relay_clock &c) {
+  chunk data;
+  for (;;) {
+    auto [ec, n] = co_await raw(from).async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
+    if (ec) {
+      if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+        co_await close_send(to);
+        co_return pump_end::eof;
+      }
+      shutdown_both(from, to);
+      co_return pump_end::error;
+    }
+    c.last = clock::now();
+    bytes += n;
+    if (observe) observe(std::string_view(data.get(), n));
+    auto [wec, wn] = co_await net::async_write(raw(to), net::buffer(data.get(), n), use_tuple);
+    if (wec) {
+      shutdown_both(from, to);
+      co_return pump_end::error;
+    }
+    c.last = clock::now();
+  }
+}
+
 } // namespace
 
 template <class Stream>
@@ -84,21 +128,40 @@ net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outc
       co_return;
     }
   }
+  // Both ways at once. Deadlines: no byte either way for tunnel_idle, and the whole connection
+  // for [timeouts] tcp, kept by one watchdog rather than a timer per read and write (a database's
+  // small round trips would pay for two timer changes each).
+  relay_clock clock_state{clock::now()};
   auto one_way = [&](auto &from, auto &to, std::uint64_t &bytes, std::string_view side,
                      const std::function<void(std::string_view)> &see) -> net::awaitable<void> {
-    auto end = co_await pipe(from, to, bytes, see);
-    if (o.closed_by.empty()) o.closed_by = end == pipe_end::eof ? side : end == pipe_end::idle ? "idle" : "error";
+    auto end = co_await pump(from, to, bytes, see, clock_state);
+    if (o.closed_by.empty()) o.closed_by = end == pump_end::eof ? side : "error";
   };
-  net::steady_timer deadline(worker_.ioc.get_executor());
-  auto whole = [&]() -> net::awaitable<void> {
-    deadline.expires_after(cfg().timeouts.tcp);
-    auto [dec] = co_await deadline.async_wait(use_tuple);
-    if (dec) co_return; // the relay ended first
-    if (o.closed_by.empty()) o.closed_by = "deadline";
+  auto watchdog = [&]() -> net::awaitable<void> {
+    const auto idle = cfg().timeouts.tunnel_idle, whole = cfg().timeouts.tcp;
+    const auto until = clock::now() + whole;
+    net::steady_timer timer(worker_.ioc.get_executor());
+    for (;;) {
+      auto now = clock::now();
+      if (now >= until) {
+        if (o.closed_by.empty()) o.closed_by = "deadline";
+        break;
+      }
+      if (now - clock_state.last >= idle) {
+        if (o.closed_by.empty()) o.closed_by = "idle";
+        break;
+      }
+      timer.expires_at(std::min(until, clock_state.last + idle));
+      auto [tec] = co_await timer.async_wait(use_tuple);
+      if (tec) co_return; // the relay ended first
+    }
     shutdown_both(s, origin);
   };
+  lowest(s).socket().set_option(tcp::no_delay(true), ec); // small round trips, as to the origin
+  lowest(s).expires_never();
+  origin.expires_never();
   co_await ((one_way(s, origin, o.bytes_in, "client", observe) && one_way(origin, s, o.bytes_out, "server", {})) ||
-            whole());
+            watchdog());
 }
 
 template net::awaitable<void> session::relay_tcp<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,
