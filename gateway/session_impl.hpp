@@ -328,6 +328,11 @@ private:
   template <class Stream>
   net::awaitable<void> pass_through(Stream &s, beast::flat_buffer &buf, outcome &o,
                                     const std::optional<net::ip::address> &ip);
+  // The origin dialled for a tunnel sluice does not open, and the client told it is established
+  // (null: the client got the failure, or left).
+  template <class Stream>
+  net::awaitable<std::unique_ptr<upstream_connection>> open_tunnel(Stream &s, outcome &o,
+                                                                   const std::optional<net::ip::address> &ip);
 
   template <class Stream>
   net::awaitable<void> handle_connect(Stream &s, beast::flat_buffer &buf, record &o);

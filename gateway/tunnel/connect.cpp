@@ -110,17 +110,32 @@ net::awaitable<filters::decision> session::decide_connect(Stream &s, outcome &o,
   co_return d;
 }
 
-// allowlist: the tunnel passed through unopened, its bytes copied both ways until either side ends.
+// The origin's connection for a tunnel sluice does not open (allowlist, relayed TCP), and the
+// client told it is established; null when the dial failed (the client got the failure) or the
+// client left.
 template <class Stream>
-net::awaitable<void> session::pass_through(Stream &s, beast::flat_buffer &buf, outcome &o,
-                                           const std::optional<net::ip::address> &ip) {
+net::awaitable<std::unique_ptr<upstream_connection>>
+session::open_tunnel(Stream &s, outcome &o, const std::optional<net::ip::address> &ip) {
   error_code ec;
   auto conn = co_await connect_upstream(o.host, ip, o.port, false, ec);
   if (ec) {
     co_await fail(s, o, ec, false);
-    co_return;
+    co_return nullptr;
   }
-  if (!co_await send_established(s)) co_return;
+  if (!co_await send_established(s)) co_return nullptr;
+  co_return conn;
+}
+template net::awaitable<std::unique_ptr<upstream_connection>>
+session::open_tunnel<beast::tcp_stream>(beast::tcp_stream &, outcome &, const std::optional<net::ip::address> &);
+template net::awaitable<std::unique_ptr<upstream_connection>>
+session::open_tunnel<tls_stream>(tls_stream &, outcome &, const std::optional<net::ip::address> &);
+
+// allowlist: the tunnel passed through unopened, its bytes copied both ways until either side ends.
+template <class Stream>
+net::awaitable<void> session::pass_through(Stream &s, beast::flat_buffer &buf, outcome &o,
+                                           const std::optional<net::ip::address> &ip) {
+  auto conn = co_await open_tunnel(s, o, ip);
+  if (!conn) co_return;
   if (buf.size()) { // bytes the client sent before our 200
     conn->tcp.expires_after(cfg().timeouts.io);
     auto [e2, n2] = co_await net::async_write(conn->tcp, buf.data(), use_tuple);

@@ -94,13 +94,9 @@ net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outc
     co_await deny(s, o, "tcp_connection_limit", o.rule, false);
     co_return;
   }
+  auto conn = co_await open_tunnel(s, o, ip);
+  if (!conn) co_return;
   error_code ec;
-  auto conn = co_await connect_upstream(o.host, ip, o.port, false, ec);
-  if (ec) {
-    co_await fail(s, o, ec, false);
-    co_return;
-  }
-  if (!co_await send_established(s)) co_return;
   o.decision = "allow";
   o.reason = "allowed";
   if (!captured_) o.status = 200;
