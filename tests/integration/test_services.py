@@ -16,7 +16,7 @@ import time
 import unittest
 
 import test_exec as base
-from harness import PYTHON, SLUICE, free_port, wait_port
+from harness import PYTHON, SLUICE, Gateway, Processes, free_port, wait_port
 from netns import TestHost
 
 M = {}
@@ -287,6 +287,54 @@ class ServicesAsRoot(base.ExecCase):
         p = subprocess.run(cmd, capture_output=True, env=self.env(), timeout=60, cwd=self.work)
         self.assertEqual(p.returncode, 125)
         self.assertIn("[policy] tcp is not allowed here", p.stderr.decode())
+
+
+class ServeRelaysTcp(unittest.TestCase):
+    """serve: [policy] tcp lets a client's CONNECT (or SOCKS5) to that name and port through as a
+    relay; the same port on another name is judged as any CONNECT (refused: not allowlisted)."""
+
+    def test_connect_to_a_tcp_entry(self):
+        procs = Processes()
+        try:
+            gw = Gateway(procs, M["tmp"], """
+profile = "network-read"
+[policy]
+allow = ["origin.test"]
+tcp = [{ host = "db.test", port = 5432 }]
+[upstream]
+allow_addresses = ["198.18.0.0/15"]
+[upstream.resolve]
+"db.test" = "198.18.0.2"
+"other.test" = "198.18.0.2"
+""", name="serve-tcp")
+
+            def connect(host):
+                s = socket.create_connection(("127.0.0.1", gw.port), timeout=20)
+                s.sendall(b"CONNECT %s:5432 HTTP/1.1\r\nHost: %s:5432\r\n\r\n" % (host, host))
+                head = b""
+                while not head.endswith(b"\r\n\r\n"):
+                    c = s.recv(1)
+                    if not c:
+                        break
+                    head += c
+                return s, head.split(b"\r\n")[0].decode()
+
+            s, status = connect(b"db.test")
+            self.assertEqual(status, "HTTP/1.1 200 Connection established")
+            s.sendall(bytes.fromhex("0000000804d2162f"))  # PostgreSQL's SSLRequest: the server says N (ssl=off)
+            self.assertEqual(s.recv(1), b"N")
+            s.close()
+            s, status = connect(b"other.test")
+            self.assertEqual(status.split()[1], "403")
+            s.close()
+            self.assertTrue(gw.logged(lambda x: x.get("protocol") == "tcp"))
+            line = [x for x in gw.access_log() if x.get("protocol") == "tcp"][0]
+            self.assertEqual((line["host"], line["method"], line["rule"], line["closed_by"]),
+                             ("db.test", "CONNECT", "tcp://db.test:5432", "client"))
+            self.assertTrue(gw.logged(lambda x: x["host"] == "other.test" and x["reason"] == "host_not_allowlisted"))
+            self.assertGreater(gw.metric("sluice_requests_total", protocol="tcp"), 0)
+        finally:
+            procs.stop_all()
 
 
 class ServicesAsNobody(ServicesAsRoot):
