@@ -55,10 +55,11 @@ template <class A, class B> void shutdown_both(A &a, B &b) {
   lowest(b).socket().shutdown(tcp::socket::shutdown_both, ignored);
 }
 // Copies bytes one way until end of file (then half-closes the other side) or an error (then
-// closes both); `observe` sees each piece before it is written.
+// closes both); `observe` sees each piece before it is written. A client with a byte rate ([roles]
+// bytes_per_second) is held to it as in any tunnel.
 template <class From, class To>
-net::awaitable<pump_end> pump(From &from, To &to, std::uint64_t &bytes,
-                                       const std::function<void(std::string_view)> &observe, relay_clock &c) {
+net::awaitable<pump_end> pump(session &self, From &from, To &to, std::uint64_t &bytes,
+                              const std::function<void(std::string_view)> &observe, relay_clock &c) {
   chunk data;
   for (;;) {
     auto [ec, n] = co_await raw(from).async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
@@ -79,6 +80,7 @@ net::awaitable<pump_end> pump(From &from, To &to, std::uint64_t &bytes,
       co_return pump_end::error;
     }
     c.last = clock::now();
+    if (self.throttled()) co_await self.throttle(n);
   }
 }
 
@@ -130,7 +132,7 @@ net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outc
   relay_clock clock_state{clock::now()};
   auto one_way = [&](auto &from, auto &to, std::uint64_t &bytes, std::string_view side,
                      const std::function<void(std::string_view)> &see) -> net::awaitable<void> {
-    auto end = co_await pump(from, to, bytes, see, clock_state);
+    auto end = co_await pump(*this, from, to, bytes, see, clock_state);
     if (o.closed_by.empty()) o.closed_by = end == pump_end::eof ? side : "error";
   };
   auto watchdog = [&]() -> net::awaitable<void> {

@@ -337,6 +337,66 @@ allow_addresses = ["198.18.0.0/15"]
             procs.stop_all()
 
 
+    def test_a_clients_byte_rate_holds_in_the_relay(self):
+        """A client whose role has bytes_per_second is paced in a relayed connection as in any
+        tunnel: 256 KiB echoed (512 KiB both ways) at 128 KiB/s, one second's burst, takes 3 s or
+        more (a lower bound: the limit is tested, not the machine)."""
+        import base64
+        import hashlib
+        echo_port = free_port()
+        echo = subprocess.Popen([PYTHON, "-c", (
+            "import socket, sys\n"
+            "l=socket.create_server(('127.0.0.1', int(sys.argv[1]))); print('ready', flush=True)\n"
+            "c,_=l.accept()\n"
+            "while True:\n d=c.recv(65536)\n if not d: break\n c.sendall(d)\n"
+            "c.close()"), str(echo_port)], stdout=subprocess.PIPE)
+        self.assertEqual(echo.stdout.readline().strip(), b"ready")
+        token = "tok-metered-tcp-0123"
+        procs = Processes()
+        try:
+            gw = Gateway(procs, M["tmp"], f"""
+profile = "network-read"
+[policy]
+allow = ["origin.test"]
+tcp = [{{ host = "echo.test", port = {echo_port} }}]
+[roles.metered]
+bytes_per_second = 131072
+[clients.slow]
+token_sha256 = "{hashlib.sha256(token.encode()).hexdigest()}"
+role = "metered"
+[upstream]
+allow_addresses = ["127.0.0.1/32"]
+[upstream.resolve]
+"echo.test" = "127.0.0.1"
+""", name="serve-tcp-rate")
+            s = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+            auth = base64.b64encode(b"slow:" + token.encode())
+            s.sendall(b"CONNECT echo.test:%d HTTP/1.1\r\nHost: echo.test:%d\r\nProxy-Authorization: Basic %s\r\n\r\n"
+                      % (echo_port, echo_port, auth))
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                head += s.recv(1)
+            self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+            data = os.urandom(256 * 1024)
+            t0 = time.monotonic()
+            s.sendall(data)
+            got = b""
+            while len(got) < len(data):
+                c = s.recv(65536)
+                if not c:
+                    break
+                got += c
+            took = time.monotonic() - t0
+            s.close()
+            self.assertEqual(got, data)
+            self.assertGreater(took, 2.5)
+        finally:
+            procs.stop_all()
+            echo.kill()
+            echo.wait()
+            echo.stdout.close()
+
+
 class ServicesAsNobody(ServicesAsRoot):
     user = 65534
 
