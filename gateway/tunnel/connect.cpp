@@ -55,6 +55,7 @@ net::awaitable<void> session::pipe(From &from, To &to, std::uint64_t &bytes) {
       co_return;
     }
     bytes += n;
+    if (throttled()) co_await throttle(n); // paced before it goes on, as in the TCP relay
     lowest(to).expires_after(cfg().timeouts.io);
     auto [wec, wn] = co_await net::async_write(to, net::buffer(data.get(), n), use_tuple);
     if (wec) {
@@ -63,7 +64,6 @@ net::awaitable<void> session::pipe(From &from, To &to, std::uint64_t &bytes) {
       to.socket().shutdown(tcp::socket::shutdown_both, ignored);
       co_return;
     }
-    if (throttled()) co_await throttle(n);
   }
 }
 

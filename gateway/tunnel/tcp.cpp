@@ -74,13 +74,14 @@ net::awaitable<pump_end> pump(session &self, From &from, To &to, std::uint64_t &
     c.last = clock::now();
     bytes += n;
     if (observe) observe(std::string_view(data.get(), n));
+    // Paced before it goes on, so that no byte reaches the other side sooner than the rate allows.
+    if (self.throttled()) co_await self.throttle(n);
     auto [wec, wn] = co_await net::async_write(raw(to), net::buffer(data.get(), n), use_tuple);
     if (wec) {
       shutdown_both(from, to);
       co_return pump_end::error;
     }
     c.last = clock::now();
-    if (self.throttled()) co_await self.throttle(n);
   }
 }
 
