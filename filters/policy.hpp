@@ -1,6 +1,7 @@
 #pragma once
 #include "filters/address_class.hpp"
 #include "filters/credentials.hpp"
+#include "filters/decider_config.hpp"
 #include "filters/decision.hpp"
 #include "filters/host_matcher.hpp"
 #include "filters/host_name.hpp"
@@ -235,6 +236,7 @@ struct config {
   std::map<std::string, role_config> roles;     // [roles.NAME]
   std::map<std::string, client_config> clients; // [clients.NAME]
   scan_config scan; // [scan]: the secret scanner (filters/scan_policy.hpp)
+  decider_config decider; // [decider]: an external decider (filters/decider_config.hpp)
   // Set in a role's own policy (policy::for_client): its name, and whether it only reports.
   std::string role;
   bool report = false;

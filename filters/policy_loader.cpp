@@ -15,7 +15,7 @@ config loader::load(const toml::table &root) const {
   c.source = source;
   check_keys(root, "the top level",
              {"profile", "listen", "policy", "tls", "upstream", "timeouts", "limits", "log",
-              "skills", "default_skill", "sandbox", "credentials", "roles", "clients", "approvals", "scan"});
+              "skills", "default_skill", "sandbox", "credentials", "roles", "clients", "approvals", "scan", "decider"});
   load_top_level(root, c);
   load_listen(root, c);
   load_policy(root, c);
@@ -27,6 +27,7 @@ config loader::load(const toml::table &root) const {
   load_sandbox(root, c);
   load_approvals(root, c);
   load_scan(root, c);
+  load_decider(root, c);
   load_credentials(root, c); // before the roles and skills that name them
   load_roles(root, c);
   require_approvals_hosts(root, c);

@@ -46,6 +46,7 @@ struct loader {
   void load_clients(const toml::table &root, config &c) const;
   void load_skills(const toml::table &root, config &c) const;
   void load_scan(const toml::table &root, config &c) const;
+  void load_decider(const toml::table &root, config &c) const; // policy_loader_decider.cpp
   // After the roles (which may ask): [approvals] needs hosts unless a role asks.
   void require_approvals_hosts(const toml::table &root, const config &c) const;
   // After the skills: each host a person allowed always joins every allowlist of the file.

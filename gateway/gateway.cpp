@@ -4,6 +4,7 @@
 // credential refresh loop).
 #include "gateway/gateway.hpp"
 #include "credentials/load.hpp"
+#include "gateway/decider/client.hpp"
 #include "gateway/local_addresses.hpp"
 #include "gateway/session.hpp"
 
@@ -53,6 +54,9 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
     secret.source = cfg.approvals.webhook_secret;
     credentials::load_secret(secret); // throws naming the source: the gateway does not start without it
     state_->webhook_secret = std::move(secret.secret);
+  }
+  if (cfg.decider.configured()) { // a program that cannot start stops the gateway here, naming it
+    state_->decider.store(std::make_shared<decider::client>(cfg.decider, cfg, metrics_.get()));
   }
   state_->credential_refused = [this](const std::string &name) {
     {
@@ -137,12 +141,31 @@ void gateway::set_unready() { state_->unready.store(true); }
 
 void gateway::reload(filters::policy_ptr policy) {
   state_->policy.store(policy);
+  refresh_decider(policy->cfg());
   try {
     refresh_scan(*policy);
   } catch (const std::exception &e) {
     std::fprintf(stderr, "sluice: [scan] could not be compiled for the reloaded policy, the previous "
                          "scanner stays: %s\n", e.what());
   }
+}
+
+// [decider] changed by a reload: the new one is started before the old one stops (what waits on
+// the old one is refused, decider_unavailable); a new program that cannot start leaves the old.
+void gateway::refresh_decider(const filters::config &cfg) {
+  auto now = state_->decider.load();
+  if (now ? now->config() == cfg.decider : !cfg.decider.configured()) return;
+  std::shared_ptr<decider::client> next;
+  if (cfg.decider.configured()) {
+    try {
+      next = std::make_shared<decider::client>(cfg.decider, cfg, metrics_.get());
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "sluice: the reloaded [decider] did not start, the previous one stays: %s\n", e.what());
+      return;
+    }
+  }
+  auto old = state_->decider.exchange(next);
+  if (old) old->stop(); // here, not on a worker: stopping joins the decider's threads
 }
 
 void gateway::refresh_scan(const filters::policy &p) {
@@ -205,6 +228,8 @@ void gateway::stop() {
   refresh_cv_.notify_all();
   guards_.clear();
   for (auto &w : workers_) w->ioc.stop();
+  // After the workers stop: the decider posts answers to them, and posts nothing once stopped.
+  if (auto d = state_->decider.load()) d->stop();
 }
 
 void gateway::join() {

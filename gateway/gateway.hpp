@@ -101,6 +101,7 @@ private:
     bool tls = false;            // the HTTPS proxy listener
   };
   // The constructor's TLS contexts (gateway_tls.cpp): clients' terminated leg, origins' leg.
+  void refresh_decider(const filters::config &cfg);
   void setup_server_tls(const filters::config &cfg);
   void setup_upstream_tls(const filters::config &cfg);
   // start()'s admin listener (gateway_listen.cpp): what it serves, as functions of this gateway.

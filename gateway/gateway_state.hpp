@@ -23,6 +23,9 @@ namespace sluice::gateway {
 
 class synthetic_names;
 struct worker;
+namespace decider {
+class client; // decider/client.hpp
+}
 namespace detail {
 class h2_upstream;
 class h2_connection;
@@ -75,6 +78,8 @@ struct gateway_state {
   std::atomic<std::shared_ptr<const scan::database>> scan{};
   // Relayed TCP connections open now ([limits] max_tcp_connections).
   std::atomic<std::size_t> tcp_open{0};
+  // [decider]: the external decider's client for the policy in force (null: none configured).
+  std::atomic<std::shared_ptr<decider::client>> decider{};
 };
 
 // One thread's share of the gateway: its io_context, resolver and upstream pool. Sessions run on the

@@ -48,6 +48,9 @@ certs::name_constraint_set gateway::constraints_for(const filters::policy &p) {
   nc.constrain = true; // never an unconstrained CA: a regex contributes its literal domain suffix
   // serve's roles: every role's allowlist. A role in report mode may be let through to any name,
   // which no constraint can cover: that CA is unconstrained (docs/policy.md says so).
+  // A [decider] may let any name through (what the allowlist leaves open is its to answer), which
+  // no constraint can cover either: that CA is unconstrained too.
+  if (p.cfg().decider.configured()) return certs::name_constraint_set{};
   std::vector<const filters::policy *> all{&p};
   for (const auto &[name, r] : p.role_policies()) {
     if (r->cfg().report) return certs::name_constraint_set{};

@@ -1,4 +1,5 @@
 #include "gateway/serve.hpp"
+#include "gateway/decider/client.hpp"
 
 #include <openssl/rand.h>
 #include "certs/ca_files.hpp"
@@ -8,6 +9,7 @@
 #include "gateway/gateway.hpp"
 #include "credentials/load.hpp"
 
+#include <boost/asio/detached.hpp>
 #include <boost/url/parse.hpp>
 #include <csignal>
 #include <cstdio>
@@ -351,6 +353,19 @@ std::string_view scan_body(const check_request &c, exchange::verdict &v) {
 }
 } // namespace
 
+// One question to the policy's [decider], as the gateway would ask it (the program started for it
+// and stopped after).
+decider::answer ask_decider(const filters::config &cfg, boost::json::object question) {
+  decider::client d(cfg.decider, cfg, nullptr);
+  net::io_context ioc;
+  decider::answer got;
+  net::co_spawn(ioc, [&]() -> net::awaitable<void> { got = co_await d.decide(std::move(question)); },
+                net::detached);
+  ioc.run();
+  d.stop();
+  return got;
+}
+
 int run_check(const check_request &c) {
   const auto &config_file = c.config_file, &profile = c.profile, &method = c.method, &url = c.url,
              &client = c.client, &skill = c.skill;
@@ -413,6 +428,30 @@ int run_check(const check_request &c) {
   exchange::judging j{pol};
   j.scan = &db;
   auto v = exchange::judge(r, j, o);
+  if (v.decide && (v.reason.empty() || v.reason == "host_not_allowlisted")) {
+    // [decider]: asked as the gateway asks it, its answer printed and folded in.
+    auto a = ask_decider(cfg, decider::question(r, v, o, {c.client, pol.cfg().role, skill, {}, filters::to_string(pol.mode())}));
+    std::printf("decider: %s%s%s%s\n", std::string(decider::to_string(a.kind)).c_str(), a.message.empty() ? "" : " (",
+                a.message.c_str(), a.message.empty() ? "" : ")");
+    if (a.kind == decider::answer::allow && !v.reason.empty()) {
+      j.approved_next = true;
+      exchange::outcome again;
+      v = exchange::judge(r, j, again);
+      o = std::move(again);
+    } else if (a.kind == decider::answer::deny) {
+      v.reason = "decider_denied";
+      v.rule = "decider";
+    } else if (a.kind == decider::answer::timeout) {
+      v.reason = "decider_timeout";
+      v.rule = "decider";
+    } else if (a.kind == decider::answer::unavailable) {
+      v.reason = "decider_unavailable";
+      v.rule = "decider";
+    } else if (a.kind == decider::answer::ask) {
+      std::printf("  (a person would be asked: [approvals])\n");
+      if (v.reason.empty()) v.reason = "host_not_allowlisted";
+    }
+  }
   if (v.reason.empty()) v.reason = scan_body(c, v);
   if (v.reason.empty()) {
     // The addresses the gateway would dial, judged as it judges them: the literal, or the pins.

@@ -28,6 +28,10 @@
 #include <string_view>
 #include <vector>
 
+namespace sluice::gateway::decider {
+struct asker; // decider/protocol.hpp
+}
+
 namespace sluice::gateway::detail {
 
 using clock = std::chrono::steady_clock;
@@ -142,6 +146,14 @@ public:
   // the host approved for this tunnel or connection, the next request, the run's.
   verdict judge(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol,
                 outcome &o);
+  // [decider]: a verdict that names the decider (v.decide) gets its answer folded in: allowed (a
+  // miss judged again as approved, fields set or removed), refused (decider_denied, _timeout,
+  // _unavailable) or handed to a person (v.ask). Every protocol calls it after judge.
+  net::awaitable<void> consult(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol,
+                               outcome &o, verdict &v);
+  net::awaitable<filters::decision> consult_connect(outcome &o, const filters::policy &pol, std::string_view raw_host,
+                                                    unsigned port);
+  decider::asker asker_for(const filters::policy &pol) const;
   // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
   // with SNI and certificate verification for https. `offer_h2`: ALPN offers h2 and http/1.1 (an h2
   // client's stream), and the connection's `h2` says which the origin chose.

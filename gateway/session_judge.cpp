@@ -1,6 +1,7 @@
 // The session's side of judging: the one judge (exchange/judge.hpp) with what this session
-// knows of a person's approvals.
+// knows of a person's approvals, and the external decider's answer folded in ([decider]).
 #include "gateway/admin/approvals.hpp"
+#include "gateway/decider/client.hpp"
 #include "gateway/session_impl.hpp"
 
 namespace sluice::gateway::detail {
@@ -11,6 +12,94 @@ verdict session::judge(const exchange::request &r, const tunnel_target *tunnel, 
   exchange::judging j{pol, tunnel, approved_host_, approved_port_, approved_next_, state_.held.get(), &db};
   approved_next_ = false; // "the next request judged" is this one
   return exchange::judge(r, j, o);
+}
+
+decider::asker session::asker_for(const filters::policy &pol) const {
+  return {who(), pol.cfg().role, state_.metrics.skill(), {}, filters::to_string(pol.mode())};
+}
+
+// The order of precedence (docs/policy.md, "An external decider"): the file's own refusals (deny
+// entries, address rules, profile methods, hygiene, the scanner) stand without a question; what
+// the allowlist does not name is the decider's to allow, refuse or hand to a person; with when =
+// "all" what the file allows is put to it too, and it may only narrow that. An allowed miss is
+// judged again as a person's approval is, so methods, routes and credentials still hold.
+net::awaitable<void> session::consult(const exchange::request &r, const tunnel_target *tunnel,
+                                      const filters::policy &pol, outcome &o, verdict &v) {
+  if (!v.decide) co_return;
+  v.decide = false;
+  if (!v.reason.empty() && v.reason != "host_not_allowlisted") co_return;
+  auto d = state_.decider.load();
+  if (!d) co_return;
+  auto a = co_await d->decide(decider::question(r, v, o, asker_for(pol)));
+  o.decided_by = "decider";
+  o.decider_message = a.message;
+  switch (a.kind) {
+  case decider::answer::allow:
+    if (!v.reason.empty()) {
+      approved_next_ = true;
+      v = judge(r, tunnel, pol, o);
+      v.decide = false;
+      v.ask = false;
+      o.decided_by = "decider";
+      if (o.rule == "approved") o.rule = v.rule = "decider"; // the decider's leave, not a person's
+    }
+    if (v.reason.empty()) {
+      for (auto &f : a.set) v.set.push_back(std::move(f));
+      v.remove = std::move(a.remove);
+    }
+    break;
+  case decider::answer::ask:
+    if (r.can_hold) {
+      if (v.reason.empty()) v.reason = "host_not_allowlisted"; // held as a miss is; a person decides
+      v.ask = true;
+      break;
+    }
+    o.decider_message = "the decider asked for a person, and an h2 stream cannot be held; send the request "
+                        "over HTTP/1.1 to be asked";
+    [[fallthrough]];
+  case decider::answer::deny:
+    v.reason = "decider_denied";
+    v.ask = false;
+    v.close = false;
+    v.rule = "decider";
+    o.decider_status = a.status;
+    break;
+  case decider::answer::timeout:
+    v.reason = "decider_timeout";
+    v.ask = false;
+    v.close = false;
+    v.rule = "decider";
+    break;
+  default:
+    v.reason = "decider_unavailable";
+    v.ask = false;
+    v.close = false;
+    v.rule = "decider";
+  }
+}
+
+// A CONNECT (or a captured connection) to a host the allowlist does not name, with a decider: its
+// answer on the host and port. Allowed, a terminated tunnel's requests are each put to it again.
+net::awaitable<filters::decision> session::consult_connect(outcome &o, const filters::policy &pol,
+                                                           std::string_view raw_host, unsigned port) {
+  auto d = state_.decider.load();
+  if (!d) co_return filters::decision::deny("host_not_allowlisted"); // a reload took it away
+  auto a = co_await d->decide(decider::connect_question(o, asker_for(pol)));
+  o.decided_by = "decider";
+  o.decider_message = a.message;
+  switch (a.kind) {
+  case decider::answer::allow:
+    co_return pol.decide_connect_approved(raw_host, port);
+  case decider::answer::ask:
+    co_return filters::decision::deny("host_not_allowlisted"); // the caller asks a person if it may
+  case decider::answer::deny:
+    o.decider_status = a.status;
+    co_return filters::decision::deny("decider_denied", "decider");
+  case decider::answer::timeout:
+    co_return filters::decision::deny("decider_timeout", "decider");
+  default:
+    co_return filters::decision::deny("decider_unavailable", "decider");
+  }
 }
 
 } // namespace sluice::gateway::detail

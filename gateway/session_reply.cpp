@@ -134,6 +134,16 @@ std::string session::denial_text(const outcome &o, std::string_view rule) {
   } else if (o.reason == "underscore_framing_field") {
     msg += "A field spelled like Content-Length or Transfer-Encoding with '_' for '-' is read as "
            "the real one by some servers; send the standard name.\n";
+  } else if (o.reason == "decider_denied") {
+    msg += "The policy decider ([decider]) refused it" +
+           (o.decider_message.empty() ? std::string(".\n") : ": " + o.decider_message + "\n");
+  } else if (o.reason == "decider_timeout") {
+    msg += "The policy decider ([decider]) did not answer within its timeout; sluice refuses what it "
+           "cannot get an answer for. Try again, or ask the operator to look at the decider.\n";
+  } else if (o.reason == "decider_unavailable") {
+    msg += "The policy decider ([decider]) is not available (not running, overloaded, or its answer was "
+           "unusable); sluice refuses what it cannot get an answer for. The operator sees why in sluice's "
+           "messages.\n";
   } else if (o.reason == "credential_host_mismatch") {
     msg += "The request carries the placeholder of a credential that belongs to other hosts "
            "([credentials] hosts in the policy); sluice does not send it here.\n";
@@ -151,6 +161,7 @@ net::awaitable<void> session::deny(Stream &s, outcome &o, std::string_view reaso
   // A refused WebSocket upgrade is 426: clients that try a WebSocket first (Codex's model
   // transport) fall back to plain HTTP at once on it, where a 403 makes them retry (docs/policy.md).
   unsigned status = framing ? 400 : reason == "websocket_refused" ? 426 : 403;
+  if (reason == "decider_denied" && o.decider_status) status = o.decider_status; // the decider's choice
   std::string_view ps = framing ? "http_request_error" : "http_request_denied";
   std::string body = denial_text(o, o.rule);
   co_await reply(s, o, status, ps, std::move(body), keep_alive && status == 403, version);

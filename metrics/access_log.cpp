@@ -60,10 +60,9 @@ void append_detail_fields(std::string &line, const access_record &r) {
     field(line, ",\"scan_rule\":", r.scan_rule);
     field(line, ",\"scan_location\":", r.scan_location);
   }
-  if (!r.approval.empty()) {
-    field(line, ",\"approval\":", r.approval);
-    if (!r.decided_by.empty()) field(line, ",\"decided_by\":", r.decided_by);
-  }
+  if (!r.approval.empty()) field(line, ",\"approval\":", r.approval);
+  // Who decided, where not the file: a person's channel (cli, page, webhook) or the decider.
+  if (!r.decided_by.empty()) field(line, ",\"decided_by\":", r.decided_by);
 }
 
 } // namespace

@@ -157,7 +157,22 @@ metrics::metrics(std::string skill)
                          .Name("sluice_scan_findings_total")
                          .Help("Secrets found in what commands sent ([scan]), by kind (canary, own_secret, "
                                "format, custom), rule and action (block, report)")
-                         .Register(*registry_)) {}
+                         .Register(*registry_)),
+      decider_calls_(BuildCounter()
+                         .Name("sluice_decider_calls_total")
+                         .Help("Questions to the external decider ([decider]), by outcome: allow, deny, ask, "
+                               "timeout, unavailable, cached (answered from the cache)")
+                         .Register(*registry_)),
+      decider_duration_(BuildHistogram()
+                            .Name("sluice_decider_duration_seconds")
+                            .Help("Time a request waited for the external decider's answer (cached answers included)")
+                            .Register(*registry_)
+                            .Add({}, latency_buckets)) {}
+
+void metrics::decider_call(std::string_view outcome, double seconds) {
+  decider_calls_.Add({{"outcome", std::string(outcome)}}).Increment();
+  decider_duration_.Observe(seconds);
+}
 
 void metrics::scan_finding(std::string_view kind, std::string_view rule, std::string_view action) {
   scan_findings_.Add({{"kind", std::string(kind)}, {"rule", std::string(rule)}, {"action", std::string(action)}})

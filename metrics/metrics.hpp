@@ -76,6 +76,9 @@ public:
   // A finding of the scanner ([scan]) in what a command sent: its kind (canary, own_secret,
   // format, custom), rule id and action (block, report).
   void scan_finding(std::string_view kind, std::string_view rule, std::string_view action);
+  // A question to the external decider ([decider]): its outcome (allow, deny, ask, timeout,
+  // unavailable, cached) and how long the request waited for it.
+  void decider_call(std::string_view outcome, double seconds);
 
   // Prometheus text exposition of everything registered.
   std::string serialize() const;
@@ -98,6 +101,8 @@ private:
   prometheus::Family<prometheus::Counter> &websocket_closed_;
   prometheus::Family<prometheus::Counter> &approvals_;
   prometheus::Family<prometheus::Counter> &scan_findings_;
+  prometheus::Family<prometheus::Counter> &decider_calls_;
+  prometheus::Histogram &decider_duration_;
   // Series already created, by their joined label values: prometheus-cpp's Family::Add builds a
   // label map and takes a lock per call, which showed in the keep-alive profile.
   std::mutex cache_mutex_;

@@ -64,6 +64,11 @@ struct verdict {
   // is awaited before anything leaves, and a DATA byte refuses it (body_on_read_method).
   bool bodyless = false;
   bool ask = false; // host_not_allowlisted, but a person may be asked ([approvals])
+  // [decider]: the decider is asked before this verdict holds (an allowlist miss; with when = "all"
+  // also an allowed request). Its answer may allow a miss, refuse, hand the request to a person, and
+  // set or remove fields (`remove`); it never widens a deny entry, an address rule or a method rule.
+  bool decide = false;
+  std::vector<std::string> remove; // fields the decider took off the request
   // [scan]: the request's scan, which its body and messages go through before they leave (null:
   // no scanner in force).
   std::shared_ptr<scan_step> scan;
@@ -98,6 +103,9 @@ struct outcome {
   std::string_view closed_by;
   std::string_view db_protocol;
   std::string db_user, db_name;
+  // [decider]: what it said to a refusal (shown to the client) and the status it chose (0: 403).
+  std::string decider_message;
+  unsigned decider_status = 0;
 };
 
 } // namespace sluice::gateway::exchange

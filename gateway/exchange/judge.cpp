@@ -151,11 +151,13 @@ verdict judge(const request &r, const judging &j, outcome &o) {
                     (j.for_run && j.for_run->allowed_for_run(o.host, port));
     if (approved) {
       d = pol.decide_approved(method, o.scheme, *parsed.host, port, target);
-    } else if (r.can_hold && pol.askable(o.host, o.scheme, port)) {
-      v.ask = true;
+    } else {
+      v.ask = r.can_hold && pol.askable(o.host, o.scheme, port);
+      v.decide = pol.cfg().decider.configured(); // [decider]: what the file leaves undecided
     }
   }
   if (!d.allowed) return refuse(d.reason, v.git_read, d.rule);
+  v.decide = pol.cfg().decider.all; // [decider] when = "all": it may narrow what the file allows
   o.rule = d.rule;
   if (d.would_deny && o.would_deny.empty()) o.would_deny = d.reason;
   if (v.websocket) {

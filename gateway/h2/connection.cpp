@@ -481,6 +481,7 @@ void h2_connection::refuse(stream &st, std::string_view reason, std::string rule
   o.rule = std::move(rule);
   bool framing = filters::is_framing_error(reason) || reason.starts_with("h2_") || reason == "header_too_large";
   unsigned status = reason == "header_too_large" ? 431 : reason == "rate_limited" ? 429 : framing ? 400 : 403;
+  if (reason == "decider_denied" && o.decider_status) status = o.decider_status; // the decider's choice
   respond(st, status, framing ? "http_request_error" : "http_request_denied", owner_.denial_text(o, o.rule));
 }
 
@@ -553,7 +554,9 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
   st->policy = owner_.current_policy();
   st->v = owner_.judge(r, &target_, *st->policy, o);
   if (st->grpc) o.protocol = "grpc";
-  if (!st->v.reason.empty()) {
+  // A miss the [decider] is to be asked about goes on to forward(), which asks it first.
+  const bool decider_next = st->v.decide && (st->v.reason.empty() || st->v.reason == "host_not_allowlisted");
+  if (!st->v.reason.empty() && !decider_next) {
     refuse(*st, st->v.reason, st->v.rule);
     return;
   }

@@ -37,6 +37,24 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   } guard{*this, *st};
   auto gone = [&] { return st->closed || pump_.stopping || st->scan_stop; };
 
+  if (st->v.decide) { // [decider]: asked before anything leaves (a body waits in the stream's window)
+    exchange::field_list views;
+    for (auto &[n, v] : req.fields) views.emplace_back(n, v);
+    exchange::request r;
+    r.method = req.method;
+    r.target = req.path;
+    r.authority = req.authority;
+    r.scheme = req.scheme;
+    r.fields = &views;
+    r.version = 20;
+    co_await owner_.consult(r, &target_, *st->policy, o, st->v);
+    if (gone()) co_return aborted(*st);
+    if (!st->v.reason.empty()) {
+      refuse(*st, st->v.reason, st->v.rule);
+      co_return;
+    }
+  }
+
   std::string preread;
   // A body judged whole before anything leaves (Git negotiation, AWS re-signing): awaited to its
   // end (bounded), then judged as every protocol's is.
@@ -126,6 +144,7 @@ static std::string h1_request_head(const h2_connection::stream &st, const std::s
     if (hop_by_hop(http::string_to_field(n), n) || n == "host") continue;
     bool replaced = false;
     for (auto &[sn, sv] : st.v.set) replaced = replaced || beast::iequals(sn, n);
+    for (auto &rn : st.v.remove) replaced = replaced || beast::iequals(rn, n); // the decider's
     if (!replaced) head.append(n).append(": ").append(v).append("\r\n");
   }
   for (auto &[n, v] : st.v.set) head.append(n).append(": ").append(v).append("\r\n");
@@ -395,6 +414,7 @@ static std::vector<std::pair<std::string, std::string>> h2_request_fields(h2_con
     if (n == "host" || n == "content-length") continue;
     bool replaced = false;
     for (auto &[sn, sv] : st.v.set) replaced = replaced || beast::iequals(sn, n);
+    for (auto &rn : st.v.remove) replaced = replaced || beast::iequals(rn, n); // the decider's
     if (!replaced) fields.emplace_back(n, v);
   }
   for (auto &[n, v] : st.v.set) {

@@ -260,6 +260,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
   in.version = version;
   in.can_hold = true;
   verdict v = judge(in, tunnel, pol, o);
+  co_await consult(in, tunnel, pol, o, v); // [decider], where the verdict names it
   if (v.ask) { // not on the allowlist, but a person may let it through ([approvals])
     auto a = co_await ask(o, "request", pol, lowest(s).socket());
     if (a == approval::once || a == approval::run || a == approval::always) {
@@ -316,6 +317,7 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
     }
   }
   fields.clear(); // views into the head, which the credentials below change
+  for (auto &name : v.remove) req.erase(name); // the decider's
   for (auto &[name, value] : v.set) req.set(name, value);
   co_return co_await forward(s, buf, parser, o, v.ip, version,
                              v.read_whole() ? &whole : nullptr, v.scan.get());

@@ -88,7 +88,15 @@ net::awaitable<filters::decision> session::decide_connect(Stream &s, outcome &o,
   auto d = pol.decide_connect(raw_host, port);
   if (!d.allowed && d.reason == "host_not_allowlisted") {
     // A host a person allowed for the run, or may allow now ([approvals]): held before the tunnel.
-    if (state_.held->allowed_for_run(o.host, port)) {
+    // With a [decider], it is asked first; what it hands on ("ask") goes to a person as before.
+    bool run_approved = state_.held->allowed_for_run(o.host, port);
+    if (!run_approved && pol.cfg().decider.configured() && state_.decider.load()) {
+      o.method = "CONNECT";
+      d = co_await consult_connect(o, pol, raw_host, port);
+    }
+    if (d.allowed || d.reason != "host_not_allowlisted") {
+      // the decider answered (or the miss stands for a person below)
+    } else if (run_approved) {
       d = pol.decide_connect_approved(raw_host, port);
     } else if (pol.askable(o.host, "https", port)) {
       o.method = "CONNECT";

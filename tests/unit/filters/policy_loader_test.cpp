@@ -361,3 +361,27 @@ TEST_CASE("load_admin_access: where approvals --config reaches serve", "[filters
   ::unlink(path);
   CHECK(contains(message(), std::string(path) + ": cannot open the config file"));
 }
+
+TEST_CASE("[decider]: a program or an endpoint, which requests, deadlines", "[filters][config][decider]") {
+  auto c = load_config_string("[decider]\ncommand = \"/usr/bin/python3 /etc/sluice/d.py --x\"\nwhen = \"all\"\n"
+                              "timeout = \"500ms\"\nmax_in_flight = 8\ncache_seconds = 0\n",
+                              "t.toml");
+  CHECK(c.decider.configured());
+  CHECK(c.decider.command == std::vector<std::string>{"/usr/bin/python3", "/etc/sluice/d.py", "--x"});
+  CHECK(c.decider.all);
+  CHECK(c.decider.timeout == std::chrono::milliseconds(500));
+  CHECK(c.decider.max_in_flight == 8);
+  CHECK(c.decider.cache_seconds == std::chrono::seconds(0));
+  auto e = load_config_string("[decider]\nurl = \"https://opa.test:8181/v1/data/sluice/decision\"\n", "t.toml");
+  CHECK(e.decider.url == "https://opa.test:8181/v1/data/sluice/decision");
+  CHECK_FALSE(e.decider.all);
+  CHECK(e.decider.timeout == std::chrono::seconds(2));
+  CHECK_FALSE(load_config_string("", "t.toml").decider.configured());
+  CHECK(contains(error_of("[decider]\nwhen = \"all\"\n"), "exactly one of command"));
+  CHECK(contains(error_of("[decider]\ncommand = \"a\"\nurl = \"https://x.test/\"\n"), "exactly one of command"));
+  CHECK(contains(error_of("[decider]\nurl = \"http://x.test/\"\n"), "https://"));
+  CHECK(contains(error_of("[decider]\ncommand = \"a\"\nwhen = \"sometimes\"\n"), "undecided"));
+  CHECK(contains(error_of("[decider]\ncommand = \"a\"\ntimeout = \"5m\"\n"), "10ms"));
+  CHECK(contains(error_of("[decider]\ncommand = \"a\"\nmax_in_flight = 0\n"), "max_in_flight"));
+  CHECK(contains(error_of("[decider]\ncommand = \"a\"\nsurprise = 1\n"), "surprise"));
+}

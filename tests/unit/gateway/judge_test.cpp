@@ -248,3 +248,27 @@ TEST_CASE("the exchange: a body judged whole, the same for every protocol", "[ga
   CHECK(no.reason == "git_request_refused");
   CHECK(no.rule == o.rule);
 }
+
+TEST_CASE("the judge names the decider for what the file leaves undecided, never for its refusals",
+          "[gateway][judge][decider]") {
+  const std::string rules = "profile = \"network-read\"\n[policy]\nallow = [\"api.example.com\"]\n"
+                            "deny = [\"denied.example.com\"]\n[decider]\ncommand = \"/bin/true\"\n";
+  auto pol = policy_of(rules);
+  auto all = policy_of(rules + "when = \"all\"\n");
+  for (form f : {form::absolute, form::tunnel, form::h2}) {
+    INFO("form " << static_cast<int>(f));
+    auto miss = judge_as(f, *pol, "GET", "/", {}, "other.example.com");
+    CHECK(miss.v.reason == "host_not_allowlisted");
+    CHECK(miss.v.decide);
+    CHECK_FALSE(judge_as(f, *pol, "GET", "/", {}, "api.example.com").v.decide);     // undecided only
+    CHECK(judge_as(f, *all, "GET", "/", {}, "api.example.com").v.decide);           // when = "all"
+    auto denied = judge_as(f, *all, "GET", "/", {}, "denied.example.com");
+    CHECK(denied.v.reason == "host_denied");
+    CHECK_FALSE(denied.v.decide);                                                  // a deny entry stands
+    auto write = judge_as(f, *all, "POST", "/", {}, "api.example.com");
+    CHECK(write.v.reason == "method_not_allowed");
+    CHECK_FALSE(write.v.decide);                                                   // so do the methods
+  }
+  auto none = policy_of("profile = \"network-read\"\n[policy]\nallow = [\"api.example.com\"]\n");
+  CHECK_FALSE(judge_as(form::absolute, *none, "GET", "/", {}, "other.example.com").v.decide);
+}

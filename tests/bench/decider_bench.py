@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""What an external decider ([decider]) costs a `sluice serve` replica: keep-alive plain-HTTP proxy
+requests for 1 KiB from nginx (wrk), side by side in one run, against
+  (a) none: the host on the allowlist, no decider;
+  (b) program: the host not on the allowlist, a decider program (python, one JSON line each way)
+      asked about every request, answering allow without letting it be cached;
+  (c) cached: the same program answering allow with cache {seconds: 600, keys: [host]}, so that
+      after the first question the answers come from sluice's cache.
+Runs alternate (a, b, c, then c, b, a) so that the machine's swings hit all alike. Prints requests
+per second, p50 and p99 latency, CPU microseconds per request of sluice (the decider's own CPU
+beside it for (b)), medians over the rounds.
+
+usage (root): tests/bench/decider_bench.py [--rounds 3] [--seconds 10] [--connections 50]
+Installs wrk and nginx-light with apt-get when missing."""
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "../integration"))
+import fleet_clients  # noqa: E402
+from fleet_clients import cpu_seconds, parse_wrk  # noqa: E402
+from harness import free_port, wait_port  # noqa: E402
+from exec_startup import default_binary as sluice_binary  # noqa: E402
+
+DECIDER = r"""
+import json, sys
+cache = sys.argv[1] == "cached"
+for line in sys.stdin:
+    m = json.loads(line)
+    r = {"decision": "allow"}
+    if cache:
+        r["cache"] = {"seconds": 600, "keys": ["host"]}
+    sys.stdout.write(json.dumps({"id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+class Bench(fleet_clients.Bench):
+
+    def decider_config(self, kind):
+        port = free_port()
+        program = os.path.join(self.tmp, "decider.py")
+        with open(program, "w") as f:
+            f.write(DECIDER)
+        text = f"""profile = "network-read"
+[listen]
+proxy = "127.0.0.1:{port}"
+[policy]
+allow = [{'"origin.test:80"' if kind == "none" else '"nothing.test"'}]
+[upstream]
+allow_addresses = ["{fleet_clients.ORIGIN}/32"]
+[upstream.resolve]
+"origin.test" = "{fleet_clients.ORIGIN}"
+[limits]
+pool_idle_per_host = {max(self.args.connections, 8)}
+pool_idle_total = {max(2 * self.args.connections, 256)}
+[log]
+access_log = "{self.tmp}/access-{kind}.log"
+"""
+        if kind != "none":
+            text += f'[decider]\ncommand = "/usr/bin/python3 {program} {kind}"\nmax_in_flight = 4096\n'
+        path = os.path.join(self.tmp, "sluice-%s.toml" % kind)
+        with open(path, "w") as f:
+            f.write(text)
+        return path, port
+
+    def one_kind(self, kind):
+        conf, port = self.decider_config(kind)
+        p = subprocess.Popen([sluice_binary(), "serve", "--config", conf], stdout=subprocess.DEVNULL,
+                             stderr=open(os.path.join(self.tmp, "sluice.log"), "ab"))
+        try:
+            wait_port(port, p, timeout=20)
+            lua = self.script([])
+            wrk = ["wrk", "-t", "1", "-c", str(self.args.connections), "-d", "%ds" % self.args.seconds,
+                   "--latency", "--timeout", "10s", "-s", lua, "http://127.0.0.1:%d" % port]
+            subprocess.run(wrk[:6] + ["-d", "2s"] + wrk[7:], capture_output=True, check=True)  # warm-up
+            children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+            cpu0 = cpu_seconds(p.pid)
+            dcpu0 = sum(cpu_seconds(int(c)) for c in children)
+            out = subprocess.run(wrk, capture_output=True, text=True, check=True).stdout
+            cpu = cpu_seconds(p.pid) - cpu0
+            dcpu = sum(cpu_seconds(int(c)) for c in children) - dcpu0
+        finally:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        rps, p50, p99, total, errors = parse_wrk(out)
+        return {"rps": rps, "p50": p50, "p99": p99, "errors": errors,
+                "cpu_us": cpu / max(total, 1) * 1e6, "decider_us": dcpu / max(total, 1) * 1e6}
+
+    def run(self):
+        self.setup_origin()
+        kinds = ("none", "program", "cached")
+        results = {k: [] for k in kinds}
+        for r in range(self.args.rounds):
+            for kind in kinds if r % 2 == 0 else kinds[::-1]:
+                res = self.one_kind(kind)
+                results[kind].append(res)
+                print("round %d %-8s %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  sluice %5.1f us/req  decider %5.1f us/req"
+                      "  errors %d" % (r + 1, kind, res["rps"], res["p50"], res["p99"], res["cpu_us"],
+                                       res["decider_us"], res["errors"]), flush=True)
+        print()
+        print("%d keep-alive connections, %d s per run, medians of %d rounds (sluice %s)" % (
+            self.args.connections, self.args.seconds, self.args.rounds, sluice_binary()))
+        print("| decider | req/s | p50 ms | p99 ms | sluice CPU us/req | decider CPU us/req | errors |")
+        print("|---|---|---|---|---|---|---|")
+        med = {}
+        for kind in kinds:
+            rs = results[kind]
+            med[kind] = {k: statistics.median(x[k] for x in rs) for k in ("rps", "p50", "p99", "cpu_us", "decider_us")}
+            m = med[kind]
+            print("| %s | %.0f | %.2f | %.2f | %.1f | %.1f | %d |" % (kind, m["rps"], m["p50"], m["p99"], m["cpu_us"],
+                                                                     m["decider_us"], sum(x["errors"] for x in rs)))
+        for kind in ("program", "cached"):
+            print("ratio %s/none: req/s %.3f" % (kind, med[kind]["rps"] / med["none"]["rps"]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=50)
+    args = ap.parse_args()
+    args.wrk_threads = 1
+    args.sluice_threads = 0
+    fleet_clients.install()
+    b = Bench(args)
+    try:
+        b.run()
+    finally:
+        b.close()
+
+
+if __name__ == "__main__":
+    main()

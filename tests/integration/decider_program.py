@@ -1,0 +1,49 @@
+#!/usr/bin/python3
+"""A decider program for the decider suite ([decider] command): one JSON question per line on its
+standard input, one answer per line on its standard output, answered out of order where a question
+is slow. Each question is appended to the file named by argv[1], so a test sees what was asked.
+
+By path: /deny refuses (a reason; /deny-451 with status 451), /ask hands to a person, /slow never
+answers in time, /crash exits, /headers allows and edits fields, /cached/... is allowed and cached
+by host and path; anything else is allowed."""
+import json
+import sys
+import threading
+import time
+
+log = open(sys.argv[1], "a")
+out_lock = threading.Lock()
+
+
+def answer(qid, result):
+    with out_lock:
+        sys.stdout.write(json.dumps({"id": qid, "result": result}) + "\n")
+        sys.stdout.flush()
+
+
+def decide(q):
+    path = q["path"]
+    if path.startswith("/deny-451"):
+        return {"decision": "deny", "status": 451, "reason": "unavailable for legal reasons (rule 451)"}
+    if path.startswith("/deny"):
+        return {"decision": "deny", "reason": "team rule 7: no /deny paths"}
+    if path.startswith("/ask"):
+        return {"decision": "ask"}
+    if path.startswith("/headers"):
+        return {"decision": "allow", "set_fields": {"x-decided": "by-the-decider"}, "remove_fields": ["x-remove-me"]}
+    if path.startswith("/cached"):
+        return {"decision": "allow", "cache": {"seconds": 60, "keys": ["host", "path"]}}
+    return True
+
+
+for line in sys.stdin:
+    msg = json.loads(line)
+    q = msg["input"]
+    log.write(json.dumps(q) + "\n")
+    log.flush()
+    if q["path"].startswith("/crash"):
+        sys.exit(3)
+    if q["path"].startswith("/slow"):
+        threading.Thread(target=lambda i=msg["id"]: (time.sleep(5), answer(i, True)), daemon=True).start()
+        continue
+    answer(msg["id"], decide(q))
