@@ -531,16 +531,8 @@ void h2_connection::begin(const std::shared_ptr<stream> &st) {
     if (n == "content-type" && v.rfind("application/grpc", 0) == 0) st->grpc = true;
   }
   // The one judging step, as for an HTTP/1.1 request inside the tunnel.
-  std::vector<std::pair<std::string_view, std::string_view>> fields;
-  fields.reserve(req.fields.size());
-  for (auto &[n, v] : req.fields) fields.emplace_back(n, v);
-  exchange::request r;
-  r.method = req.method;
-  r.target = req.path;
-  r.authority = req.authority;
-  r.scheme = req.scheme;
-  r.fields = &fields;
-  r.version = 20;
+  exchange::field_list fields;
+  const exchange::request r = exchange_request(*st, fields);
   // Each stream is judged by the policy current at its start, for the client that opened the
   // tunnel while the policy still names it, within its role's rate.
   if (auto revoked = owner_.refresh_policy(); !revoked.empty()) {

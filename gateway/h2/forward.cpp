@@ -39,14 +39,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
 
   if (st->v.decide) { // [decider]: asked before anything leaves (a body waits in the stream's window)
     exchange::field_list views;
-    for (auto &[n, v] : req.fields) views.emplace_back(n, v);
-    exchange::request r;
-    r.method = req.method;
-    r.target = req.path;
-    r.authority = req.authority;
-    r.scheme = req.scheme;
-    r.fields = &views;
-    r.version = 20;
+    const exchange::request r = exchange_request(*st, views);
     co_await owner_.consult(r, &target_, *st->policy, o, st->v);
     if (gone()) co_return aborted(*st);
     if (!st->v.reason.empty()) {

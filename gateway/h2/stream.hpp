@@ -94,4 +94,21 @@ struct h2_connection::stream {
   }
 };
 
+// The stream's translated request as the exchange takes it (judge, the decider's question); its
+// field views point into `st.request`, kept in `views`.
+inline exchange::request exchange_request(const h2_connection::stream &st, exchange::field_list &views) {
+  const auto &req = st.request;
+  views.clear();
+  views.reserve(req.fields.size());
+  for (auto &[n, v] : req.fields) views.emplace_back(n, v);
+  exchange::request r;
+  r.method = req.method;
+  r.target = req.path;
+  r.authority = req.authority;
+  r.scheme = req.scheme;
+  r.fields = &views;
+  r.version = 20;
+  return r;
+}
+
 } // namespace sluice::gateway::detail
