@@ -72,14 +72,14 @@ access_log = "{self.tmp}/access-{kind}.log"
 
     def one_kind(self, kind):
         conf, port = self.decider_config(kind)
-        p = subprocess.Popen([sluice_binary(), "serve", "--config", conf], stdout=subprocess.DEVNULL,
+        p = subprocess.Popen([self.args.sluice, "serve", "--config", conf], stdout=subprocess.DEVNULL,
                              stderr=open(os.path.join(self.tmp, "sluice.log"), "ab"))
         try:
             wait_port(port, p, timeout=20)
             lua = self.script([])
             wrk = ["wrk", "-t", "1", "-c", str(self.args.connections), "-d", "%ds" % self.args.seconds,
                    "--latency", "--timeout", "10s", "-s", lua, "http://127.0.0.1:%d" % port]
-            subprocess.run(wrk[:6] + ["-d", "2s"] + wrk[7:], capture_output=True, check=True)  # warm-up
+            subprocess.run(wrk[:5] + ["-d", "2s"] + wrk[7:], capture_output=True, check=True)  # warm-up
             children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
             cpu0 = cpu_seconds(p.pid)
             dcpu0 = sum(cpu_seconds(int(c)) for c in children)
@@ -106,7 +106,7 @@ access_log = "{self.tmp}/access-{kind}.log"
                                        res["decider_us"], res["errors"]), flush=True)
         print()
         print("%d keep-alive connections, %d s per run, medians of %d rounds (sluice %s)" % (
-            self.args.connections, self.args.seconds, self.args.rounds, sluice_binary()))
+            self.args.connections, self.args.seconds, self.args.rounds, self.args.sluice))
         print("| decider | req/s | p50 ms | p99 ms | sluice CPU us/req | decider CPU us/req | errors |")
         print("|---|---|---|---|---|---|---|")
         med = {}
@@ -125,8 +125,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--sluice", default=None, help="the binary (default: build/release, else build/default)")
     args = ap.parse_args()
     args.wrk_threads = 1
+    args.sluice = args.sluice or sluice_binary()
     args.sluice_threads = 0
     fleet_clients.install()
     b = Bench(args)
