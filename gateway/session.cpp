@@ -255,7 +255,11 @@ void session::record_outcome(outcome &o) noexcept try {
   auto profile = filters::to_string(cfg().mode);
   state_.metrics.request(
       {profile, o.decision, o.reason, o.method, o.rule, o.bytes_in, o.bytes_out, elapsed, who(), o.protocol});
-  std::string path = metrics::redact_target(o.target, state_.log.redact_query());
+  // Never the value found by the scanner: a secret in the path takes the whole path out of the log
+  // and the live page, one in the query the query (whatever [log] redact_query says).
+  const bool secret_in_path = o.scan_location.starts_with("path"), secret_in_query = o.scan_location.starts_with("query");
+  std::string path = metrics::redact_target(o.target, state_.log.redact_query() || secret_in_query || secret_in_path);
+  if (secret_in_path) path.replace(0, path.find('?'), "/REDACTED");
   state_.log.write({profile, o.method, o.scheme, o.host, o.port, path, o.rule, o.reason,
                     o.decision, o.status, o.bytes_in, o.bytes_out, elapsed,
                     captured_ ? "capture" : "proxy", agent_, who(), cfg().role, o.protocol,
@@ -275,7 +279,7 @@ void session::record_outcome(outcome &o) noexcept try {
     }
   }
   state_.stats.record({o.method, o.host, o.port, path, o.rule, o.decision, o.reason, o.status,
-                       o.bytes_in, o.bytes_out});
+                       o.bytes_in, o.bytes_out, o.scan_kind, o.scan_rule, o.scan_location, o.scan_action});
   if (state_.keep_summary) {
     state_.summary.record(o.host, o.port, std::string(o.decision), std::string(o.reason), o.method);
   }

@@ -47,6 +47,15 @@ void live_stats::record(const event &e) {
                          e.port, e.status});
     if (denials_.size() > max_denials) denials_.pop_back();
   }
+  if (!e.scan_rule.empty()) {
+    findings_.push_front({now, std::string(e.scan_kind), std::string(e.scan_rule), std::string(e.scan_location),
+                          std::string(e.scan_action), std::string(e.method), std::string(e.host), std::string(e.path),
+                          std::string(e.decision), e.port});
+    if (findings_.size() > max_findings) findings_.pop_back();
+    auto k = findings_by_kind_.find(e.scan_kind);
+    if (k == findings_by_kind_.end()) k = findings_by_kind_.emplace(std::string(e.scan_kind), 0).first;
+    ++k->second;
+  }
 }
 
 boost::json::object live_stats::snapshot() const {
@@ -80,6 +89,17 @@ boost::json::object live_stats::snapshot() const {
                                  {"status", d.status}});
   }
   out["denials"] = std::move(denials);
+  js::array findings;
+  for (auto &f : findings_) {
+    findings.push_back(js::object{{"time", f.time},         {"kind", f.kind},     {"rule", f.rule},
+                                  {"location", f.location}, {"action", f.action}, {"method", f.method},
+                                  {"host", f.host},         {"port", f.port},     {"path", f.path},
+                                  {"decision", f.decision}});
+  }
+  out["findings"] = std::move(findings);
+  js::object by_kind;
+  for (auto &[kind, n] : findings_by_kind_) by_kind[kind] = n;
+  out["totals"].as_object()["findings"] = std::move(by_kind);
   return out;
 }
 

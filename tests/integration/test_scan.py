@@ -15,9 +15,11 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.request
 
 from harness import PYTHON, SLUICE, Gateway, Processes, curl, header, make_ca, make_leaf, netns_upstream, status_of
 from netns import TestHost
+from page_driver import CHROMIUM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 M = {}
@@ -149,9 +151,11 @@ hosts = ["api.example.test"]
         text = p.stderr.decode()
         self.assertEqual(status_of(text), 403, text[-2000:])
         self.assertIn('details="%s"' % reason, header(text, "Proxy-Status"))
-        self.assertTrue(self.gw.logged(lambda r: r["path"].startswith(path.split("?")[0])
+        # A secret in the path takes the path out of the log (never the value): /REDACTED.
+        logged = "/REDACTED" if location == "path" else path.split("?")[0]
+        self.assertTrue(self.gw.logged(lambda r: r["path"].startswith(logged)
                                        and r.get("scan_rule") == rule), (path, rule))
-        line = [r for r in self.gw.access_log() if r.get("scan_rule") == rule and r["path"].startswith(path.split("?")[0])][-1]
+        line = [r for r in self.gw.access_log() if r.get("scan_rule") == rule and r["path"].startswith(logged)][-1]
         self.assertEqual(line["reason"], reason)
         if location:
             self.assertTrue(line["scan_location"].startswith(location), line)
@@ -171,6 +175,31 @@ hosts = ["api.example.test"]
                 p = curl(self.gw, url + path, proto, *args)
                 self.refused(p, path, rule, location)
                 self.assertEqual(heads(path.split("?")[0]), [], (path, proto))
+
+    def test_the_live_page_shows_findings_never_the_value(self):
+        """/api/stats lists the latest findings (kind, rule, where, action, destination) and counts
+        them by kind; the live page, rendered by headless Chromium, shows them in their own table.
+        The value found is in neither."""
+        p = curl(self.gw, "https://%s/live-page?token=%s" % (ORIGIN, GITHUB), "--http1.1")
+        self.assertEqual(status_of(p.stderr.decode()), 403)
+        with urllib.request.urlopen("http://127.0.0.1:%d/api/stats" % self.gw.admin, timeout=10) as r:
+            stats = json.load(r)
+        found = [f for f in stats["findings"] if f["path"].startswith("/live-page")]
+        self.assertEqual([(f["kind"], f["rule"], f["location"], f["action"], f["decision"], f["host"])
+                          for f in found], [("format", "github_token", "query:token", "block", "deny", ORIGIN.split(":")[0])])
+        self.assertGreaterEqual(stats["totals"]["findings"]["format"], 1)
+        self.assertNotIn(GITHUB, json.dumps(stats))
+        if not os.path.exists(CHROMIUM):
+            self.skipTest("no Chromium to render the live page")
+        page = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                               "--virtual-time-budget=5000", "--dump-dom", "http://127.0.0.1:%d/" % self.gw.admin],
+                              capture_output=True, timeout=60, text=True).stdout
+        table = page[page.index('id="findings-wrap"'):page.index('id="denials"')]
+        self.assertNotIn("hidden", table[:60])
+        self.assertIn("github_token", table)
+        self.assertIn("query:token", table)
+        self.assertIn("refused", table)
+        self.assertNotIn(GITHUB, page)
 
     def test_secrets_in_bodies_never_arrive_whole(self):
         url = "https://%s" % ORIGIN
