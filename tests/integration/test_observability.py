@@ -452,8 +452,13 @@ class PrometheusDashboard(LoopbackOrigins):
             need(path, pkg)
         d = cls.tmp.name
         cls.agent_port = free_port()  # an agent listener, for the dashboard's agent panels
+        # A decider that refuses what the allowlist leaves open, for the decider's panel.
+        decider = os.path.join(d, "decider.py")
+        with open(decider, "w") as f:
+            f.write("import json, sys\nfor l in sys.stdin:\n    m = json.loads(l)\n"
+                    "    print(json.dumps({'id': m['id'], 'result': False}), flush=True)\n")
         cls.gw = Gateway(cls.procs, d, serve_config(cls) + '\n[listen.agents.claude]\naddress = "127.0.0.1:%d"\n'
-                         'uids = [0]\n' % cls.agent_port, "prom")
+                         'uids = [0]\n[decider]\ncommand = "/usr/bin/python3 %s"\n' % (cls.agent_port, decider), "prom")
         wait_port(cls.agent_port, cls.gw.proc)
         collect = os.path.join(d, "textfile")
         os.makedirs(collect)
@@ -489,6 +494,8 @@ class PrometheusDashboard(LoopbackOrigins):
                  "https://origin.test:%d/agent" % cls.https]
         while time.time() < deadline:
             traffic(cls, cls.gw)
+            # A GitHub-shaped token in a query, for the scanner's panel (refused, never sent).
+            curl(cls.gw, "https://origin.test:%d/q?token=ghp_Zq7Xw2Lm9Pk4Rt6Yv8Nb3Hc5Jd1Fg0Sa2Ue4" % cls.https)
             subprocess.run(agent)
             subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + agent)  # refused
             time.sleep(0.3)
