@@ -84,6 +84,10 @@ std::string hint(const std::string &host, unsigned port, const std::string &reas
            std::to_string(port) + " }] in the skill (trusted policy)";
   }
   if (reason == "tcp_connection_limit") return "too many relayed TCP connections at once ([limits] max_tcp_connections)";
+  if (reason == "decider_denied") return "the policy's decider ([decider]) refused it; its reason is in the response";
+  if (reason == "decider_timeout" || reason == "decider_unavailable") {
+    return "the policy's decider ([decider]) did not answer; sluice refuses what it cannot get an answer for";
+  }
   return "see the access log (--access-log) for details";
 }
 
