@@ -33,11 +33,7 @@ metrics::chain_options gateway::log_chain(const filters::config &cfg) const {
   }
   chain.signing_key_pem = options_.log_signing_key_pem;
   if (chain.signing_key_pem.empty() && !cfg.log_signing_key.empty()) {
-    filters::credential_config key;
-    key.name = "log.signing_key";
-    key.source = cfg.log_signing_key;
-    credentials::load_secret(key);
-    chain.signing_key_pem = std::move(key.secret);
+    chain.signing_key_pem = credentials::read_key_source("log.signing_key", cfg.log_signing_key);
   }
   return chain;
 }
