@@ -27,7 +27,7 @@ std::string key_text(const std::string &key) {
     if (!f) throw std::runtime_error("--key '" + key + "': cannot read it");
     return ss.str();
   }
-  if (key.find('/') != std::string::npos || key.size() != 44) {
+  if (key.size() != 44 || key.back() != '=') {
     throw std::runtime_error("--key '" + key + "': no such file; give a file with the PEM public key "
                              "(openssl pkey -in KEY -pubout) or the base64 raw key exec's summary names");
   }

@@ -244,7 +244,7 @@ void walk_segment(state &st, const chain &c, std::size_t b, std::size_t end) {
            " to " + st.where(last) + ") " +
            (signed_up_to ? "after the last checkpoint (seq " + std::to_string(signed_up_to->seq) + ", " +
                                st.where(*signed_up_to) + ") are not signed"
-                         : "are not signed: no checkpoint covers them");
+                         : "are not signed (no checkpoint covers them)");
   } else {
     tail = "the last checkpoint (seq " + std::to_string(last.seq) + ") is not the closing one";
   }
