@@ -17,6 +17,7 @@ import time
 import unittest
 
 from harness import PYTHON, SLUICE, Gateway, Processes, curl, header, make_ca, make_leaf, netns_upstream, status_of
+from harness import log_records
 from netns import TestHost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -297,7 +298,7 @@ allow_domains = ["{ORIGIN}"]
         with open(log) as f:
             raw = f.read()
         with open(summary) as f:
-            return p, [json.loads(l) for l in raw.splitlines() if l.strip()], json.load(f), raw
+            return p, log_records(raw.splitlines()), json.load(f), raw
 
     def test_a_canary_sent_anywhere_is_refused_and_raises_an_alert(self):
         p, lines, summary, raw = self.sx(
