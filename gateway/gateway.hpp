@@ -82,11 +82,11 @@ public:
   void drain(std::chrono::milliseconds max_wait = std::chrono::milliseconds(0));
   void stop();               // stops at once
   void join();
-  // The access log's rotation (serve's SIGHUP; returns what failed, empty when fine), its
-  // interval checkpoint (serve's once-a-second tick), and its closing checkpoint (after the drain).
+  // The access log's rotation (serve's SIGHUP; returns what failed, empty when fine) and its
+  // interval checkpoint (serve's once-a-second tick). Its closing checkpoint is written when the
+  // gateway goes: after the workers, whose last connections may still log as they are torn down.
   std::string reopen_log() { return log_->reopen(); }
   void log_tick() { log_->checkpoint_if_due(); }
-  void close_log() { log_->close(); }
 
   const certs::certificate_authority &ca() const { return *ca_; }
   metrics::metrics &instruments() { return *metrics_; }

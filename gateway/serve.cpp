@@ -223,7 +223,6 @@ void drain_on(gateway &g, int sig) {
   std::fprintf(stderr, "sluice: draining (signal %d)\n", sig);
   g.drain();
   g.join();
-  g.close_log(); // the closing checkpoint, after the last request's record
 }
 
 } // namespace
