@@ -279,3 +279,26 @@ TEST_CASE("an interval checkpoint, and a log without a key", "[metrics][audit]")
   CHECK(r.status == 1);
   CHECK(r.text.find(f.path + ":2: writer w: checkpoint seq 2 is not signed") != std::string::npos);
 }
+
+TEST_CASE("a writer started again under the same name begins a new chain", "[metrics][audit]") {
+  temp_file f;
+  auto key = chain_signer::generate();
+  write_log(f.path, *key, 2); // closed: 2 records, the closing checkpoint
+  write_log(f.path, *key, 3); // the same writer's next run, appended: seq 1 again
+  auto r = verify({f.path}, key.get());
+  CHECK(r.status == 0);
+  CHECK(r.text.find("verified: 5 records of 1 writer") != std::string::npos);
+  // A run that did not close its log before the next began: its tail is named.
+  auto lines = lines_of(f.path);
+  lines.erase(lines.begin() + 2); // the first run's closing checkpoint
+  put_lines(f.path, lines);
+  r = verify({f.path}, key.get());
+  CHECK(r.status == 1);
+  CHECK(r.text.find(f.path + ":2: writer w1: the chain ends at seq 2 without its closing checkpoint") != std::string::npos);
+  verify_request only;
+  only.files = {f.path};
+  only.writer = "nobody";
+  std::ostringstream out;
+  CHECK(verify_chain(only, out) == 1);
+  CHECK(out.str().find("no line of writer nobody") != std::string::npos);
+}
