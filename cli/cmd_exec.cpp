@@ -60,7 +60,9 @@ void add_exec_options(CLI::App *c, exec_args &a) {
       "work on a copy-on-write layer: nothing reaches the workspace until `sluice apply RUN`");
   c->add_option("--stage-run", ex.stage_run, "go on with staged run RUN (its earlier changes in view)");
   c->add_option("--policy", ex.request.policy_file, "trusted policy file (TOML)");
-  c->add_option("--access-log", ex.access_log, "JSON access log: FILE or - for stderr");
+  c->add_option("--access-log", ex.access_log,
+      "JSON access log: FILE or - for stderr; a chain signed with a key made for the run, whose public "
+      "half --json-summary gives (sluice audit verify FILE --key KEY)");
   c->add_option("--access-log-format", ex.access_log_format,
       "json (sluice's line) or ocsf (OCSF 1.8 events); default: the policy's [log] format")
       ->check(CLI::IsMember({"json", "ocsf"}));

@@ -42,5 +42,7 @@ void add_approvals(CLI::App &app, commands &out);
 void add_journal(CLI::App &app, commands &out);
 // cmd_doctor.cpp: doctor.
 void add_doctor(CLI::App &app, commands &out);
+// cmd_audit.cpp: audit verify.
+void add_audit(CLI::App &app, commands &out);
 
 } // namespace sluice::cli

@@ -34,6 +34,7 @@ int main(int argc, char **argv) {
   sluice::cli::add_approvals(app, commands);
   sluice::cli::add_journal(app, commands);
   sluice::cli::add_doctor(app, commands);
+  sluice::cli::add_audit(app, commands);
 
   bool is_hook = argc > 1 && std::strcmp(argv[1], "hook") == 0;
   try {

@@ -25,6 +25,10 @@ namespace sluice::credentials {
 void load_secret(filters::credential_config &c);
 inline constexpr std::chrono::seconds command_timeout{10};
 
+// A key that is not a header value (a PEM key: [log] signing_key) from a source, read as
+// load_secret reads one but with its line breaks kept; errors name it `name`.
+std::string read_key_source(const std::string &name, const std::string &source);
+
 // What a "command:" source printed (trailing line breaks dropped), run as load_secret runs it.
 // Throws config_error naming the credential when it fails, hangs, or prints nothing.
 std::string command_output(const filters::credential_config &c);

@@ -131,11 +131,10 @@ std::string file_stamp(std::string_view source) {
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
-void load_secret(credential_config &c) {
-  if (c.oauth2) {
-    throw config_error("credential '" + c.name + "': an OAuth2 client is obtained by the gateway (load_credential)");
-  }
-  if (c.aws) throw config_error("credential '" + c.name + "': an AWS key pair is read by the gateway (load_credential)");
+namespace {
+
+// The value `c.source` names, as it is (line breaks inside kept); throws naming the source.
+std::string source_value(credential_config &c) {
   std::string value;
   if (c.source.rfind("env:", 0) == 0) {
     const char *v = std::getenv(c.source.c_str() + 4);
@@ -163,6 +162,24 @@ void load_secret(credential_config &c) {
     throw config_error("credential '" + c.name + "': source must be \"env:VAR\", \"file:/path\" or "
                        "\"command:PROGRAM ARGS...\"");
   }
+  return value;
+}
+
+} // namespace
+
+std::string read_key_source(const std::string &name, const std::string &source) {
+  credential_config c;
+  c.name = name;
+  c.source = source;
+  return source_value(c);
+}
+
+void load_secret(credential_config &c) {
+  if (c.oauth2) {
+    throw config_error("credential '" + c.name + "': an OAuth2 client is obtained by the gateway (load_credential)");
+  }
+  if (c.aws) throw config_error("credential '" + c.name + "': an AWS key pair is read by the gateway (load_credential)");
+  std::string value = source_value(c);
   if (value.find_first_of("\r\n") != std::string::npos) {
     throw config_error("credential '" + c.name + "': the secret holds a line break and cannot go "
                        "into a header");

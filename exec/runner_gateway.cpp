@@ -39,6 +39,8 @@ gateway::gateway_options gateway_options_for(const exec_plan &plan) {
   go.keep_summary = true;
   go.scan.canaries = plan.canaries.values;
   go.scan.own_secrets = plan.own_secrets;
+  go.log_signing_key_pem = plan.log_key_pem;
+  go.log_writer = plan.command_id; // one chain per run
   if (!plan.policy->cfg().ssh.empty()) {
     if (const char *sock = std::getenv("SSH_AUTH_SOCK"); sock && sock[0] == '/') go.ssh_agent_socket = sock;
     if (!plan.caller_home.empty()) go.ssh_known_hosts.push_back(plan.caller_home + "/.ssh/known_hosts");

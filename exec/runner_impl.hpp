@@ -63,6 +63,9 @@ struct exec_plan {
   scan::canary_set canaries;
   std::vector<std::string> canary_files;
   std::vector<scan::secret> own_secrets;
+  // --access-log: the Ed25519 key made for this run that signs the log's checkpoints (PEM), and
+  // its public half (base64 raw) and id, which the summary gives for `sluice audit verify`.
+  std::string log_key_pem, log_public_key, log_key_id;
 };
 
 // runner_scan.cpp: plants the canaries (into the view's private home) and collects the caller's

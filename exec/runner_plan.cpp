@@ -3,6 +3,7 @@
 #include "exec/tool_cache.hpp"
 #include "credentials/load.hpp"
 #include "filters/policy_loader.hpp"
+#include "metrics/audit_chain.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -119,6 +120,14 @@ void resolve_policy(const exec_options &opt, exec_plan &plan, exec_progress &pro
   progress.profile = std::string(filters::to_string(plan.mode));
   plan.network = plan.mode != filters::profile::offline;
   plan.command_id = random_id();
+  // The access log's checkpoints are signed with a key made for this run; its public half goes in
+  // the summary (accessLog), its private half nowhere but this process.
+  if (plan.network && !opt.access_log.empty() && resolved.gateway.log_chain) {
+    auto key = metrics::chain_signer::generate();
+    plan.log_key_pem = key->private_pem();
+    plan.log_public_key = key->public_base64();
+    plan.log_key_id = key->key_id();
+  }
 }
 
 // A trusted policy directory must never be writable from inside, even where no file exists yet:

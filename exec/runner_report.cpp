@@ -261,6 +261,13 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
                           // Beyond HTTP: what the skill grants besides HTTP (docs/policy.md).
                           {"tcp", tcp_grants(plan)},
                           {"hostServices", host_service_grants(plan)}};
+    if (!plan.log_public_key.empty()) {
+      // The access log's chain (docs/metrics.md): `sluice audit verify FILE --key PUBLICKEY`.
+      o["accessLog"] = boost::json::object{{"file", opt.access_log},
+                                           {"writer", plan.command_id},
+                                           {"keyId", plan.log_key_id},
+                                           {"publicKey", plan.log_public_key}};
+    }
     std::ofstream f(opt.json_summary, std::ios::trunc);
     f << boost::json::serialize(o) << "\n";
     if (!f) std::fprintf(stderr, "sluice: cannot write --json-summary %s\n", opt.json_summary.c_str());

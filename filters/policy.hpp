@@ -214,6 +214,14 @@ struct config {
   std::string access_log; // "" none, "-" stderr, else a file path
   bool redact_query = true;
   std::string access_log_format = "json"; // [log] format: "json" (sluice's line) or "ocsf"
+  // [log] the access log's tamper-evident chain (docs/metrics.md): every record's seq and
+  // prev_hash, and checkpoints every interval and at exit, signed with signing_key (a source, as
+  // for credentials; empty: serve's checkpoints are unsigned). writer names this process's chain
+  // (empty: HOST:PID). exec signs with a key made for the run and ignores signing_key.
+  bool log_chain = true;
+  std::string log_signing_key;
+  std::string log_writer;
+  std::chrono::milliseconds log_checkpoint_interval{60'000};
   std::map<std::string, skill_config> skills;
   // [credentials.NAME]. serve injects every one; exec only those granted (resolve_exec), with their
   // secrets loaded (load_secret) before the policy is built.

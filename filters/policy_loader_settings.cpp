@@ -47,7 +47,8 @@ void loader::load_limits(const toml::table &root, config &c) const {
 void loader::load_log(const toml::table &root, config &c) const {
   auto *t = root["log"].as_table();
   if (!t) return;
-  check_keys(*t, "[log]", {"access_log", "redact_query", "format"});
+  check_keys(*t, "[log]", {"access_log", "redact_query", "format", "chain", "signing_key", "writer",
+                          "checkpoint_interval"});
   c.access_log = string_of(*t, "access_log", "log", "");
   c.access_log_format = string_of(*t, "format", "log", "json");
   if (c.access_log_format != "json" && c.access_log_format != "ocsf") {
@@ -55,6 +56,25 @@ void loader::load_log(const toml::table &root, config &c) const {
                                 "(OCSF 1.8 HTTP and Network Activity events)");
   }
   c.redact_query = bool_of(*t, "redact_query", "log", true);
+  c.log_chain = bool_of(*t, "chain", "log", true);
+  c.log_signing_key = string_of(*t, "signing_key", "log", "");
+  if (!c.log_signing_key.empty() && !is_credential_source(c.log_signing_key)) {
+    fail(*t->get("signing_key"), "[log] signing_key must be a source of a PEM Ed25519 private key: \"file:/path\", "
+                                 "\"env:VAR\" or \"command:PROGRAM ARGS...\" (openssl genpkey -algorithm ed25519)");
+  }
+  c.log_writer = string_of(*t, "writer", "log", "");
+  if (c.log_writer.size() > 128 || c.log_writer.find_first_of("\"\\\n\r\t") != std::string::npos) {
+    fail(*t->get("writer"), "[log] writer must be a name of at most 128 characters without quotes, backslashes "
+                            "or line breaks (it names this replica's chain)");
+  }
+  c.log_checkpoint_interval = duration_within(*t, "checkpoint_interval", c.log_checkpoint_interval,
+                                              std::chrono::seconds(1), std::chrono::hours(24),
+                                              "[log] checkpoint_interval must be a duration from 1s to 24h (\"60s\"): "
+                                              "how often the access log's chain is signed");
+  if (!c.log_signing_key.empty() && !c.log_chain) {
+    fail(*t->get("signing_key"), "[log] signing_key signs the chain's checkpoints, and chain = false turns the "
+                                 "chain off: drop one of them");
+  }
 }
 
 void loader::load_sandbox(const toml::table &root, config &c) const {

@@ -15,8 +15,29 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <unistd.h>
 
 namespace sluice::gateway {
+
+// The access log's chain: exec's key made for the run, else serve's [log] signing_key read from
+// its source as a credential is (a start-up failure names the source, never the key).
+metrics::chain_options gateway::log_chain(const filters::config &cfg) const {
+  metrics::chain_options chain;
+  chain.on = cfg.log_chain && !cfg.access_log.empty();
+  if (!chain.on) return chain;
+  chain.checkpoint_interval = cfg.log_checkpoint_interval;
+  chain.writer = !options_.log_writer.empty() ? options_.log_writer : cfg.log_writer;
+  if (chain.writer.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    chain.writer = std::string(host) + ":" + std::to_string(::getpid());
+  }
+  chain.signing_key_pem = options_.log_signing_key_pem;
+  if (chain.signing_key_pem.empty() && !cfg.log_signing_key.empty()) {
+    chain.signing_key_pem = credentials::read_key_source("log.signing_key", cfg.log_signing_key);
+  }
+  return chain;
+}
 
 gateway::gateway(filters::policy_ptr policy, gateway_options options)
     : initial_(policy), options_(std::move(options)) {
@@ -29,7 +50,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   metrics_ = std::make_unique<metrics::metrics>(options_.skill);
   log_ = std::make_unique<metrics::access_log>(
       cfg.access_log, options_.command_id, options_.skill, cfg.redact_query,
-      cfg.access_log_format == "ocsf" ? metrics::log_format::ocsf : metrics::log_format::json);
+      cfg.access_log_format == "ocsf" ? metrics::log_format::ocsf : metrics::log_format::json, log_chain(cfg));
   leaves_ = std::make_unique<certs::leaf_cache>(*ca_, cfg.leaf_validity);
 
   setup_server_tls(cfg);

@@ -39,6 +39,11 @@ struct gateway_options {
   std::vector<std::string> ssh_known_hosts;
   // [scan]: what the run adds to the policy's scanner (the caller's own secrets, the canaries).
   exchange::scan_inputs scan;
+  // The access log's chain (docs/metrics.md): exec's key made for the run (PEM; empty: serve's
+  // [log] signing_key, read from its source) and the chain's writer (empty: [log] writer, else
+  // HOST:PID).
+  std::string log_signing_key_pem;
+  std::string log_writer;
 };
 
 // The gateway core shared by `serve` and `exec`: workers, listeners, TLS contexts, instruments.
@@ -77,6 +82,11 @@ public:
   void drain(std::chrono::milliseconds max_wait = std::chrono::milliseconds(0));
   void stop();               // stops at once
   void join();
+  // The access log's rotation (serve's SIGHUP; returns what failed, empty when fine) and its
+  // interval checkpoint (serve's once-a-second tick). Its closing checkpoint is written when the
+  // gateway goes: after the workers, whose last connections may still log as they are torn down.
+  std::string reopen_log() { return log_->reopen(); }
+  void log_tick() { log_->checkpoint_if_due(); }
 
   const certs::certificate_authority &ca() const { return *ca_; }
   metrics::metrics &instruments() { return *metrics_; }
@@ -104,6 +114,7 @@ private:
   void refresh_decider(const filters::config &cfg);
   void setup_server_tls(const filters::config &cfg);
   void setup_upstream_tls(const filters::config &cfg);
+  metrics::chain_options log_chain(const filters::config &cfg) const;
   // start()'s admin listener (gateway_listen.cpp): what it serves, as functions of this gateway.
   void start_admin();
   void spawn_accept(std::size_t worker_index, tcp::acceptor &acceptor, const listener_set &set);

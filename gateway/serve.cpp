@@ -172,6 +172,7 @@ int reload_until_stopped(gateway &g, const serve_options &options, std::string l
   const timespec tick{1, 0};
   for (;;) {
     int sig = sigtimedwait(&set, nullptr, &tick);
+    g.log_tick(); // the access log's interval checkpoint, written even when no request comes
     if (sig < 0) {
       bool ok = false;
       std::string text = read_text(options.config_file, ok);
@@ -188,6 +189,9 @@ int reload_until_stopped(gateway &g, const serve_options &options, std::string l
       continue;
     }
     if (sig == SIGHUP) {
+      // Rotation: `mv access.log access.log.1; kill -HUP` and the log goes on in a new file, its
+      // chain unbroken (the old file ends with a checkpoint).
+      if (auto failed = g.reopen_log(); !failed.empty()) std::fprintf(stderr, "sluice: %s\n", failed.c_str());
       bool ok = false;
       std::string text = read_text(options.config_file, ok);
       if (!ok) {

@@ -1,5 +1,6 @@
 #include "metrics/access_log.hpp"
 
+#include "metrics/audit_chain.hpp"
 #include "metrics/json_text.hpp"
 #include "metrics/ocsf.hpp"
 
@@ -9,10 +10,23 @@
 namespace sluice::metrics {
 
 access_log::access_log(const std::string &destination, std::string command_id, std::string skill,
-                       bool redact_query, log_format format)
-    : command_id_(std::move(command_id)), skill_(std::move(skill)), redact_query_(redact_query), format_(format) {
+                       bool redact_query, log_format format, chain_options chain)
+    : path_(destination), command_id_(std::move(command_id)), skill_(std::move(skill)), redact_query_(redact_query),
+      format_(format), chain_(std::move(chain)) {
   if (destination.empty()) {
     return;
+  }
+  if (chain_.on) {
+    hasher_ = std::make_unique<line_hasher>();
+    last_hash_ = chain_genesis;
+    last_checkpoint_ = std::chrono::steady_clock::now();
+    if (!chain_.signing_key_pem.empty()) {
+      try {
+        signer_ = chain_signer::from_text(chain_.signing_key_pem);
+      } catch (const std::exception &e) {
+        throw std::runtime_error(std::string("[log] signing_key: ") + e.what());
+      }
+    }
   }
   if (destination == "-") {
     file_ = stderr;
@@ -27,7 +41,77 @@ access_log::access_log(const std::string &destination, std::string command_id, s
 }
 
 access_log::~access_log() {
+  close();
   if (owned_) std::fclose(file_);
+}
+
+void access_log::emit_locked(std::string_view line) {
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fflush(file_);
+}
+
+// The chain's fields go in under the mutex, where the order of lines is decided: writer, seq and
+// prev_hash close sluice's JSON object (the OCSF event's unmapped part), and an OCSF event also
+// carries seq as metadata.sequence. Then the line's own hash is the next line's prev_hash.
+void access_log::put_chain_locked(std::string &line) {
+  using namespace json_text;
+  ++seq_;
+  thread_local std::string tail;
+  tail.clear();
+  field(tail, ",\"writer\":", chain_.writer);
+  field(tail, ",\"seq\":", seq_);
+  field(tail, ",\"prev_hash\":", last_hash_);
+  // `line` ends with the JSON object's '}' (OCSF: the unmapped object's, then the event's).
+  line.insert(line.size() - (format_ == log_format::ocsf ? 2 : 1), tail);
+  if (format_ == log_format::ocsf) {
+    static constexpr std::string_view head = "{\"metadata\":{";
+    tail.clear();
+    field(tail, "\"sequence\":", seq_);
+    tail.push_back(',');
+    line.insert(head.size(), tail);
+  }
+  last_hash_ = hasher_->hex(line);
+}
+
+void access_log::write_checkpoint_locked(bool final) {
+  std::string time_text;
+  json_text::put_time(time_text, std::chrono::system_clock::now());
+  ++seq_;
+  std::string line = checkpoint_line(time_text, chain_.writer, seq_, last_hash_, final, signer_.get());
+  last_hash_ = hasher_->hex(line);
+  checkpointed_seq_ = seq_;
+  last_checkpoint_ = std::chrono::steady_clock::now();
+  line.push_back('\n');
+  emit_locked(line);
+}
+
+void access_log::checkpoint_if_due() {
+  if (!file_ || !chain_.on) return;
+  std::lock_guard lock(mutex_);
+  if (closed_ || seq_ == checkpointed_seq_) return;
+  if (std::chrono::steady_clock::now() - last_checkpoint_ < chain_.checkpoint_interval) return;
+  write_checkpoint_locked(false);
+}
+
+std::string access_log::reopen() {
+  if (!owned_) return {};
+  std::lock_guard lock(mutex_);
+  if (closed_) return {};
+  std::FILE *next = std::fopen(path_.c_str(), "ae");
+  if (!next) return "cannot open access log '" + path_ + "' again; still writing to the file it was";
+  // The old file's part of the chain ends signed; the new file's first line links to it.
+  if (chain_.on && seq_ != checkpointed_seq_) write_checkpoint_locked(false);
+  std::fclose(file_);
+  file_ = next;
+  return {};
+}
+
+void access_log::close() {
+  if (!file_) return;
+  std::lock_guard lock(mutex_);
+  if (closed_) return;
+  closed_ = true;
+  if (chain_.on && seq_ > 0) write_checkpoint_locked(true);
 }
 
 namespace {
@@ -113,10 +197,19 @@ void access_log::write(const access_record &r) {
   } else {
     encode_json(line, r, now, command_id_, skill_);
   }
-  line.push_back('\n');
   std::lock_guard lock(mutex_);
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fflush(file_);
+  if (closed_) return;
+  if (!chain_.on) {
+    line.push_back('\n');
+    emit_locked(line);
+    return;
+  }
+  put_chain_locked(line);
+  line.push_back('\n');
+  emit_locked(line);
+  if (std::chrono::steady_clock::now() - last_checkpoint_ >= chain_.checkpoint_interval) {
+    write_checkpoint_locked(false);
+  }
 }
 
 } // namespace sluice::metrics

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -55,15 +56,29 @@ enum class log_format { json, ocsf };
 void encode_json(std::string &line, const access_record &r, std::chrono::system_clock::time_point now,
                  std::string_view command_id, std::string_view skill);
 
+// The tamper-evident chain ([log] chain, signing_key, writer, checkpoint_interval; docs/metrics.md).
+struct chain_options {
+  bool on = true;
+  std::string writer;          // names this process's chain among others in one file (replicas)
+  std::string signing_key_pem; // PEM Ed25519 private key; empty: checkpoints carry no signature
+  std::chrono::milliseconds checkpoint_interval{60'000};
+};
+
+class chain_signer;
+class line_hasher;
+
 // Writes one JSON object per line to a file or stderr. Thread-safe; a failed write is counted, never
-// thrown into the data path.
+// thrown into the data path. With the chain on, every line carries writer, seq and the SHA-256 of
+// the line before it (prev_hash), all set under the mutex that orders the writes, and checkpoint
+// lines sign the chain (metrics/audit_chain.hpp).
 class access_log {
 public:
   // `destination`: "" (off), "-" (stderr) or a path opened for append.
   // `skill`: the exec skill (empty for serve), carried in every line with the command id.
+  // Throws std::runtime_error naming the file or the key when either is unusable.
   access_log(const std::string &destination, std::string command_id, std::string skill,
-             bool redact_query, log_format format = log_format::json);
-  ~access_log();
+             bool redact_query, log_format format = log_format::json, chain_options chain = {.on = false});
+  ~access_log(); // close()
   access_log(const access_log &) = delete;
   access_log &operator=(const access_log &) = delete;
 
@@ -73,13 +88,37 @@ public:
   bool redact_query() const { return redact_query_; }
   void write(const access_record &r);
 
+  // Rotation (serve's SIGHUP after `mv log log.1`): a checkpoint closes the old file's part of the
+  // chain, then the path is opened again; the chain goes on in the new file. A file that cannot be
+  // opened leaves the old one in use; returns what went wrong (empty: reopened, or not a file).
+  std::string reopen();
+  // A checkpoint when the interval has passed and records were written since the last one (serve
+  // calls it every second; write() checks it too).
+  void checkpoint_if_due();
+  // The closing checkpoint ("final": true) when records were written; later writes are dropped.
+  // Idempotent.
+  void close();
+
 private:
+  void put_chain_locked(std::string &line);
+  void write_checkpoint_locked(bool final);
+  void emit_locked(std::string_view line);
+
   std::FILE *file_ = nullptr;
   bool owned_ = false;
+  std::string path_;
   std::string command_id_;
   std::string skill_;
   bool redact_query_;
   log_format format_;
+  chain_options chain_;
+  std::unique_ptr<chain_signer> signer_;
+  std::unique_ptr<line_hasher> hasher_;
+  std::uint64_t seq_ = 0;                // the last seq written
+  std::uint64_t checkpointed_seq_ = 0;   // the seq of the last checkpoint
+  std::string last_hash_;                // SHA-256 hex of the last line written
+  std::chrono::steady_clock::time_point last_checkpoint_;
+  bool closed_ = false;
   std::mutex mutex_;
 };
 

@@ -16,10 +16,11 @@ after 100 ms idle; under callgrind everything runs slower, so take S well above 
 N its place on the command line), for `callgrind_annotate --inclusive=yes DIR/callgrind-0.out`.
 
 --scan-both measures one binary with the secret scanner off ([scan] enabled = false), then on:
-its cost per request.
+its cost per request. --chain-both does the same for the access log's chain ([log] chain = false,
+then on with signed checkpoints).
 
 usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] [--tunnel] [--pause S]
-       [--keep DIR] [--scan-off | --scan-both] BINARY [BINARY...]
+       [--keep DIR] [--scan-off | --scan-both | --chain-both] BINARY [BINARY...]
 (callgrind from valgrind, on every machine of this kind)."""
 import argparse
 import glob
@@ -78,6 +79,10 @@ system_trust = false
 [log]
 access_log = "{tmp}/access-{index}.log"
 """)
+        if args.chain == "off":  # the access log's chain switched off (docs/metrics.md, "The chain")
+            f.write("chain = false\n")
+        elif args.chain == "signed":  # the chain, its checkpoints signed (every 60 s, the default)
+            f.write(f'signing_key = "file:{tmp}/log-key.pem"\n')
         if args.scan_off:  # the secret scanner switched off ([scan] enabled = false)
             f.write("[scan]\nenabled = false\n")
     cafile = os.path.join(tmp, "sluice-ca-%d.pem" % index)
@@ -130,7 +135,10 @@ def main():
                     help="[scan] enabled = false for every binary (a binary without [scan] refuses the key)")
     ap.add_argument("--scan-both", action="store_true",
                     help="one binary, measured with [scan] off and then on (the scanner's cost per request)")
+    ap.add_argument("--chain-both", action="store_true",
+                    help="one binary, measured with [log] chain = false and then with the chain on and signed")
     args = ap.parse_args()
+    args.chain = None
     with tempfile.TemporaryDirectory() as tmp:
         origin_port = free_port()
         cmd = ["/usr/bin/python3", os.path.join(HERE, "../integration/origin.py"), str(origin_port)]
@@ -141,7 +149,15 @@ def main():
         try:
             if origin.stdout.readline().strip() != "ready":
                 raise SystemExit("the test origin did not start")
-            if args.scan_both:
+            if args.chain_both:
+                subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", tmp + "/log-key.pem"],
+                               check=True, capture_output=True)
+                args.chain = "off"
+                off = measure(args.binaries[0], tmp, origin_port, args, 0)
+                args.chain = "signed"
+                results = [("%s (chain off)" % args.binaries[0], off),
+                           ("%s (chain, signed)" % args.binaries[0], measure(args.binaries[0], tmp, origin_port, args, 1))]
+            elif args.scan_both:
                 args.scan_off = True
                 off = measure(args.binaries[0], tmp, origin_port, args, 0)
                 args.scan_off = False

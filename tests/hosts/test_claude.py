@@ -583,8 +583,9 @@ class ClaudeProxyMode(ClaudeCase):
                     "--ca-bundle", self.bundle)
 
     def log_lines(self):
+        """The access log's records, without the chain's checkpoint lines (docs/metrics.md)."""
         with open(self.log) as f:
-            return [json.loads(l) for l in f if l.strip()]
+            return [r for r in (json.loads(l) for l in f if l.strip()) if r.get("type") != "checkpoint"]
 
     def url(self, path):
         return "https://origin.test:%d%s" % (self.origin_port, path)

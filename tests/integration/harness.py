@@ -45,6 +45,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def log_records(lines):
+    """An access log's records, as objects: its lines without the chain's checkpoint lines
+    ({"type": "checkpoint", ...}; docs/metrics.md, "The chain")."""
+    import json
+    out = []
+    for line in lines:
+        if line.strip():
+            o = json.loads(line)
+            if o.get("type") != "checkpoint":
+                out.append(o)
+    return out
+
+
 def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, **kw)
 
@@ -243,11 +256,10 @@ class Gateway:
         return total
 
     def access_log(self):
-        import json
         if not os.path.exists(self.log):
             return []
         with open(self.log) as f:
-            return [json.loads(l) for l in f if l.strip()]
+            return log_records(f)
 
     def logged(self, pred, timeout=5.0):
         """True once an access-log line satisfies `pred`: the line is written after the client has

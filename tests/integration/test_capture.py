@@ -10,6 +10,7 @@ import unittest
 
 import test_exec as base
 from harness import HERE, PYTHON
+from harness import log_records
 
 M = base.M
 
@@ -34,7 +35,7 @@ class CaptureAsRoot(base.ExecCase):
         p = self.sx("--sandbox-profile", "network-read", *extra, "--json-summary", summary,
                     "--access-log", log, "--", "sh", "-c", NO_PROXY_VARS + script)
         s = json.load(open(summary)) if os.path.exists(summary) else {}
-        lines = [json.loads(x) for x in open(log)] if os.path.exists(log) else []
+        lines = log_records(open(log)) if os.path.exists(log) else []
         return p, s, lines
 
     def decisions(self, summary):

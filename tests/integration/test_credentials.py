@@ -12,6 +12,7 @@ import unittest
 
 import test_exec as base
 from harness import HERE, PYTHON, SLUICE, Gateway, Processes, curl, free_port, make_leaf, status_of
+from harness import log_records
 
 M = base.M
 setUpModule = base.setUpModule
@@ -74,7 +75,7 @@ class CredentialsAsRoot(base.ExecCase):
         p = self.sx("--sandbox-profile", "network-read", "--allow-domain", "other.test:8443", "--credential", "api",
                     "--access-log", log, "--", "sh", "-c", script, env=env)
         self.assertEqual(p.stdout.decode().split(), ["403", "403", "0"], p.stderr)
-        lines = [json.loads(l) for l in open(log)]
+        lines = log_records(open(log))
         refused = [l for l in lines if l["reason"] == "credential_host_mismatch"]
         self.assertEqual(len(refused), 2, lines)
         self.assertEqual(refused[0]["rule"], "credential:api")
@@ -579,7 +580,7 @@ class AwsAsRoot(base.ExecCase):
         if not os.path.exists(self.log):
             return []
         with open(self.log) as f:
-            return [json.loads(l) for l in f]
+            return log_records(f)
 
     def assertNothingReal(self, *texts):
         for t in texts:

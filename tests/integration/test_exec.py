@@ -14,6 +14,7 @@ import time
 import unittest
 
 from harness import HERE, PYTHON, SLUICE, make_ca, make_leaf, run
+from harness import log_records
 from netns import TestHost
 
 PROBE_SRC = os.path.join(HERE, "probe.py")
@@ -298,7 +299,7 @@ class ExecAsRoot(ExecCase):
         s = json.load(open(summary))
         denied = {(r["host"], r["reason"]) for r in s["requests"] if r["decision"] == "deny"}
         self.assertEqual(denied, {("origin.test", "method_not_allowed"), ("unlisted.test", "host_not_allowlisted")})
-        lines = [json.loads(l) for l in open(log)]
+        lines = log_records(open(log))
         self.assertTrue(any(l["method"] == "POST" and l["status"] == 403 for l in lines))
 
     def test_denial_hint_names_a_non_default_port(self):

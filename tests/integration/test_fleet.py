@@ -15,6 +15,7 @@ import time
 
 from harness import (SLUICE, LoopbackOrigins, Processes, free_port, loopback_upstream, make_ca, make_client,
                      make_leaf, run, start_dns, wait_port)
+from harness import log_records
 
 TOKENS = {"builder": "fleet-builder-token-1", "newcomer": "fleet-newcomer-token-2"}
 RUNNER = "spiffe://fleet.test/ns/ci/sa/runner"
@@ -57,7 +58,7 @@ class Replica:
         if not os.path.exists(self.log):
             return []
         with open(self.log) as f:
-            return [json.loads(l) for l in f if l.strip()]
+            return log_records(f)
 
 
 class Load(threading.Thread):

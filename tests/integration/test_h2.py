@@ -17,6 +17,7 @@ import unittest
 import h2_client as h2c
 from harness import (PYTHON, SLUICE, Gateway, Processes, curl, make_ca, make_leaf, netns_upstream, payload,
                      status_of)
+from harness import log_records
 from netns import TestHost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -543,7 +544,7 @@ allow_domains = ["{ORIGIN}", {{ host = "{GRPC_ORIGIN}", methods = ["POST"], path
         lines = []
         if os.path.exists(log):
             with open(log) as f:
-                lines = [json.loads(l) for l in f]
+                lines = log_records(f)
         return p, lines
 
     def test_curl_and_nghttp_speak_h2_and_are_judged(self):

@@ -19,6 +19,7 @@ import ocsf_schema
 import test_exec as base
 from harness import (PYTHON, SLUICE, Gateway, LoopbackOrigins, curl, free_port, loopback_upstream,
                      raw_exchange, start_dns, status_of, wait_port)
+from harness import log_records
 
 M = base.M
 setUpModule = base.setUpModule
@@ -32,7 +33,7 @@ PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 LOG_FIELDS = {"time", "command_id", "skill", "profile", "method", "scheme", "host", "port", "path", "rule",
               "decision", "reason", "status", "bytes_in", "bytes_out", "duration_seconds", "entry", "agent", "client", "role",
-              "protocol", "source_ip", "source_port"}
+              "protocol", "source_ip", "source_port", "writer", "seq", "prev_hash"}
 
 
 def need(path, package):
@@ -414,7 +415,7 @@ class OcsfFromExecAsRoot(base.ExecCase):
                     "curl -s -o /dev/null -X POST https://origin.test:8443/post; exit 0")
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(log) as f:
-            events = [json.loads(l) for l in f]
+            events = log_records(f)
         self.assertEqual(ocsf_problems(events), [])
         verdicts = sorted((e["http_request"]["http_method"], e["action_id"], e["unmapped"]["skill"]) for e in events
                           if e["class_uid"] == 4002 and e["activity_id"] != 1)

@@ -19,6 +19,7 @@ import unittest
 
 import h2_attacks
 from harness import PYTHON, SLUICE, Gateway, Processes, curl, make_ca, make_leaf, netns_upstream
+from harness import log_records
 from netns import TestHost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -231,7 +232,7 @@ allow_domains = ["{ORIGIN}"]
                            capture_output=True, env=env, cwd=self.work, timeout=180)
         self.assertEqual(p.returncode, 0, p.stderr.decode()[-3000:])
         with open(log) as f:
-            return json.loads(p.stdout), [json.loads(l) for l in f]
+            return json.loads(p.stdout), log_records(f)
 
     def test_network_read_holds_against_every_row(self):
         out, log = self.sx("network-read", "read")

@@ -18,6 +18,7 @@ import unittest
 import urllib.request
 
 from harness import PYTHON, SLUICE, Gateway, Processes, curl, header, make_ca, make_leaf, netns_upstream, status_of
+from harness import log_records
 from netns import TestHost
 from page_driver import CHROMIUM
 
@@ -326,7 +327,7 @@ allow_domains = ["{ORIGIN}"]
         with open(log) as f:
             raw = f.read()
         with open(summary) as f:
-            return p, [json.loads(l) for l in raw.splitlines() if l.strip()], json.load(f), raw
+            return p, log_records(raw.splitlines()), json.load(f), raw
 
     def test_a_canary_sent_anywhere_is_refused_and_raises_an_alert(self):
         p, lines, summary, raw = self.sx(

@@ -17,6 +17,7 @@ import unittest
 
 import test_exec as base
 from harness import PYTHON, SLUICE, Gateway, Processes, free_port, wait_port
+from harness import log_records
 from netns import TestHost
 
 M = {}
@@ -143,7 +144,7 @@ class ServicesAsRoot(base.ExecCase):
         cmd = self.prefix() + [SLUICE, "exec", "--policy", policy or M["policy"], "--access-log", log,
                                "--json-summary", summary] + list(args) + ["--", "sh", "-c", script]
         p = subprocess.run(cmd, capture_output=True, env=self.env(), timeout=120, cwd=self.work)
-        lines = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
+        lines = log_records(open(log)) if os.path.exists(log) else []
         with open(summary) as f:
             return p, lines, json.load(f)
 

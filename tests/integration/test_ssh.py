@@ -20,6 +20,7 @@ import unittest
 import test_exec as base
 from git_sshd import GitSshd, agent_with_key
 from netns import TestHost
+from harness import log_records
 
 M = {}
 USER = "sluicegit"
@@ -152,7 +153,7 @@ class SshAsRoot(base.ExecCase):
             if not os.path.exists(log):
                 return []
             with open(log) as f:
-                return [json.loads(l) for l in f if l.strip()]
+                return log_records(f)
         try:
             p = self.sx(*extra, "--json-summary", summary, "--access-log", log, "--", "sh", "-c",
                         "export GIT_TERMINAL_PROMPT=0; " + script, env=env, wrap=wrap)

@@ -21,6 +21,7 @@ import unittest
 
 from harness import (PYTHON, SLUICE, Gateway, Processes, curl, make_ca, make_leaf, netns_upstream, raw_exchange,
                      status_of)
+from harness import log_records
 from netns import TestHost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -285,7 +286,7 @@ allow_domains = ["ws.test:8443", "ws.test:8080",
             p = self.sx("publish", node, "--experimental-websocket", "--no-warnings", "-e", js)
             self.assertEqual(self.result(p), {"echoed": 100, "close_code": 1000}, p.stderr)
         with open(log) as f:
-            lines = [json.loads(l) for l in f if l.strip()]
+            lines = log_records(f)
         ws = [l for l in lines if l["path"] == "/exec-echo"]
         self.assertEqual([(l["protocol"], l["status"], l["ws_messages_in"]) for l in ws], [("websocket", 101, 100)])
 

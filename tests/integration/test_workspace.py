@@ -10,6 +10,7 @@ import unittest
 
 import test_exec as base
 from harness import PYTHON, SLUICE
+from harness import log_records
 
 M = base.M
 setUpModule = base.setUpModule
@@ -443,7 +444,7 @@ setup(name="probe", version="1.0", py_modules=["probe"])
                         "--update-notifier=false", cwd=d, timeout=180)
             self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
             self.assertTrue(os.path.isfile(os.path.join(d, "node_modules", name, "index.js")))
-            lines = [json.loads(x) for x in open(log)]
+            lines = log_records(open(log))
             return sum(1 for x in lines if x["path"] == tar_path and x["decision"] == "allow")
 
         self.assertEqual(install("first", "--cache", "npm"), 1)

@@ -20,3 +20,9 @@ TEST_CASE("command sources: output one line, failures named", "[credentials]") {
   c.source = "command:printf a\\nb";
   CHECK_THROWS_WITH(load_secret(c), Catch::Contains("line break"));
 }
+
+TEST_CASE("a key source keeps its line breaks (a PEM key for [log] signing_key)", "[credentials]") {
+  CHECK(read_key_source("log.signing_key", "command:printf a\\nb\\n") == "a\nb");
+  CHECK_THROWS_WITH(read_key_source("log.signing_key", "file:/nonexistent/key.pem"),
+                    Catch::Contains("log.signing_key") && Catch::Contains("/nonexistent/key.pem"));
+}

@@ -56,6 +56,9 @@ grants = ["GITHUB_TOKEN"]
                               "ok.toml");
   CHECK(c.mode == profile::publish);
   CHECK(c.allow.size() == 3);
+  CHECK(c.log_chain); // the access log's chain is on unless [log] chain = false
+  CHECK(c.log_signing_key.empty());
+  CHECK(c.log_checkpoint_interval == std::chrono::seconds(60));
   CHECK(c.pins.at("origin.test").size() == 1);
   CHECK(c.pins.at("multi.test").size() == 2);
   CHECK(c.timeouts.connect == std::chrono::seconds(2));
@@ -75,6 +78,10 @@ TEST_CASE("config errors name the file, the line and the fix", "[filters][config
   const row rows[] = {
       {"profile = \"network-read\"\nbogus = 1\n", {"test.toml:2:", "unknown key 'bogus'", "known keys"}},
       {"[log]\nformat = \"cef\"\n", {"test.toml:2:", "[log] format", "\"ocsf\""}},
+      {"[log]\nsigning_key = \"/etc/key.pem\"\n", {"test.toml:2:", "[log] signing_key", "\"file:/path\""}},
+      {"[log]\ncheckpoint_interval = \"0s\"\n", {"test.toml:2:", "checkpoint_interval", "1s to 24h"}},
+      {"[log]\nwriter = \"a\\\"b\"\n", {"test.toml:2:", "[log] writer", "quotes"}},
+      {"[log]\nchain = false\nsigning_key = \"env:K\"\n", {"test.toml:3:", "chain = false", "drop one"}},
       {"profile = \"readonly\"\n", {"test.toml:1:", "profile", "network-read"}},
       {"[policy]\nallow = [\n  \"ok.com\",\n  \"re:([\"\n]\n", {"test.toml:4:", "bad regex", "re:(["}},
       {"[policy]\nallow = [\"host:70000\"]\n", {"test.toml:2:", "out of range", "1 to 65535"}},
