@@ -1,4 +1,5 @@
 #include "exec/runner_impl.hpp"
+#include "gateway/exchange/limits_report.hpp"
 #include "gateway/gateway.hpp"
 #include "metrics/textfile.hpp"
 
@@ -55,6 +56,14 @@ std::string hint(const std::string &host, unsigned port, const std::string &reas
     return "the name resolves to a private or special address; list it in upstream.allow_addresses";
   }
   if (reason == "host_denied") return "a deny rule in the policy matches it";
+  if (reason == "rate_limited") {
+    return "a [[limits.budget]] rate or its exchanges at once were exceeded; the response's Retry-After says when "
+           "to try again (--json-summary lists the budgets)";
+  }
+  if (reason == "budget_exhausted") {
+    return "a [[limits.budget]] byte budget is spent; the response names it and when it refills (--json-summary "
+           "lists what is left)";
+  }
   if (reason == "route_denied") return "a deny route in the policy matches its method and path";
   if (reason == "route_not_allowed") {
     return "the skill allows this host only on the methods and paths of its routes (allow_domains)";
@@ -261,6 +270,7 @@ void report(const exec_options &opt, const exec_plan &plan, gateway::gateway *gw
                           // Beyond HTTP: what the skill grants besides HTTP (docs/policy.md).
                           {"tcp", tcp_grants(plan)},
                           {"hostServices", host_service_grants(plan)}};
+    if (gw) o["budgets"] = gateway::exchange::budgets_json(gw->budget_rows()); // [[limits.budget]]
     if (!plan.log_public_key.empty()) {
       // The access log's chain (docs/metrics.md): `sluice audit verify FILE --key PUBLICKEY`.
       o["accessLog"] = boost::json::object{{"file", opt.access_log},

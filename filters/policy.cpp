@@ -53,6 +53,12 @@ policy::policy(config cfg)
       plain_(with_host_services(cfg_.allow, cfg_.host_services)),
       deny_(cfg_.deny, true), askable_(cfg_.approvals.hosts), allow_routes_(cfg_.allow_routes, false), deny_routes_(cfg_.deny_routes, true),
       credentials_(cfg_.credentials), scan_hosts_(cfg_.scan) {
+  const auto &rules = cfg_.limits.budgets;
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    const auto &roles = rules[i].roles;
+    if (!roles.empty() && std::find(roles.begin(), roles.end(), cfg_.role) == roles.end()) continue;
+    budgets_.push_back({i, host_matcher(rules[i].hosts, true)});
+  }
   for (const auto &[name, r] : cfg_.roles) {
     auto p = std::make_shared<policy>(role_view(cfg_, r));
     p->rps_ = r.requests_per_second;
@@ -64,6 +70,13 @@ policy::policy(config cfg)
 const client_config *policy::client(std::string_view name) const {
   auto it = cfg_.clients.find(std::string(name));
   return it == cfg_.clients.end() ? nullptr : &it->second;
+}
+
+void policy::budgets_for(std::string_view host, std::string_view scheme, unsigned port,
+                         std::vector<std::size_t> &out) const {
+  for (const auto &b : budgets_) {
+    if (b.hosts.patterns().empty() || b.hosts.match(host, scheme, port)) out.push_back(b.index);
+  }
 }
 
 policy_ptr policy::for_client(std::string_view name) const {

@@ -5,6 +5,7 @@
 #include "filters/decision.hpp"
 #include "filters/host_matcher.hpp"
 #include "filters/host_name.hpp"
+#include "filters/limits_config.hpp"
 #include "filters/method_policy.hpp"
 #include "filters/route_matcher.hpp"
 #include "filters/scan_policy.hpp"
@@ -49,6 +50,8 @@ struct limits_config {
   std::size_t pool_idle_per_host = 8;
   std::size_t pool_idle_total = 256;
   std::chrono::milliseconds pool_idle_timeout{30'000};
+  std::vector<budget_rule> budgets; // [[limits.budget]]
+  shared_limits_config shared;      // [limits.shared]
 };
 
 // `ssh = [{ host = ..., paths = [...] }]` in [skills.NAME]: Git over SSH to one host,
@@ -327,6 +330,17 @@ public:
   // The limits of this policy's role (zero: none); set only in a role's policy.
   double requests_per_second() const { return rps_; }
   std::uint64_t bytes_per_second() const { return bps_; }
+  // [[limits.budget]] entries that hold for this policy's clients (in a role's policy: those that
+  // name no roles, or its role), by index into cfg().limits.budgets, with their hosts compiled.
+  struct budget_entry {
+    std::size_t index;
+    host_matcher hosts; // empty: every host
+  };
+  const std::vector<budget_entry> &budgets() const { return budgets_; }
+  // Appends to `out` the indices (into cfg().limits.budgets) of the budgets a request to
+  // `host`:`port` falls under.
+  void budgets_for(std::string_view host, std::string_view scheme, unsigned port,
+                   std::vector<std::size_t> &out) const;
 
 private:
   // Report mode: a refusal by the policy's lists, profile or routes is let through as would_deny.
@@ -352,6 +366,7 @@ private:
   std::map<std::string, std::shared_ptr<const policy>, std::less<>> roles_;
   double rps_ = 0;
   std::uint64_t bps_ = 0;
+  std::vector<budget_entry> budgets_;
 };
 
 } // namespace sluice::filters

@@ -38,6 +38,9 @@ struct loader {
   void load_upstream(const toml::table &root, config &c) const;
   void load_timeouts(const toml::table &root, config &c) const;
   void load_limits(const toml::table &root, config &c) const;
+  // [[limits.budget]] (policy_loader_limits.cpp); `root` for the [roles] its entries name.
+  void budgets_of(const toml::node &n, const toml::table &root, config &c) const;
+  void shared_limits_of(const toml::node &n, config &c) const; // [limits.shared]
   void load_log(const toml::table &root, config &c) const;
   void load_sandbox(const toml::table &root, config &c) const;
   void load_approvals(const toml::table &root, config &c) const;

@@ -28,8 +28,10 @@ void loader::load_limits(const toml::table &root, config &c) const {
   check_keys(*t, "[limits]", {"max_header_bytes", "max_body_bytes", "max_response_body_bytes",
                               "max_websocket_message_bytes", "max_connections", "max_tcp_connections",
                               "max_requests_per_connection", "pool_idle_per_host",
-                              "pool_idle_total", "pool_idle_timeout"});
+                              "pool_idle_total", "pool_idle_timeout", "budget", "shared"});
   auto &l = c.limits;
+  if (auto *b = t->get("budget")) budgets_of(*b, root, c);
+  if (auto *sh = t->get("shared")) shared_limits_of(*sh, c);
   l.max_header_bytes = int_of(*t, "max_header_bytes", "limits", l.max_header_bytes, 1024, 1 << 20);
   l.max_body_bytes = int_of(*t, "max_body_bytes", "limits", 0, 0, INT64_MAX);
   l.max_response_body_bytes = int_of(*t, "max_response_body_bytes", "limits", 0, 0, INT64_MAX);

@@ -2,9 +2,11 @@
 // Its other concerns: gateway_tls.cpp (the TLS contexts and the CA's constraints),
 // gateway_listen.cpp (listeners, accepting, the admin listener), gateway_credentials.cpp (the
 // credential refresh loop).
+#include "gateway/exchange/limits_report.hpp"
 #include "gateway/gateway.hpp"
 #include "credentials/load.hpp"
 #include "gateway/decider/client.hpp"
+#include "gateway/shared_limits/store.hpp"
 #include "gateway/local_addresses.hpp"
 #include "gateway/session.hpp"
 
@@ -79,6 +81,7 @@ gateway::gateway(filters::policy_ptr policy, gateway_options options)
   if (cfg.decider.configured()) { // a program that cannot start stops the gateway here, naming it
     state_->decider.store(std::make_shared<decider::client>(cfg.decider, cfg, metrics_.get()));
   }
+  refresh_shared_limits(cfg);
   state_->credential_refused = [this](const std::string &name) {
     {
       std::lock_guard lock(refresh_m_);
@@ -100,6 +103,8 @@ gateway::~gateway() {
   join();
 }
 
+std::vector<exchange::budget_row> gateway::budget_rows() const { return state_->budgets.snapshot(); }
+
 std::string gateway::stats_json() const {
   namespace js = boost::json;
   auto out = stats_.snapshot();
@@ -120,6 +125,7 @@ std::string gateway::stats_json() const {
   out["now"] = metrics::unix_now();
   out["started"] = std::chrono::duration<double>(started_.time_since_epoch()).count();
   out["connections_active"] = state_->connections.load();
+  out["budgets"] = exchange::budgets_json(state_->budgets.snapshot()); // [[limits.budget]]
   return js::serialize(out);
 }
 
@@ -163,6 +169,7 @@ void gateway::set_unready() { state_->unready.store(true); }
 void gateway::reload(filters::policy_ptr policy) {
   state_->policy.store(policy);
   refresh_decider(policy->cfg());
+  refresh_shared_limits(policy->cfg());
   try {
     refresh_scan(*policy);
   } catch (const std::exception &e) {
@@ -187,6 +194,23 @@ void gateway::refresh_decider(const filters::config &cfg) {
   }
   auto old = state_->decider.exchange(next);
   if (old) old->stop(); // here, not on a worker: stopping joins the decider's threads
+}
+
+// [limits.shared] (serve): a store for the Redis server the policy names (this process's name among the
+// replicas: HOST:PID), replaced when a reload changes the table. The old one stops here, off the
+// workers: stopping joins its link's thread.
+void gateway::refresh_shared_limits(const filters::config &cfg) {
+  if (options_.keep_summary) return; // exec and agent: a run is one process, its budgets its own
+  auto now = state_->shared_limits.load();
+  if (now ? now->config() == cfg.limits.shared : cfg.limits.shared.redis.empty()) return;
+  std::shared_ptr<shared_limits::store> next;
+  if (!cfg.limits.shared.redis.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    next = std::make_shared<shared_limits::store>(cfg.limits.shared, std::string(host) + ":" + std::to_string(getpid()));
+  }
+  auto old = state_->shared_limits.exchange(next);
+  if (old) old->stop();
 }
 
 void gateway::refresh_scan(const filters::policy &p) {
@@ -251,6 +275,7 @@ void gateway::stop() {
   for (auto &w : workers_) w->ioc.stop();
   // After the workers stop: the decider posts answers to them, and posts nothing once stopped.
   if (auto d = state_->decider.load()) d->stop();
+  if (auto l = state_->shared_limits.load()) l->stop();
 }
 
 void gateway::join() {

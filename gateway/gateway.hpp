@@ -6,6 +6,7 @@
 #include "gateway/exchange/scan.hpp"
 #include "gateway/gateway_state.hpp"
 #include "gateway/net.hpp"
+#include "gateway/exchange/limits.hpp"
 #include "gateway/request_summary.hpp"
 #include "metrics/access_log.hpp"
 #include "metrics/metrics.hpp"
@@ -91,6 +92,8 @@ public:
   const certs::certificate_authority &ca() const { return *ca_; }
   metrics::metrics &instruments() { return *metrics_; }
   request_summary &summary() { return summary_; }
+  // [[limits.budget]]: every budget's counters now (exec's summary, the live page, /metrics).
+  std::vector<exchange::budget_row> budget_rows() const;
   filters::policy_ptr policy() const { return state_->policy.load(); }
 
   // Builds the CA constraints that match an allowlist (none when it has regex entries).
@@ -112,6 +115,7 @@ private:
   };
   // The constructor's TLS contexts (gateway_tls.cpp): clients' terminated leg, origins' leg.
   void refresh_decider(const filters::config &cfg);
+  void refresh_shared_limits(const filters::config &cfg);
   void setup_server_tls(const filters::config &cfg);
   void setup_upstream_tls(const filters::config &cfg);
   metrics::chain_options log_chain(const filters::config &cfg) const;

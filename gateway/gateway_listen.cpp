@@ -1,7 +1,9 @@
 // The gateway's listeners (gateway.hpp): the proxy's, agents', exec's captured ones and the admin
 // listener; one acceptor per worker on each, and the accept loop that hands connections to
 // sessions.
+#include "gateway/exchange/limits_report.hpp"
 #include "gateway/gateway.hpp"
+#include "gateway/shared_limits/store.hpp"
 #include "gateway/admin/server.hpp"
 #include "gateway/peer_uid.hpp"
 #include "gateway/session.hpp"
@@ -182,7 +184,11 @@ tcp::endpoint gateway::listen_admin(const std::string &address) {
 }
 
 void gateway::start_admin() {
-  admin_handlers h{[this] { return metrics_->serialize(); },
+  admin_handlers h{[this] {
+                     auto shared = state_->shared_limits.load();
+                     return metrics_->serialize() + exchange::budgets_prometheus(state_->budgets.snapshot()) +
+                            (shared ? shared->prometheus() : std::string());
+                   },
                    [this] { return !state_->draining.load() && !state_->unready.load(); },
                    [this] { return ca_->cert_pem(); },
                    [this] { return stats_json(); }};

@@ -2,6 +2,7 @@
 #include "certs/leaf_cache.hpp"
 #include "gateway/admin/approvals.hpp"
 #include "gateway/client_meters.hpp"
+#include "gateway/exchange/limits.hpp"
 #include "filters/policy.hpp"
 #include "gateway/net.hpp"
 #include "gateway/parking_lot.hpp"
@@ -25,6 +26,9 @@ class synthetic_names;
 struct worker;
 namespace decider {
 class client; // decider/client.hpp
+}
+namespace shared_limits {
+class store; // shared_limits/store.hpp
 }
 namespace detail {
 class h2_upstream;
@@ -80,6 +84,10 @@ struct gateway_state {
   std::atomic<std::size_t> tcp_open{0};
   // [decider]: the external decider's client for the policy in force (null: none configured).
   std::atomic<std::shared_ptr<decider::client>> decider{};
+  // [[limits.budget]]: every budget's counters, kept across reloads (a reload does not refill one).
+  exchange::ledger budgets{};
+  // [limits.shared]: the budgets' counters in Redis, shared by the replicas (null: this process's own).
+  std::atomic<std::shared_ptr<shared_limits::store>> shared_limits{};
 };
 
 // One thread's share of the gateway: its io_context, resolver and upstream pool. Sessions run on the

@@ -357,6 +357,28 @@ std::string_view scan_body(const check_request &c, exchange::verdict &v) {
 }
 } // namespace
 
+// [[limits.budget]]: the budgets a request to o's host falls under, one line each, with what they
+// count (a gateway's counters are its own: check says which limits apply, not what is left).
+static void print_budgets(const filters::policy &pol, const exchange::outcome &o, const std::string &client) {
+  std::vector<std::size_t> which;
+  pol.budgets_for(o.host, o.scheme, o.port, which);
+  for (auto i : which) {
+    const auto &b = pol.cfg().limits.budgets[i];
+    std::string line = "limit: " + b.name + " per=" + std::string(filters::scope_name(b.per));
+    if (b.per != filters::budget_rule::scope::run && !client.empty()) line += " client=" + client;
+    char num[64];
+    if (b.requests_per_second > 0) {
+      std::snprintf(num, sizeof num, " requests_per_second=%g burst=%g", b.requests_per_second,
+                    b.burst > 0 ? b.burst : std::max(1.0, b.requests_per_second));
+      line += num;
+    }
+    if (b.connections) line += " connections=" + std::to_string(b.connections);
+    if (b.bytes_out) line += " bytes_out=" + std::to_string(b.bytes_out);
+    if (b.bytes_in) line += " bytes_in=" + std::to_string(b.bytes_in);
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 // One question to the policy's [decider], as the gateway would ask it (the program started for it
 // and stopped after).
 decider::answer ask_decider(const filters::config &cfg, boost::json::object question) {
@@ -466,6 +488,7 @@ int run_check(const check_request &c) {
       if (!pol.decide_address(a).allowed) v.reason = "destination_address_denied";
     }
   }
+  print_budgets(pol, o, c.client);
   if (!v.reason.empty()) {
     std::string rule = v.rule.empty() ? o.rule : v.rule;
     if (!o.scan_rule.empty()) rule = "scan:" + o.scan_rule;

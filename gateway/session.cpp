@@ -243,6 +243,10 @@ net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const f
 }
 
 void session::record_outcome(outcome &o) noexcept try {
+  if (o.charged) { // [[limits.budget]]: what the exchange moved in all, and its place freed
+    o.charged->moved(o.bytes_in, o.bytes_out);
+    o.charged->release();
+  }
   if (o.approval.empty() && !tunnel_approval_.empty()) {
     o.approval = tunnel_approval_;
     o.decided_by = tunnel_decided_by_;

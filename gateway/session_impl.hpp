@@ -154,6 +154,13 @@ public:
   net::awaitable<filters::decision> consult_connect(outcome &o, const filters::policy &pol, std::string_view raw_host,
                                                     unsigned port);
   decider::asker asker_for(const filters::policy &pol) const;
+  // [[limits.budget]] (session_judge.cpp): admits an exchange the judge allowed (o's host, scheme
+  // and port) under pol's budgets, with its head and announced body; with [limits.shared], asked
+  // of Redis. Refused, v.reason is rate_limited, budget_exhausted or limits_unavailable (rule
+  // "budget:NAME") and o says why and when to retry; admitted, o.charged meters it. A verdict that
+  // already refuses is left as it is. Callers skip it where pol has no budgets (no coroutine frame).
+  net::awaitable<void> admit_budgets(verdict &v, outcome &o, const filters::policy &pol, std::uint64_t head_bytes,
+                                     std::uint64_t body_bytes = 0);
   // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
   // with SNI and certificate verification for https. `offer_h2`: ALPN offers h2 and http/1.1 (an h2
   // client's stream), and the connection's `h2` says which the origin chose.
@@ -303,7 +310,8 @@ private:
   // Copies bytes one way until EOF or error, for `allowlist` tunnels (the client's side may be TLS:
   // the HTTPS proxy listener).
   template <class From, class To>
-  net::awaitable<void> pipe(From &from, To &to, std::uint64_t &bytes);
+  // `budget`: the tunnel's share of [[limits.budget]] (null: none), `sending` its direction.
+  net::awaitable<void> pipe(From &from, To &to, std::uint64_t &bytes, exchange::meter *budget, bool sending);
 
   // A TCP connection relayed as bytes (tunnel/tcp.cpp): a tcp entry's name and port, or a host
   // service; dialled through the one dial (the host's loopback for a host service), `buf`'s bytes

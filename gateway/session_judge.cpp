@@ -3,6 +3,7 @@
 #include "gateway/admin/approvals.hpp"
 #include "gateway/decider/client.hpp"
 #include "gateway/session_impl.hpp"
+#include "gateway/shared_limits/store.hpp"
 
 namespace sluice::gateway::detail {
 
@@ -100,6 +101,30 @@ net::awaitable<filters::decision> session::consult_connect(outcome &o, const fil
   default:
     co_return filters::decision::deny("decider_unavailable", "decider");
   }
+}
+
+} // namespace sluice::gateway::detail
+
+namespace sluice::gateway::detail {
+
+net::awaitable<void> session::admit_budgets(verdict &v, outcome &o, const filters::policy &pol,
+                                            std::uint64_t head_bytes, std::uint64_t body_bytes) {
+  if (!v.reason.empty() || pol.budgets().empty()) co_return;
+  exchange::admission a;
+  if (auto shared = state_.shared_limits.load()) {
+    a = co_await shared->admit(state_.budgets, pol, who(), o.host, o.scheme, o.port, head_bytes, body_bytes);
+  } else {
+    a = state_.budgets.admit(pol, who(), o.host, o.scheme, o.port, head_bytes, body_bytes);
+  }
+  if (a.reason.empty()) {
+    o.charged = std::move(a.charged);
+    co_return;
+  }
+  v.reason = a.reason;
+  v.rule = "budget:" + a.budget;
+  v.close = false;
+  o.limit_message = std::move(a.message);
+  o.retry_after = a.retry_after;
 }
 
 } // namespace sluice::gateway::detail

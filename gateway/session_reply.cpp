@@ -50,12 +50,14 @@ net::awaitable<void> session::reply(Stream &s, outcome &o, unsigned status, std:
   http::response<http::string_body> res{static_cast<http::status>(status), version};
   res.set(http::field::server, "sluice");
   res.set(http::field::content_type, "text/plain; charset=utf-8");
-  res.set("Proxy-Status", proxy_status(ps_error, o.reason, status == 403 ? std::string_view(o.rule) : ""));
+  res.set("Proxy-Status", proxy_status(ps_error, o.reason, status == 403 || o.rule.starts_with("budget:") ? std::string_view(o.rule) : ""));
   if (status == 407) {
     res.insert(http::field::proxy_authenticate, "Basic realm=\"sluice\"");
     res.insert(http::field::proxy_authenticate, "Bearer realm=\"sluice\"");
   } else if (status == 429) {
-    res.set(http::field::retry_after, "1");
+    res.set(http::field::retry_after, std::to_string(std::max(1u, o.retry_after)));
+  } else if (o.reason == "budget_exhausted" && o.retry_after) { // per = "day": refilled at 00:00 UTC
+    res.set(http::field::retry_after, std::to_string(o.retry_after));
   }
   res.body() = std::move(body);
   res.keep_alive(keep_alive);
@@ -85,7 +87,9 @@ std::string session::denial_text(const outcome &o, std::string_view rule) {
                     std::string(o.reason);
   if (!rule.empty()) msg += " (rule " + std::string(rule) + ")";
   msg += "\n";
-  if (o.reason == "host_not_allowlisted") {
+  if (!o.limit_message.empty()) { // [[limits.budget]]: which budget, its limit, when to retry
+    msg += o.limit_message;
+  } else if (o.reason == "host_not_allowlisted") {
     msg += "To allow it, add \"" + o.host + "\" to the allowlist (policy.allow, or "
            "--allow-domain " + o.host + " for sluice exec).\n";
   } else if (o.reason == "method_not_allowed" || o.reason == "body_on_read_method" ||
@@ -160,11 +164,12 @@ net::awaitable<void> session::deny(Stream &s, outcome &o, std::string_view reaso
   bool framing = filters::is_framing_error(reason);
   // A refused WebSocket upgrade is 426: clients that try a WebSocket first (Codex's model
   // transport) fall back to plain HTTP at once on it, where a 403 makes them retry (docs/policy.md).
-  unsigned status = framing ? 400 : reason == "websocket_refused" ? 426 : 403;
+  unsigned status = framing ? 400 : reason == "websocket_refused" ? 426 : reason == "rate_limited" ? 429 : 403;
+  if (reason == "limits_unavailable") status = 503; // [limits.shared] unreachable, fail_open = false
   if (reason == "decider_denied" && o.decider_status) status = o.decider_status; // the decider's choice
   std::string_view ps = framing ? "http_request_error" : "http_request_denied";
   std::string body = denial_text(o, o.rule);
-  co_await reply(s, o, status, ps, std::move(body), keep_alive && status == 403, version);
+  co_await reply(s, o, status, ps, std::move(body), keep_alive && (status == 403 || status == 429), version);
 }
 
 template <class Stream>

@@ -36,6 +36,8 @@ RULES = {
     # The external decider's client: the exchange's question, its transports (a program, or an
     # HTTPS endpoint reached as any origin is).
     "gateway/decider": LOW + BASE + ["gateway/exchange/"],
+    # Budgets' counters shared in Redis: the exchange's ledger asks, a link of its own talks.
+    "gateway/shared_limits": LOW + BASE + ["gateway/exchange/"],
     "gateway/http1": WING,
     # Tunnels hand a terminated connection's requests to the HTTP/1.1 loop or to an h2 connection.
     "gateway/tunnel": WING + ["gateway/h2/connection.hpp", "gateway/session.hpp", "gateway/capture.hpp"],

@@ -8,7 +8,7 @@ build_pkgs=(
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   libssl-dev libc-ares-dev libre2-dev prometheus-cpp-dev
   catch2 libcli11-dev libtomlplusplus-dev libseccomp-dev libnghttp2-dev libssh-dev
-  libhyperscan-dev
+  libhyperscan-dev libhiredis-dev
 )
 test_pkgs=(
   curl openssl python3 iproute2 git util-linux procps wget

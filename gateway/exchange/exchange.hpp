@@ -18,6 +18,7 @@
 namespace sluice::gateway::exchange {
 
 class scan_step; // scan.hpp
+class meter;     // limits.hpp
 
 using clock = std::chrono::steady_clock;
 using field_list = std::vector<std::pair<std::string_view, std::string_view>>;
@@ -106,6 +107,12 @@ struct outcome {
   // [decider]: what it said to a refusal (shown to the client) and the status it chose (0: 403).
   std::string decider_message;
   unsigned decider_status = 0;
+  // [[limits.budget]]: the exchange's share of the budgets it falls under (limits.hpp; null: none),
+  // charged with bytes_in and bytes_out as they pass and when the outcome is recorded; and a
+  // refusal's text (rate_limited, budget_exhausted) with its Retry-After in seconds.
+  std::shared_ptr<meter> charged;
+  std::string limit_message;
+  unsigned retry_after = 0;
 };
 
 } // namespace sluice::gateway::exchange

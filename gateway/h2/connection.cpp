@@ -435,7 +435,8 @@ void h2_connection::submit(stream &st, unsigned status, std::vector<std::pair<st
 
 void h2_connection::respond(stream &st, unsigned status, std::string_view ps_error, std::string body) {
   st.o.status = status;
-  std::string ps = proxy_status(ps_error, st.o.reason, status == 403 ? std::string_view(st.o.rule) : "");
+  std::string ps = proxy_status(ps_error, st.o.reason,
+                                status == 403 || st.o.rule.starts_with("budget:") ? std::string_view(st.o.rule) : "");
   if (st.grpc) {
     // A gRPC client reads grpc-status, not the HTTP status: a refusal is PERMISSION_DENIED (7), a
     // failure upstream UNAVAILABLE (14), with sluice's text in grpc-message (percent-encoded).
@@ -466,12 +467,14 @@ void h2_connection::respond(stream &st, unsigned status, std::string_view ps_err
   st.body_out.clear();
   if (!head) st.body_out.append(body);
   st.response_ended = true;
-  submit(st, status,
-         {{"content-type", "text/plain; charset=utf-8"},
-          {"content-length", length},
-          {"server", "sluice"},
-          {"proxy-status", ps}},
-         !head);
+  std::vector<std::pair<std::string, std::string>> fields{{"content-type", "text/plain; charset=utf-8"},
+                                                          {"content-length", length},
+                                                          {"server", "sluice"},
+                                                          {"proxy-status", ps}};
+  if (status == 429 || st.o.retry_after) { // rate_limited, or a day's budget ([[limits.budget]])
+    fields.emplace_back("retry-after", std::to_string(std::max(1u, st.o.retry_after)));
+  }
+  submit(st, status, std::move(fields), !head);
 }
 
 void h2_connection::refuse(stream &st, std::string_view reason, std::string rule) {
@@ -481,6 +484,7 @@ void h2_connection::refuse(stream &st, std::string_view reason, std::string rule
   o.rule = std::move(rule);
   bool framing = filters::is_framing_error(reason) || reason.starts_with("h2_") || reason == "header_too_large";
   unsigned status = reason == "header_too_large" ? 431 : reason == "rate_limited" ? 429 : framing ? 400 : 403;
+  if (reason == "limits_unavailable") status = 503; // [limits.shared] unreachable, fail_open = false
   if (reason == "decider_denied" && o.decider_status) status = o.decider_status; // the decider's choice
   respond(st, status, framing ? "http_request_error" : "http_request_denied", owner_.denial_text(o, o.rule));
 }

@@ -48,6 +48,21 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     }
   }
 
+  if (!st->policy->budgets().empty()) { // [[limits.budget]]: its head and announced body must fit
+    exchange::field_list views;
+    const exchange::request r = exchange_request(*st, views);
+    std::uint64_t announced = 0;
+    for (const auto &[n, v] : views) {
+      if (n == "content-length") std::from_chars(v.data(), v.data() + v.size(), announced);
+    }
+    co_await owner_.admit_budgets(st->v, o, *st->policy, exchange::head_bytes(r), announced);
+    if (gone()) co_return aborted(*st);
+    if (!st->v.reason.empty()) {
+      refuse(*st, st->v.reason, st->v.rule);
+      co_return;
+    }
+  }
+
   std::string preread;
   // A body judged whole before anything leaves (Git negotiation, AWS re-signing): awaited to its
   // end (bounded), then judged as every protocol's is.

@@ -274,6 +274,10 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
       v.close = false;
     }
   }
+  // [[limits.budget]]: its head and announced body must fit what is left.
+  if (v.reason.empty() && !pol.budgets().empty()) {
+    co_await admit_budgets(v, o, pol, exchange::head_bytes(in), parser.content_length().value_or(0));
+  }
   if (!v.reason.empty()) {
     if (v.reason == "not_a_proxy_request") {
       o.reason = v.reason;

@@ -37,7 +37,8 @@ net::awaitable<void> close_send(tls_stream &s) {
 
 // Copies bytes one way until EOF or error, for `allowlist` tunnels.
 template <class From, class To>
-net::awaitable<void> session::pipe(From &from, To &to, std::uint64_t &bytes) {
+net::awaitable<void> session::pipe(From &from, To &to, std::uint64_t &bytes, exchange::meter *budget,
+                                   bool sending) {
   chunk data;
   for (;;) {
     lowest(from).expires_after(cfg().timeouts.tunnel_idle);
@@ -55,6 +56,13 @@ net::awaitable<void> session::pipe(From &from, To &to, std::uint64_t &bytes) {
       co_return;
     }
     bytes += n;
+    // [[limits.budget]]: a piece that would take a byte budget past its limit does not go.
+    if (budget && !(sending ? budget->moved(bytes, 0) : budget->moved(0, bytes))) {
+      error_code ignored;
+      from.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      to.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      co_return;
+    }
     if (throttled()) co_await throttle(n); // paced before it goes on, as in the TCP relay
     lowest(to).expires_after(cfg().timeouts.io);
     auto [wec, wn] = co_await net::async_write(to, net::buffer(data.get(), n), use_tuple);
@@ -142,6 +150,12 @@ session::open_tunnel<tls_stream>(tls_stream &, outcome &, const std::optional<ne
 template <class Stream>
 net::awaitable<void> session::pass_through(Stream &s, beast::flat_buffer &buf, outcome &o,
                                            const std::optional<net::ip::address> &ip) {
+  verdict metered; // [[limits.budget]]: the tunnel is one exchange
+  if (const auto pol = policy_; !pol->budgets().empty()) co_await admit_budgets(metered, o, *pol, 0);
+  if (!metered.reason.empty()) {
+    co_await deny(s, o, metered.reason, metered.rule, false);
+    co_return;
+  }
   auto conn = co_await open_tunnel(s, o, ip);
   if (!conn) co_return;
   if (buf.size()) { // bytes the client sent before our 200
@@ -153,7 +167,8 @@ net::awaitable<void> session::pass_through(Stream &s, beast::flat_buffer &buf, o
   o.decision = "allow";
   o.reason = "allowed";
   o.status = 200;
-  co_await (pipe(s, conn->tcp, o.bytes_in) && pipe(conn->tcp, s, o.bytes_out));
+  co_await (pipe(s, conn->tcp, o.bytes_in, o.charged.get(), true) &&
+            pipe(conn->tcp, s, o.bytes_out, o.charged.get(), false));
 }
 
 // CONNECT (HTTP or SOCKS5): judged on host and port before anything else happens; then passed

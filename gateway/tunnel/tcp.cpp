@@ -32,7 +32,7 @@ struct tcp_slot {
   tcp_slot &operator=(const tcp_slot &) = delete;
 };
 
-enum class pump_end { eof, error };
+enum class pump_end { eof, error, budget };
 
 // When a relayed connection last moved a byte, either way (the watchdog's idle deadline).
 struct relay_clock {
@@ -59,7 +59,8 @@ template <class A, class B> void shutdown_both(A &a, B &b) {
 // bytes_per_second) is held to it as in any tunnel.
 template <class From, class To>
 net::awaitable<pump_end> pump(session &self, From &from, To &to, std::uint64_t &bytes,
-                              const std::function<void(std::string_view)> &observe, relay_clock &c) {
+                              const std::function<void(std::string_view)> &observe, relay_clock &c,
+                              exchange::meter *budget, bool sending) {
   chunk data;
   for (;;) {
     auto [ec, n] = co_await raw(from).async_read_some(net::buffer(data.get(), chunk_size), use_tuple);
@@ -74,6 +75,11 @@ net::awaitable<pump_end> pump(session &self, From &from, To &to, std::uint64_t &
     c.last = clock::now();
     bytes += n;
     if (observe) observe(std::string_view(data.get(), n));
+    // [[limits.budget]]: a piece that would take a byte budget past its limit does not go.
+    if (budget && !(sending ? budget->moved(bytes, 0) : budget->moved(0, bytes))) {
+      shutdown_both(from, to);
+      co_return pump_end::budget;
+    }
     // Paced before it goes on, so that no byte reaches the other side sooner than the rate allows.
     if (self.throttled()) co_await self.throttle(n);
     auto [wec, wn] = co_await net::async_write(raw(to), net::buffer(data.get(), n), use_tuple);
@@ -95,6 +101,12 @@ net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outc
   tcp_slot slot(state_.tcp_open, cfg().limits.max_tcp_connections);
   if (!slot.taken) {
     co_await deny(s, o, "tcp_connection_limit", o.rule, false);
+    co_return;
+  }
+  verdict metered; // [[limits.budget]]: the connection is one exchange
+  if (const auto pol = policy_; !pol->budgets().empty()) co_await admit_budgets(metered, o, *pol, 0);
+  if (!metered.reason.empty()) {
+    co_await deny(s, o, metered.reason, metered.rule, false);
     co_return;
   }
   auto conn = co_await open_tunnel(s, o, ip);
@@ -133,8 +145,8 @@ net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outc
   relay_clock clock_state{clock::now()};
   auto one_way = [&](auto &from, auto &to, std::uint64_t &bytes, std::string_view side,
                      const std::function<void(std::string_view)> &see) -> net::awaitable<void> {
-    auto end = co_await pump(*this, from, to, bytes, see, clock_state);
-    if (o.closed_by.empty()) o.closed_by = end == pump_end::eof ? side : "error";
+    auto end = co_await pump(*this, from, to, bytes, see, clock_state, o.charged.get(), side == "client");
+    if (o.closed_by.empty()) o.closed_by = end == pump_end::eof ? side : end == pump_end::budget ? "budget" : "error";
   };
   auto watchdog = [&]() -> net::awaitable<void> {
     const auto idle = cfg().timeouts.tunnel_idle, whole = cfg().timeouts.tcp;

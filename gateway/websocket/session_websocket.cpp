@@ -53,7 +53,7 @@ net::awaitable<std::tuple<error_code, std::size_t>> read_untimed(tls_stream &s, 
 template <class From, class To>
 net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websocket_scanner &scan,
                              bool to_server, ws_shared &st, std::uint64_t &bytes,
-                             std::chrono::milliseconds io) {
+                             std::chrono::milliseconds io, exchange::meter *budget) {
   chunk data;
   auto send_close = [&](unsigned code, std::string_view why) -> net::awaitable<void> {
     unsigned char frame[4 + 2 + 125 + 4];
@@ -94,6 +94,16 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
     }
     st.last_activity = clock::now();
     std::size_t ok = scan.scan(at, n);
+    // [[limits.budget]]: bytes that would take a byte budget past its limit do not go; both sides
+    // are told why (1008), as for the scanner's refusal.
+    if (ok && budget && !(to_server ? budget->moved(bytes + ok, 0) : budget->moved(0, bytes + ok))) {
+      st.reason = "budget_exhausted";
+      st.stop_code = 1008;
+      co_await send_close(st.stop_code, "sluice: budget_exhausted");
+      error_code ignored;
+      lowest(to).socket().cancel(ignored);
+      break;
+    }
     if (ok) {
       lowest(to).expires_after(io);
       auto [wec, wn] = co_await net::async_write(to, net::buffer(at, ok), use_tuple);
@@ -189,8 +199,8 @@ net::awaitable<void> session::relay_websocket(Stream &s, beast::flat_buffer &cli
   net::steady_timer watchdog(worker_.ioc.get_executor());
   st.watchdog = &watchdog;
   co_await conn.visit([&](auto &origin) -> net::awaitable<void> {
-    co_await (ws_pipe(s, client_buf, origin, up, true, st, o.bytes_in, io) &&
-              ws_pipe(origin, conn.buffer, s, down, false, st, o.bytes_out, io) &&
+    co_await (ws_pipe(s, client_buf, origin, up, true, st, o.bytes_in, io, o.charged.get()) &&
+              ws_pipe(origin, conn.buffer, s, down, false, st, o.bytes_out, io, o.charged.get()) &&
               ws_watchdog(watchdog, st, idle, [&] { shutdown_both(s, origin); }));
   });
   o.ws_messages_in = up.messages();
@@ -204,7 +214,8 @@ net::awaitable<void> session::relay_websocket(Stream &s, beast::flat_buffer &cli
   if (!st.reason.empty()) {
     // A message over the limit or carrying a secret ([scan]) is the policy's refusal; a broken
     // frame is the peer's error.
-    bool refused = st.reason == "websocket_message_too_large" || (scan && st.reason == scan->refused());
+    bool refused = st.reason == "websocket_message_too_large" || st.reason == "budget_exhausted" ||
+                   (scan && st.reason == scan->refused());
     o.decision = refused ? "deny" : "error";
     o.reason = st.reason;
     m.websocket_closed(st.reason == "websocket_message_too_large" ? "message_too_large" : "protocol_error");

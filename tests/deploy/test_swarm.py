@@ -14,7 +14,10 @@ is in some replica's log with its client, and the requests, failures and the slo
 figures in docs/benchmarks.md). The tasks run as the stack says: non-root, no capabilities, no new
 privileges, read-only root, Docker's default seccomp, healthy by their /readyz check. Last, a
 policy that does not load, deployed as the next config, is rolled back: the old config serves on
-and the failed task's log names the file and the fault."""
+and the failed task's log names the file and the fault. Then the budgets the replicas share in the
+stack's Redis ([limits.shared]): one client spread over the replicas gets its budget once; Redis
+scaled to zero mid-run refuses requests under a budget at once (503, fail_open = false) while the
+rest pass, and a new Redis serves again."""
 import hashlib
 import json
 import os
@@ -52,12 +55,13 @@ def policy(extra_allow=""):
     digest = {n: hashlib.sha256(t.encode()).hexdigest() for n, t in TOKENS.items()}
     return shipped.split("[policy]")[0].replace('access_log = "-"', 'access_log = "-"\nredact_query = false') + f"""
 [policy]
-allow = ["origin.test:{ORIGIN_PORT}"{extra_allow}]
+allow = ["origin.test:{ORIGIN_PORT}", "budget.test:{ORIGIN_PORT}"{extra_allow}]
 [upstream]
 allow_addresses = ["{BRIDGE_IP}/32"]
 [upstream.resolve]
 "origin.test" = "{BRIDGE_IP}"
 "other.test" = "{BRIDGE_IP}"
+"budget.test" = "{BRIDGE_IP}"
 [roles.build]
 [roles.trial]
 mode = "report"
@@ -68,6 +72,11 @@ role = "build"
 [clients.newcomer]
 token_sha256 = "{digest['newcomer']}"
 role = "trial"
+[[limits.budget]]
+name = "swarm-budget"
+hosts = ["budget.test"]
+requests_per_second = 0.001
+burst = 9
 """
 
 
@@ -88,9 +97,9 @@ def setUpModule():
         # The second tag is another image (its own label), as a new release would be.
         e.docker(["build", "--network=none", "--label", "sluice.test.release=2", "-t", IMAGE % 2, "-"],
                  input="FROM %s\n" % (IMAGE % 1))
-        # HAProxy from Debian's package on the same offline base (the stack's default is Docker Hub's
-        # haproxy:2.6, which this machine cannot pull).
-        run(["bash", os.path.join(ROOT, "scripts/container-base.sh"), "", "haproxy"],
+        # HAProxy and Redis from Debian's packages on the same offline base (the stack's defaults are
+        # Docker Hub's haproxy:2.6 and redis:7, which this machine cannot pull).
+        run(["bash", os.path.join(ROOT, "scripts/container-base.sh"), "", "haproxy,redis-server"],
             env=dict(e.env, SLUICE_ENGINE="/usr/bin/docker", SLUICE_BASE_NAME=HAPROXY_IMAGE), timeout=1500)
         M["stack_dir"] = s = os.path.join(d, "stack")
         shutil.copytree(os.path.join(ROOT, "deploy/swarm"), s)
@@ -127,7 +136,7 @@ def tearDownModule():
 
 
 def deploy(image, policy_version):
-    env = dict(M["engine"].env, SLUICE_IMAGE=IMAGE % image, HAPROXY_IMAGE=HAPROXY_IMAGE,
+    env = dict(M["engine"].env, SLUICE_IMAGE=IMAGE % image, HAPROXY_IMAGE=HAPROXY_IMAGE, REDIS_IMAGE=HAPROXY_IMAGE,
                SLUICE_PROXY_PORT=str(M["lb_port"]), SLUICE_POLICY_VERSION=str(policy_version))
     run(["/usr/bin/docker", "stack", "deploy", "-c", "stack.yml", STACK], env=env, cwd=M["stack_dir"])
 
@@ -317,6 +326,33 @@ class SwarmStack(unittest.TestCase):
         said = "".join(e.docker(["logs", cid], timeout=60).stderr for cid in failed)
         self.assertIn("sluice.toml:", said)
         self.assertIn("profile must be one of", said)
+
+    def test_d_a_clients_budget_holds_across_replicas(self):
+        # [limits.shared]: budget.test allows the builder 9 requests (a bucket of 9, refilled one
+        # token per 1000 s) however HAProxy spreads them over the three replicas.
+        e = M["engine"]
+        url = "http://budget.test:%d/bytes/10" % ORIGIN_PORT
+        codes = [via_lb("builder", url) for _ in range(15)]
+        self.assertEqual(codes, ["200"] * 9 + ["429"] * 6, codes)
+        served = [cid for cid, _, _ in tasks()
+                  if "budget.test" in e.docker(["logs", cid], timeout=60).stderr]
+        self.assertGreater(len(served), 1, "HAProxy sent every request to one replica")
+        # Redis stopped mid-run: fail_open = false refuses at once (503), nothing waits.
+        e.docker(["service", "scale", "--detach=false", STACK + "_redis=0"], timeout=120)
+        try:
+            t0 = time.monotonic()
+            code = via_lb("builder", "http://budget.test:%d/bytes/10" % ORIGIN_PORT)
+            self.assertEqual(code, "503")
+            self.assertLess(time.monotonic() - t0, 8)
+            # Requests under no budget go on as before.
+            self.assertEqual(via_lb("builder", "http://origin.test:%d/bytes/10" % ORIGIN_PORT), "200")
+        finally:
+            e.docker(["service", "scale", "--detach=false", STACK + "_redis=1"], timeout=120)
+        # A new Redis holds no counters: the budget starts afresh once the replicas reach it.
+        deadline = time.monotonic() + 60
+        while via_lb("builder", url) != "200":
+            self.assertLess(time.monotonic(), deadline, "no request under the budget passed after Redis came back")
+            time.sleep(0.5)
 
 
 if __name__ == "__main__":

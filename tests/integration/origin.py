@@ -24,6 +24,12 @@ import os
 import ssl
 import subprocess
 import sys
+import threading
+
+# /drip/TAG...: what arrived, by tag (the length of each request line's target): a budget's tests
+# compare it with what sluice let through. /arrived/TAG says it.
+ARRIVED = {}
+ARRIVED_LOCK = threading.Lock()
 
 
 def payload(n):
@@ -144,6 +150,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path.startswith(("/git/", "/private-git/")) and os.environ.get("ORIGIN_ROOT"):
             return self._git()
         parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[0] == "drip" and len(parts) > 1:
+            with ARRIVED_LOCK:
+                ARRIVED[parts[1]] = ARRIVED.get(parts[1], 0) + len(self.path)
+            return self._send(200, b"ok\n", head=head)
+        if parts[0] == "arrived" and len(parts) > 1:
+            with ARRIVED_LOCK:
+                n = ARRIVED.get(parts[1], 0)
+            return self._send(200, b"%d\n" % n, head=head)
         if parts[0] == "bytes":
             n = int(parts[1])
             if n > (1 << 20):
