@@ -392,6 +392,27 @@ decider::answer ask_decider(const filters::config &cfg, boost::json::object ques
   return got;
 }
 
+// [decider] in `sluice check`: asked as the gateway asks it, its answer printed and folded into
+// the verdict (an allowed miss judged again as the gateway judges it).
+static void fold_decider(const filters::config &cfg, const exchange::request &r, exchange::judging &j,
+                         exchange::verdict &v, exchange::outcome &o, const decider::asker &who) {
+  auto a = ask_decider(cfg, decider::question(r, v, o, who));
+  std::printf("decider: %s%s%s%s\n", std::string(decider::to_string(a.kind)).c_str(), a.message.empty() ? "" : " (",
+              a.message.c_str(), a.message.empty() ? "" : ")");
+  if (a.kind == decider::answer::allow && !v.reason.empty()) {
+    j.approved_next = true;
+    exchange::outcome again;
+    v = exchange::judge(r, j, again);
+    o = std::move(again);
+  } else if (a.kind == decider::answer::ask) {
+    std::printf("  (a person would be asked: [approvals])\n");
+    if (v.reason.empty()) v.reason = "host_not_allowlisted";
+  } else if (auto no = decider::refusal_of(a.kind); !no.empty()) {
+    v.reason = no;
+    v.rule = "decider";
+  }
+}
+
 int run_check(const check_request &c) {
   const auto &config_file = c.config_file, &profile = c.profile, &method = c.method, &url = c.url,
              &client = c.client, &skill = c.skill;
@@ -455,28 +476,7 @@ int run_check(const check_request &c) {
   j.scan = &db;
   auto v = exchange::judge(r, j, o);
   if (v.decide && (v.reason.empty() || v.reason == "host_not_allowlisted")) {
-    // [decider]: asked as the gateway asks it, its answer printed and folded in.
-    auto a = ask_decider(cfg, decider::question(r, v, o, {c.client, pol.cfg().role, skill, {}, filters::to_string(pol.mode())}));
-    std::printf("decider: %s%s%s%s\n", std::string(decider::to_string(a.kind)).c_str(), a.message.empty() ? "" : " (",
-                a.message.c_str(), a.message.empty() ? "" : ")");
-    if (a.kind == decider::answer::allow && !v.reason.empty()) {
-      j.approved_next = true;
-      exchange::outcome again;
-      v = exchange::judge(r, j, again);
-      o = std::move(again);
-    } else if (a.kind == decider::answer::deny) {
-      v.reason = "decider_denied";
-      v.rule = "decider";
-    } else if (a.kind == decider::answer::timeout) {
-      v.reason = "decider_timeout";
-      v.rule = "decider";
-    } else if (a.kind == decider::answer::unavailable) {
-      v.reason = "decider_unavailable";
-      v.rule = "decider";
-    } else if (a.kind == decider::answer::ask) {
-      std::printf("  (a person would be asked: [approvals])\n");
-      if (v.reason.empty()) v.reason = "host_not_allowlisted";
-    }
+    fold_decider(cfg, r, j, v, o, {c.client, pol.cfg().role, skill, {}, filters::to_string(pol.mode())});
   }
   if (v.reason.empty()) v.reason = scan_body(c, v);
   if (v.reason.empty()) {

@@ -57,25 +57,14 @@ net::awaitable<void> session::consult(const exchange::request &r, const tunnel_t
     }
     o.decider_message = "the decider asked for a person, and an h2 stream cannot be held; send the request "
                         "over HTTP/1.1 to be asked";
+    a.kind = decider::answer::deny; // refused as the decider's own deny is
     [[fallthrough]];
-  case decider::answer::deny:
-    v.reason = "decider_denied";
+  default: // deny, timeout, unavailable
+    v.reason = decider::refusal_of(a.kind);
     v.ask = false;
     v.close = false;
     v.rule = "decider";
-    o.decider_status = a.status;
-    break;
-  case decider::answer::timeout:
-    v.reason = "decider_timeout";
-    v.ask = false;
-    v.close = false;
-    v.rule = "decider";
-    break;
-  default:
-    v.reason = "decider_unavailable";
-    v.ask = false;
-    v.close = false;
-    v.rule = "decider";
+    if (a.kind == decider::answer::deny) o.decider_status = a.status;
   }
 }
 
@@ -88,24 +77,11 @@ net::awaitable<filters::decision> session::consult_connect(outcome &o, const fil
   auto a = co_await d->decide(decider::connect_question(o, asker_for(pol)));
   o.decided_by = "decider";
   o.decider_message = a.message;
-  switch (a.kind) {
-  case decider::answer::allow:
-    co_return pol.decide_connect_approved(raw_host, port);
-  case decider::answer::ask:
-    co_return filters::decision::deny("host_not_allowlisted"); // the caller asks a person if it may
-  case decider::answer::deny:
-    o.decider_status = a.status;
-    co_return filters::decision::deny("decider_denied", "decider");
-  case decider::answer::timeout:
-    co_return filters::decision::deny("decider_timeout", "decider");
-  default:
-    co_return filters::decision::deny("decider_unavailable", "decider");
-  }
+  if (a.kind == decider::answer::allow) co_return pol.decide_connect_approved(raw_host, port);
+  if (a.kind == decider::answer::ask) co_return filters::decision::deny("host_not_allowlisted"); // the caller asks
+  if (a.kind == decider::answer::deny) o.decider_status = a.status;
+  co_return filters::decision::deny(decider::refusal_of(a.kind), "decider");
 }
-
-} // namespace sluice::gateway::detail
-
-namespace sluice::gateway::detail {
 
 net::awaitable<void> session::admit_budgets(verdict &v, outcome &o, const filters::policy &pol,
                                             std::uint64_t head_bytes, std::uint64_t body_bytes) {

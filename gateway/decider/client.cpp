@@ -7,6 +7,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <vector>
+
 namespace sluice::gateway::decider {
 
 // One question waiting: its timer lives on the asking coroutine's executor, which is the only
@@ -52,22 +54,19 @@ void client::deliver(std::uint64_t id, answer a) {
 }
 
 void client::fail_all(const std::string &why) {
-  std::map<std::uint64_t, std::shared_ptr<waiter>> all;
+  std::vector<std::shared_ptr<waiter>> failed;
   {
-    std::lock_guard lock(mutex_);
-    all.swap(waiting_);
-  }
-  for (auto &[id, w] : all) {
-    answer a;
-    a.message = why;
-    {
-      std::lock_guard lock(mutex_);
+    std::lock_guard lock(mutex_); // one lock for all: the waiters are handed over together
+    for (auto &[id, w] : waiting_) {
       if (w->done) continue;
       w->done = true;
-      w->got = a;
+      w->got = answer{};
+      w->got.message = why;
+      failed.push_back(std::move(w));
     }
-    net::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
+    waiting_.clear();
   }
+  for (auto &w : failed) net::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
 }
 
 net::awaitable<answer> client::decide(boost::json::object question) {

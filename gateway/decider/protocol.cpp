@@ -66,6 +66,15 @@ std::string_view to_string(answer::kind_t k) {
   }
 }
 
+std::string_view refusal_of(answer::kind_t k) {
+  switch (k) {
+  case answer::deny: return "decider_denied";
+  case answer::timeout: return "decider_timeout";
+  case answer::unavailable: return "decider_unavailable";
+  default: return {};
+  }
+}
+
 js::object question(const exchange::request &r, const exchange::verdict &v, const exchange::outcome &o,
                     const asker &who) {
   js::object q;

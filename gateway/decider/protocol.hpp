@@ -44,6 +44,9 @@ struct answer {
   bool cached = false;
 };
 std::string_view to_string(answer::kind_t k);
+// The refusal reason of an answer that refuses: decider_denied, decider_timeout, decider_unavailable
+// (empty for allow and ask). One place, for the gateway's requests, its CONNECTs and `sluice check`.
+std::string_view refusal_of(answer::kind_t k);
 
 // The decider's result: true (allow), false (deny), or an object with "decision" ("allow", "deny",
 // "ask"), "reason", "status", "set_fields", "remove_fields" and "cache" ({seconds, keys}). An

@@ -112,6 +112,26 @@ hosts = ["ws.test:8443"]
         self.assertTrue(gw.logged(lambda r: r["path"] == path), path)
         return [r for r in gw.access_log() if r["path"] == path][-1]
 
+    def test_a_byte_budget_cuts_a_websocket_before_the_message_that_would_pass_it(self):
+        # [[limits.budget]]: messages count against bytes_out as HTTP/1.1 bodies do; the piece that
+        # would take the budget past its limit is not sent, and both sides get 1008.
+        gw = Gateway(M["procs"], M["tmp"], 'profile = "publish"\n[policy]\nallow = ["ws.test:8443"]\n'
+                     '[[limits.budget]]\nname = "ws-bytes"\nhosts = ["ws.test"]\nbytes_out = 60000\n' + M["upstream"],
+                     "budget")
+        self.addCleanup(gw.proc.wait)
+        self.addCleanup(gw.proc.terminate)
+        got = ws_client("wss://ws.test:8443/budget-echo", 3, 200_000, env=self.env(gw))
+        self.assertEqual((got.get("error"), got.get("close_code")), ("closed", 1008), got)
+        self.assertIn("budget_exhausted", got.get("reason", ""))
+        arrived = [int(rest) for kind, path, rest in events() if kind == "message" and path == "/budget-echo"]
+        self.assertEqual(len(arrived), 2, arrived)  # the two small ones; nothing of the big one was sent
+        r = self.line(gw, "/budget-echo")
+        self.assertEqual((r["protocol"], r["decision"], r["reason"]), ("websocket", "deny", "budget_exhausted"))
+        self.assertLessEqual(r["bytes_in"], 60000)
+        # The spent budget refuses the next upgrade before it leaves.
+        got = ws_client("wss://ws.test:8443/budget-echo2", 1, env=self.env(gw))
+        self.assertEqual((got.get("error"), got.get("status")), ("status", 403), got)
+
     def test_publish_carries_100_messages_and_a_1mib_one(self):
         got = ws_client("wss://ws.test:8443/pub-echo", 100, 1 << 20, env=self.env(self.pub))
         self.assertEqual(got, {"echoed": 100, "close_code": 1000})
