@@ -12,21 +12,15 @@ beside it for (b)), medians over the rounds.
 
 usage (root): tests/bench/decider_bench.py [--rounds 3] [--seconds 10] [--connections 50]
 Installs wrk and nginx-light with apt-get when missing."""
-import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "../integration"))
 import fleet_clients  # noqa: E402
-from fleet_clients import cpu_seconds, parse_wrk  # noqa: E402
-from harness import free_port, wait_port  # noqa: E402
-from exec_startup import default_binary as sluice_binary  # noqa: E402
+from harness import free_port  # noqa: E402
 
 DECIDER = r"""
 import json, sys
@@ -72,26 +66,9 @@ access_log = "{self.tmp}/access-{kind}.log"
 
     def one_kind(self, kind):
         conf, port = self.decider_config(kind)
-        p = subprocess.Popen([self.args.sluice, "serve", "--config", conf], stdout=subprocess.DEVNULL,
-                             stderr=open(os.path.join(self.tmp, "sluice.log"), "ab"))
-        try:
-            wait_port(port, p, timeout=20)
-            lua = self.script([])
-            wrk = ["wrk", "-t", "1", "-c", str(self.args.connections), "-d", "%ds" % self.args.seconds,
-                   "--latency", "--timeout", "10s", "-s", lua, "http://127.0.0.1:%d" % port]
-            subprocess.run(wrk[:5] + ["-d", "2s"] + wrk[7:], capture_output=True, check=True)  # warm-up
-            children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
-            cpu0 = cpu_seconds(p.pid)
-            dcpu0 = sum(cpu_seconds(int(c)) for c in children)
-            out = subprocess.run(wrk, capture_output=True, text=True, check=True).stdout
-            cpu = cpu_seconds(p.pid) - cpu0
-            dcpu = sum(cpu_seconds(int(c)) for c in children) - dcpu0
-        finally:
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-        rps, p50, p99, total, errors = parse_wrk(out)
-        return {"rps": rps, "p50": p50, "p99": p99, "errors": errors,
-                "cpu_us": cpu / max(total, 1) * 1e6, "decider_us": dcpu / max(total, 1) * 1e6}
+        res = self.serve_wrk(conf, port)  # the decider program is sluice's child
+        res["decider_us"] = res["beside_us"]
+        return res
 
     def run(self):
         self.setup_origin()
@@ -121,21 +98,7 @@ access_log = "{self.tmp}/access-{kind}.log"
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--connections", type=int, default=50)
-    ap.add_argument("--sluice", default=None, help="the binary (default: build/release, else build/default)")
-    args = ap.parse_args()
-    args.wrk_threads = 1
-    args.sluice = args.sluice or sluice_binary()
-    args.sluice_threads = 0
-    fleet_clients.install()
-    b = Bench(args)
-    try:
-        b.run()
-    finally:
-        b.close()
+    fleet_clients.single_listener_main(Bench, __doc__)
 
 
 if __name__ == "__main__":

@@ -219,6 +219,33 @@ access_log = "{self.tmp}/access-{clients}.log"
             statistics.median(x["rps"] for x in b) / statistics.median(x["rps"] for x in a),
             statistics.median(x["cpu_us"] for x in b) / statistics.median(x["cpu_us"] for x in a)))
 
+    def serve_wrk(self, conf, port, beside=()):
+        """One side-by-side run of the single-listener benches (decider_bench, limits_bench): `sluice
+        serve --config CONF` on PORT, wrk's warm-up, then wrk with its CPU measured, sluice's and
+        that of its children and the `beside` pids (a decider, Redis) per request."""
+        p = subprocess.Popen([self.args.sluice, "serve", "--config", conf], stdout=subprocess.DEVNULL,
+                             stderr=open(os.path.join(self.tmp, "sluice.log"), "ab"))
+        try:
+            wait_port(port, p, timeout=20)
+            lua = self.script([])
+            wrk = ["wrk", "-t", "1", "-c", str(self.args.connections), "-d", "%ds" % self.args.seconds,
+                   "--latency", "--timeout", "10s", "-s", lua, "http://127.0.0.1:%d" % port]
+            subprocess.run(wrk[:5] + ["-d", "2s"] + wrk[7:], capture_output=True, check=True)  # warm-up
+            children = [int(c) for c in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                                       text=True).stdout.split()]
+            others = children + list(beside)
+            cpu0 = cpu_seconds(p.pid)
+            ocpu0 = sum(cpu_seconds(c) for c in others)
+            out = subprocess.run(wrk, capture_output=True, text=True, check=True).stdout
+            cpu = cpu_seconds(p.pid) - cpu0
+            ocpu = sum(cpu_seconds(c) for c in others) - ocpu0
+        finally:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        rps, p50, p99, total, errors = parse_wrk(out)
+        return {"rps": rps, "p50": p50, "p99": p99, "errors": errors, "cpu_us": cpu / max(total, 1) * 1e6,
+                "beside_us": ocpu / max(total, 1) * 1e6}
+
     def close(self):
         for p in self.procs:
             if p.poll() is None:
@@ -227,6 +254,26 @@ access_log = "{self.tmp}/access-{clients}.log"
         if self.host:
             self.host.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def single_listener_main(bench_class, doc):
+    """main() of decider_bench and limits_bench: one listener, 50 connections, one wrk thread."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--sluice", default=None, help="the binary (default: build/release, else build/default)")
+    args = ap.parse_args()
+    args.wrk_threads = 1
+    from exec_startup import default_binary
+    args.sluice = args.sluice or default_binary()
+    args.sluice_threads = 0
+    install()
+    b = bench_class(args)
+    try:
+        b.run()
+    finally:
+        b.close()
 
 
 def main():

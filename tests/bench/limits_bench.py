@@ -12,9 +12,7 @@ ratios on/off and shared/on; the p50 difference shared - on is the shared budget
 
 usage (root): tests/bench/limits_bench.py [--rounds 3] [--seconds 10] [--connections 50]
 Installs wrk and nginx-light with apt-get when missing."""
-import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -23,9 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "../integration"))
 import fleet_clients  # noqa: E402
-from fleet_clients import cpu_seconds, parse_wrk  # noqa: E402
 from harness import free_port, wait_port  # noqa: E402
-from exec_startup import default_binary as sluice_binary  # noqa: E402
 
 BUDGET = """[[limits.budget]]
 name = "bench"
@@ -77,25 +73,9 @@ chain = {"false" if kind == "off" else "true"}
 
     def one_kind(self, kind):
         conf, port = self.config(kind)
-        p = subprocess.Popen([self.args.sluice, "serve", "--config", conf], stdout=subprocess.DEVNULL,
-                             stderr=open(os.path.join(self.tmp, "sluice.log"), "ab"))
-        try:
-            wait_port(port, p, timeout=20)
-            lua = self.script([])
-            wrk = ["wrk", "-t", "1", "-c", str(self.args.connections), "-d", "%ds" % self.args.seconds,
-                   "--latency", "--timeout", "10s", "-s", lua, "http://127.0.0.1:%d" % port]
-            subprocess.run(wrk[:5] + ["-d", "2s"] + wrk[7:], capture_output=True, check=True)  # warm-up
-            cpu0 = cpu_seconds(p.pid)
-            rcpu0 = cpu_seconds(self.redis.pid)
-            out = subprocess.run(wrk, capture_output=True, text=True, check=True).stdout
-            cpu = cpu_seconds(p.pid) - cpu0
-            rcpu = cpu_seconds(self.redis.pid) - rcpu0
-        finally:
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-        rps, p50, p99, total, errors = parse_wrk(out)
-        return {"rps": rps, "p50": p50, "p99": p99, "errors": errors, "cpu_us": cpu / max(total, 1) * 1e6,
-                "redis_us": rcpu / max(total, 1) * 1e6 if kind == "shared" else 0.0}
+        res = self.serve_wrk(conf, port, beside=[self.redis.pid] if kind == "shared" else [])
+        res["redis_us"] = res["beside_us"]
+        return res
 
     def run(self):
         self.setup_origin()
@@ -133,21 +113,7 @@ chain = {"false" if kind == "off" else "true"}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--connections", type=int, default=50)
-    ap.add_argument("--sluice", default=None, help="the binary (default: build/release, else build/default)")
-    args = ap.parse_args()
-    args.wrk_threads = 1
-    args.sluice = args.sluice or sluice_binary()
-    args.sluice_threads = 0
-    fleet_clients.install()
-    b = Bench(args)
-    try:
-        b.run()
-    finally:
-        b.close()
+    fleet_clients.single_listener_main(Bench, __doc__)
 
 
 if __name__ == "__main__":
