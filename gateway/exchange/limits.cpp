@@ -144,7 +144,8 @@ ledger::~ledger() = default;
 admission ledger::admit(const filters::policy &pol, std::string_view client, std::string_view host,
                         std::string_view scheme, unsigned port, std::uint64_t head_bytes, std::uint64_t body_bytes) {
   if (pol.budgets().empty()) return {};
-  std::vector<std::size_t> which;
+  thread_local std::vector<std::size_t> which; // reused: no allocation per request to find them
+  which.clear();
   pol.budgets_for(host, scheme, port, which);
   if (which.empty()) return {};
   const auto &rules = pol.cfg().limits.budgets;
