@@ -7,8 +7,11 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <openssl/sha.h>
+
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 namespace sluice::gateway::shared_limits {
@@ -119,6 +122,19 @@ std::optional<exchange::shared_answer> answer_of(const redis_link::reply &r, std
   return a;
 }
 
+// The script's SHA-1 in hex, as EVALSHA names it.
+std::string script_sha1() {
+  unsigned char d[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char *>(admission_script), std::strlen(admission_script), d);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : d) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
 struct waiter {
   explicit waiter(const net::any_io_executor &ex) : timer(ex) {}
   net::steady_timer timer;
@@ -152,7 +168,7 @@ static unsigned port_of(const std::string &a) {
 }
 
 store::store(const filters::shared_limits_config &cfg, std::string replica)
-    : cfg_(cfg), replica_(std::move(replica)), where_(cfg.redis),
+    : cfg_(cfg), replica_(std::move(replica)), where_(cfg.redis), sha_(script_sha1()),
       link_(host_of(cfg.redis), port_of(cfg.redis), cfg.timeout,
             {"SET", cfg.key_prefix + ":replica:" + replica_, "1", "EX", "30"}) {}
 
@@ -177,24 +193,37 @@ net::awaitable<exchange::admission> store::admit(exchange::ledger &local, const 
                                                  std::uint64_t head_bytes, std::uint64_t body_bytes) {
   auto q = local.ask(pol, client, host, scheme, port, head_bytes, body_bytes, cfg_.key_prefix);
   if (q.accounts.empty()) co_return exchange::admission{};
-  std::vector<std::string> argv{"EVAL", admission_script, std::to_string(q.accounts.size())};
-  for (const auto &a : q.accounts) argv.push_back(a.key);
-  argv.insert(argv.end(), {replica_, std::to_string(head_bytes), std::to_string(body_bytes), cfg_.key_prefix + ":replica:"});
+  // By its SHA: the server keeps scripts it has run; the first time (and after a restart of Redis) it
+  // answers NOSCRIPT, and the script goes once with its text.
+  auto argv = std::make_shared<std::vector<std::string>>(
+      std::vector<std::string>{"EVALSHA", sha_, std::to_string(q.accounts.size())});
+  for (const auto &a : q.accounts) argv->push_back(a.key);
+  argv->insert(argv->end(), {replica_, std::to_string(head_bytes), std::to_string(body_bytes), cfg_.key_prefix + ":replica:"});
   const auto &rules = pol.cfg().limits.budgets;
   for (const auto &a : q.accounts) {
     const auto &r = rules[a.rule];
     const double bucket = r.burst > 0 ? r.burst : std::max(1.0, r.requests_per_second);
-    argv.insert(argv.end(), {num(r.requests_per_second), num(bucket), std::to_string(r.connections),
+    argv->insert(argv->end(), {num(r.requests_per_second), num(bucket), std::to_string(r.connections),
                              std::to_string(r.bytes_out), std::to_string(r.bytes_in),
                              r.per == filters::budget_rule::scope::day ? "172800" : "0"});
   }
   auto w = std::make_shared<waiter>(co_await net::this_coro::executor);
   w->timer.expires_after(cfg_.timeout);
-  link_.submit(std::move(argv), [w](redis_link::reply r) {
+  auto deliver = [w](redis_link::reply r) {
     net::post(w->timer.get_executor(), [w, r = std::move(r)]() mutable {
       w->got = std::move(r);
       w->timer.cancel();
     });
+  };
+  // The link outlives its callbacks: stop() joins its thread before the store goes.
+  link_.submit(*argv, [link = &link_, argv, deliver](redis_link::reply r) { // on the link's thread
+    if (!r.ok && r.error.rfind("NOSCRIPT", 0) == 0) {
+      (*argv)[0] = "EVAL";
+      (*argv)[1] = admission_script;
+      link->submit(std::move(*argv), deliver);
+      return;
+    }
+    deliver(std::move(r));
   });
   co_await w->timer.async_wait(net::as_tuple(net::use_awaitable));
   std::optional<exchange::shared_answer> a;

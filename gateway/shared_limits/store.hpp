@@ -47,6 +47,7 @@ private:
   filters::shared_limits_config cfg_;
   std::string replica_;
   std::string where_; // HOST:PORT, for messages
+  std::string sha_;   // the admission script's SHA-1 (EVALSHA)
   redis_link link_;
   std::atomic<std::uint64_t> ok_{0}, failed_open_{0}, failed_closed_{0};
   std::atomic<bool> healthy_{true};
