@@ -35,9 +35,9 @@ std::string_view to_string(body_status s) {
 }
 
 body_scan::body_scan(scanner &s, std::string_view content_encoding, std::uint64_t max_decoded_bytes,
-                     std::string location)
+                     std::string location, bool form)
     : scanner_(s), location_(std::move(location)), encoded_location_(location_ + ":encoded"),
-      max_(max_decoded_bytes) {
+      max_(max_decoded_bytes), form_(form), form_location_(form ? location_ + ":form" : std::string()) {
   std::vector<std::string> codings;
   for (std::size_t at = 0; at <= content_encoding.size();) {
     auto comma = std::min(content_encoding.find(',', at), content_encoding.size());
@@ -62,6 +62,7 @@ body_status body_scan::feed(std::string_view bytes) {
   if (bytes.empty() || scanner_.stopped()) return status_;
   if (coding_ == coding::identity) {
     scanner_.feed(location_, bytes);
+    if (form_) form_feed(bytes);
     return status_;
   }
   started_ = true;
@@ -78,7 +79,36 @@ body_status body_scan::finish() {
   }
   scanner_.end(location_);
   scanner_.end(encoded_location_);
+  if (form_) {
+    if (!form_escape_.empty()) scanner_.feed(form_location_, form_escape_); // an escape cut short: as sent
+    scanner_.end(form_location_);
+  }
   return status_;
+}
+
+// Percent-decoding as a stream: an escape split between two pieces is completed by the next one.
+void body_scan::form_feed(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  };
+  for (char c : bytes) {
+    if (form_escape_.empty()) {
+      if (c == '%') form_escape_ = "%";
+      else out += c == '+' ? ' ' : c;
+      continue;
+    }
+    form_escape_ += c;
+    if (hex(c) < 0) { // not an escape: its bytes as they are
+      out += form_escape_;
+      form_escape_.clear();
+    } else if (form_escape_.size() == 3) {
+      out += static_cast<char>(hex(form_escape_[1]) * 16 + hex(form_escape_[2]));
+      form_escape_.clear();
+    }
+  }
+  if (!out.empty()) scanner_.feed(form_location_, out);
 }
 
 void body_scan::consume(std::string_view in) {
@@ -228,6 +258,7 @@ bool body_scan::emit(const char *p, std::size_t n) {
   bool over = max_ && decoded_ + n > max_;
   if (over) n = static_cast<std::size_t>(max_ - decoded_);
   scanner_.feed(location_, std::string_view(p, n));
+  if (form_) form_feed(std::string_view(p, n));
   decoded_ += n;
   if (over) status_ = body_status::decode_limit;
   return !over && !scanner_.stopped();

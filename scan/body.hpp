@@ -4,7 +4,9 @@
 // streamed, never held; `max_decoded_bytes` bounds what one body may inflate to, so that a small
 // compressed body cannot make the scan run for long (body_decode_limit). The bytes as sent are
 // scanned too (location "body:encoded"): a gzip header's file name or comment, bytes after the
-// last member, a coding sluice cannot decode.
+// last member, a coding sluice cannot decode. A form body (application/x-www-form-urlencoded) is
+// scanned percent-decoded as well ("body:form", '+' as a space): a secret with a '/', '=', ' ' or a
+// line break in it is escaped there, and `curl --data-urlencode` or any HTML form sends it so.
 #include "scan/scanner.hpp"
 
 #include <boost/beast/zlib/inflate_stream.hpp>
@@ -29,8 +31,9 @@ public:
   // `content_encoding`: the request's Content-Encoding field value ("" or "identity": none; "gzip",
   // "x-gzip", "deflate" (zlib, or raw deflate as some clients send it); others are unsupported).
   // max_decoded_bytes 0: no bound.
+  // `form`: the body is application/x-www-form-urlencoded (see the top).
   body_scan(scanner &s, std::string_view content_encoding, std::uint64_t max_decoded_bytes,
-            std::string location = "body");
+            std::string location = "body", bool form = false);
   body_scan(const body_scan &) = delete;
   body_scan &operator=(const body_scan &) = delete;
 
@@ -51,6 +54,7 @@ private:
   void next_field();
   void inflate(std::string_view &in);
   bool emit(const char *p, std::size_t n);
+  void form_feed(std::string_view bytes); // the decoded bytes, percent-decoded, to form_location_
 
   scanner &scanner_;
   std::string location_, encoded_location_;
@@ -66,6 +70,9 @@ private:
   std::string zlib_head_;
   bool zlib_ = false;
   bool started_ = false;
+  bool form_ = false;
+  std::string form_location_;
+  std::string form_escape_; // "%" or "%X" left at a piece's end
   // Allocated for a gzip or deflate body only: an identity body (most requests) costs nothing.
   struct inflater {
     boost::beast::zlib::inflate_stream stream;

@@ -152,6 +152,9 @@ std::string_view scan_step::head(std::string_view target, const field_list &fiel
   bool proxy_auth = false;
   for (auto [name, value] : fields) {
     if (boost::beast::iequals(name, "content-encoding")) content_encoding_ = value;
+    if (boost::beast::iequals(name, "content-type")) {
+      form_ = value.size() >= 33 && boost::beast::iequals(value.substr(0, 33), "application/x-www-form-urlencoded");
+    }
     proxy_auth = proxy_auth || boost::beast::iequals(name, "proxy-authorization");
   }
   if (!proxy_auth) {
@@ -170,9 +173,12 @@ std::string_view scan_step::body(std::string_view piece, bool last) {
   if (!refused_.empty()) return refused_;
   if (!body_ && last && (content_encoding_.empty() || boost::beast::iequals(content_encoding_, "identity"))) {
     scanner_.scan_whole("body", piece); // a whole body in one piece: no stream, no decoder
+    if (form_ && (piece.find('%') != std::string_view::npos || piece.find('+') != std::string_view::npos)) {
+      scanner_.scan_whole("body:form", scan::percent_decode(piece, true));
+    }
     return settle();
   }
-  if (!body_) body_ = std::make_unique<scan::body_scan>(scanner_, content_encoding_, max_decoded_);
+  if (!body_) body_ = std::make_unique<scan::body_scan>(scanner_, content_encoding_, max_decoded_, "body", form_);
   auto st = piece.empty() ? body_->status() : body_->feed(piece);
   if (last) st = body_->finish();
   if (st == scan::body_status::decode_limit) {

@@ -67,6 +67,7 @@ private:
   unsigned port_;
   scan::scanner scanner_;
   std::string content_encoding_;
+  bool form_ = false; // Content-Type application/x-www-form-urlencoded: scanned percent-decoded too
   std::uint64_t max_decoded_;
   std::unique_ptr<scan::body_scan> body_; // made for the first body piece (its decoder is ~20 KiB)
   std::size_t seen_ = 0;            // findings already weighed

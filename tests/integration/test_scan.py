@@ -4,7 +4,8 @@ credential's own value in the query, the path, a field, a cookie, JSON, form, gz
 chunked bodies (split across chunks), over HTTP/1.1 and h2, and in a WebSocket message. Inside
 `sluice exec`, as root and as 65534: the canaries planted in the private home and the caller's own
 secret-looking variables. The origin (origin.py on a test host at 198.18.0.2) records what reached
-it; nothing refused arrives whole."""
+it; nothing refused arrives whole. The corpus: every built-in rule's fake secret in every placement
+of a request's head and body, over HTTP/1.1 and h2."""
 import gzip
 import json
 import os
@@ -30,6 +31,40 @@ WS_ORIGIN = "origin.test:8444"
 GITHUB = "ghp_" + "Zq7Xw2Lm9Pk4Rt6Yv8Nb3Hc5Jd1Fg0Sa2Ue4Wi"[:36]
 AWS_KEY_ID = "AKIA" + "QW3ERT5YU7IO2PAS"
 CREDENTIAL = "scan-test-credential-value-7f3a9c1e"
+
+
+def of(alphabet, n, seed=7):
+    """The unit tests' deterministic strings (tests/unit/scan/vectors.hpp), for the same vectors."""
+    return "".join(alphabet[(i * 31 + seed * 17 + i * i) % len(alphabet)] for i in range(n))
+
+
+ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+URLSAFE = ALNUM + "_-"
+# One fake secret per built-in rule (the first vector of tests/unit/scan/rules_test.cpp): every rule
+# sluice ships, end to end.
+CORPUS = {
+    "github_token": "ghp_" + of(ALNUM, 36),
+    "github_fine_grained_token": "github_pat_" + of(ALNUM, 22) + "_" + of(ALNUM, 59),
+    "gitlab_token": "glpat-" + of(URLSAFE, 20),
+    "aws_access_key_id": "AKIAIOSFODNN7EXAMPLE",
+    "aws_secret_access_key": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+    "anthropic_api_key": "sk-ant-api03-" + of(URLSAFE, 93) + "AA",
+    "openai_api_key": "sk-proj-" + of(URLSAFE, 120),
+    "slack_token": "xoxb-123456789012-1234567890123-" + of(ALNUM, 24),
+    "slack_webhook_url": "https://hooks.slack.com/services/T0AB12CD3/B0CD45EF6/" + of(ALNUM, 24),
+    "stripe_secret_key": "sk_live_" + of(ALNUM, 24),
+    "google_api_key": "AIza" + of(URLSAFE, 35),
+    "npm_token": "npm_" + of(ALNUM, 36),
+    "pypi_token": "pypi-AgEIcHlwaS5vcmc" + of(URLSAFE, 80),
+    "private_key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA" + of(ALNUM, 64) + "\n" + of(ALNUM, 64),
+    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ."
+           "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "huggingface_token": "hf_" + of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", 34),
+    "sendgrid_api_key": "SG." + of(URLSAFE, 22) + "." + of(URLSAFE, 43),
+    "twilio_api_key": "SK" + of("0123456789abcdef", 32),
+    "digitalocean_token": "dop_v1_" + of("0123456789abcdef", 64),
+    "shopify_token": "shpat_" + of("0123456789abcdef", 32),
+}
 NORMAL_TEXT = b"a plain update: 42 files changed, build green, see sk- prefix docs and AKIA notes\n"
 
 
@@ -176,6 +211,51 @@ hosts = ["api.example.test"]
                 p = curl(self.gw, url + path, proto, *args)
                 self.refused(p, path, rule, location)
                 self.assertEqual(heads(path.split("?")[0]), [], (path, proto))
+
+    def test_every_rules_format_in_every_placement(self):
+        """The corpus: each built-in rule's fake secret in the query, the path, a field and a cookie
+        (one-line secrets: a field cannot hold a line break), a JSON, form and gzip body, over
+        HTTP/1.1 and h2, and split across two chunks: each refused with its rule, none at the origin."""
+        from urllib.parse import quote
+        url = "https://%s" % ORIGIN
+        gz = os.path.join(M["tmp"], "corpus.gz")
+        self.assertEqual(sorted(CORPUS), sorted(self.builtin_ids()))
+        for rule, secret in sorted(CORPUS.items()):
+            with open(gz, "wb") as f:
+                f.write(gzip.compress(b"note: " + secret.encode()))
+            cases = [("/corpus/q/%s?v=%s" % (rule, quote(secret, safe="")), [], "query:v"),
+                     ("/corpus/p/%s/%s" % (rule, quote(secret, safe="")), [], "path")]
+            if "\n" not in secret:
+                cases += [("/corpus/h/" + rule, ["-H", "X-Corpus: " + secret], "field:x-corpus"),
+                          ("/corpus/c/" + rule, ["-b", "c=" + secret], "field:cookie")]
+            cases += [("/echo/corpus/j/" + rule, ["-H", "Content-Type: application/json", "--data-binary",
+                                                  json.dumps({"v": secret})], "body"),
+                      ("/echo/corpus/f/" + rule, ["--data-urlencode", "v=" + secret], "body"),
+                      ("/echo/corpus/g/" + rule, ["-H", "Content-Encoding: gzip", "--data-binary", "@" + gz], "body")]
+            for path, args, location in cases:
+                for proto in ("--http1.1", "--http2"):
+                    with self.subTest(rule=rule, placement=path.split("/")[2 if path.startswith("/corpus") else 3],
+                                      proto=proto):
+                        p = curl(self.gw, url + path, proto, *args)
+                        self.refused(p, path, rule, location)  # for bodies: none arrived whole
+                        if location != "body":  # a head is judged before anything leaves
+                            self.assertEqual(heads(path.split("?")[0]), [], (rule, path, proto))
+            half = len(secret) // 2
+            split = "/echo/corpus/s/" + rule
+            self.assertEqual(chunked_post(self.gw, split, [b"x " + secret[:half].encode(), secret[half:].encode()]), 403)
+            self.assertTrue(self.gw.logged(lambda r: r["path"] == split and r.get("scan_rule") == rule), rule)
+            self.assertEqual(completed(split), [], rule)
+        with open(self.gw.log) as f:
+            log = f.read()
+        for secret in CORPUS.values():
+            self.assertNotIn(secret.split("\n")[0][-20:], log)
+
+    def builtin_ids(self):
+        """The built-in rules' ids, as sluice lists them in its docs' table (docs/policy.md)."""
+        with open(os.path.join(HERE, "../../scan/rule.hpp")) as f:
+            text = f.read()
+        listed = text[text.index("Stable ids:") + len("Stable ids:"):text.index("const std::vector<rule> &builtin_rules")]
+        return [w.strip(" /.,\n") for w in listed.replace("//", " ").split(",") if w.strip(" /.,\n")]
 
     def test_the_live_page_shows_findings_never_the_value(self):
         """/api/stats lists the latest findings (kind, rule, where, action, destination) and counts

@@ -6,6 +6,8 @@
 #include <boost/beast/zlib/deflate_stream.hpp>
 #include <boost/crc.hpp>
 #include <catch2/catch.hpp>
+#include <cctype>
+#include <cstdio>
 #include <random>
 
 using namespace sluice::scan;
@@ -162,4 +164,37 @@ TEST_CASE("what cannot be decoded is said, and scanned as sent", "[scan][body]")
   CHECK(s6 == body_status::ok);
   REQUIRE(f6.size() == 1);
   CHECK(f6[0].location == "body:encoded");
+}
+
+TEST_CASE("a form body is scanned percent-decoded too, escapes split between pieces", "[scan][body]") {
+  auto db = builtin_database();
+  // A private key's line breaks and a webhook URL's slashes are escaped in a form body.
+  const std::string key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA" + alnum(64) + "\n" + alnum(64);
+  std::string escaped = "note=hello&key=";
+  for (char c : key) {
+    if (std::isalnum(static_cast<unsigned char>(c))) escaped += c;
+    else if (c == ' ') escaped += '+';
+    else {
+      char b[4];
+      std::snprintf(b, sizeof b, "%%%02X", static_cast<unsigned char>(c));
+      escaped += b;
+    }
+  }
+  REQUIRE(escaped.find("PRIVATE KEY") == std::string::npos);
+  for (std::size_t piece : {std::size_t{1}, std::size_t{2}, std::size_t{5}, escaped.size()}) {
+    INFO("pieces of " << piece);
+    scanner s(db);
+    body_scan b(s, "", 0, "body", true);
+    for (std::size_t at = 0; at < escaped.size(); at += piece) b.feed(std::string_view(escaped).substr(at, piece));
+    CHECK(b.finish() == body_status::ok);
+    REQUIRE(s.findings().size() == 1);
+    CHECK(s.findings()[0].rule == "private_key");
+    CHECK(s.findings()[0].location == "body:form");
+  }
+  // Not a form: the escapes are left alone (a JSON body's "%41" is text).
+  scanner s(db);
+  body_scan b(s, "", 0, "body", false);
+  b.feed(escaped);
+  b.finish();
+  CHECK(s.findings().empty());
 }
