@@ -34,16 +34,16 @@ body_refusal judge_body(verdict &v, outcome &o, const filters::policy &pol, cons
     std::string_view why = body.size() > filters::max_git_request_bytes ? std::string_view("body_too_large")
                            : !encoding.empty() && !gzip ? std::string_view("git_request_refused")
                                                         : filters::check_git_upload_pack(body, gzip);
-    if (!why.empty()) return {why, o.rule};
+    if (!why.empty()) return {why, o.rule, {}};
   }
   if (v.mcp) {
     if (auto no = judge_mcp(*v.mcp, o, pol, fields, body); !no.reason.empty()) return no;
   }
   if (v.aws_body) {
-    if (body.size() > filters::max_aws_body_bytes) return {"body_too_large", o.rule};
+    if (body.size() > filters::max_aws_body_bytes) return {"body_too_large", o.rule, {}};
     auto cr = pol.credentials().sign_aws(v.aws_credential, fields, method, o.target,
                                          authority(o.scheme, o.host, o.port), filters::sigv4::sha256_hex(body));
-    if (!cr.reason.empty()) return {cr.reason, "credential:" + cr.credential};
+    if (!cr.reason.empty()) return {cr.reason, "credential:" + cr.credential, {}};
     for (auto &f : cr.set) v.set.push_back(std::move(f));
   }
   return {};
