@@ -204,6 +204,11 @@ decision policy::decide_websocket(std::string_view scheme, const host_name &host
   return reported(decision::deny("websocket_refused", std::move(rule)));
 }
 
+const route_rule *policy::mcp_route(std::string_view scheme, const host_name &host, unsigned port,
+                                    std::string_view target) const {
+  return allow_routes_.match("POST", target, host.name, scheme, port, true, false, true);
+}
+
 const ssh_rule *policy::ssh_host(std::string_view host, unsigned port) const {
   for (const auto &r : cfg_.ssh) {
     if (r.host == host && r.port == port) return &r;

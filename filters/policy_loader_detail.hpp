@@ -91,6 +91,8 @@ struct loader {
   void entries_of(const toml::table &t, std::string_view key, const std::string &where,
                   std::vector<std::string> &hosts, std::vector<route_rule> &routes) const;
   void check_readable(const toml::table &t, std::string_view key, const std::string &path) const;
+  // A route's `mcp = { allow_tools = [...], deny_tools = [...], allow_methods = [...] }`.
+  std::shared_ptr<const mcp_rule> mcp_of(const toml::node &n, const std::string &at) const;
   // `ssh = [{ host = "github.com", paths = ["org/*"], port = 22, user = "git",
   // identity = "ssh-agent" | "file:PATH", host_key = "TYPE BASE64" }]`: Git over SSH hosts.
   void ssh_entries_of(const toml::table &t, const std::string &where, std::vector<ssh_rule> &out) const;

@@ -168,8 +168,10 @@ void loader::entries_of(const toml::table &t, std::string_view key, const std::s
     auto *rt = e.as_table();
     if (!rt) fail(e, at + " must contain host patterns (strings) or route tables { host = ..., methods = [...], paths = [...] }");
     for (auto &&[k, v] : *rt) {
-      if (k.str() != "host" && k.str() != "methods" && k.str() != "paths" && k.str() != "websocket") {
-        fail(v, at + ": a route has host, methods, paths and websocket only, not '" + std::string(k.str()) + "'");
+      if (k.str() != "host" && k.str() != "methods" && k.str() != "paths" && k.str() != "websocket" &&
+          (deny || k.str() != "mcp")) {
+        fail(v, at + ": a route has host, methods, paths, websocket" + std::string(deny ? "" : " and mcp") +
+                    " only, not '" + std::string(k.str()) + "'");
       }
     }
     route_rule r;
@@ -197,6 +199,7 @@ void loader::entries_of(const toml::table &t, std::string_view key, const std::s
       if (!b) fail(*ws, at + ": websocket must be true or false");
       r.websocket = *b;
     }
+    if (auto *m = rt->get("mcp")) r.mcp = mcp_of(*m, at);
     if (auto *ps = rt->get("paths")) {
       auto *list = ps->as_array();
       if (!list || list->empty()) fail(*ps, at + ": paths must be a non-empty list such as [\"/graphql\", \"/repos/*\"]");
@@ -213,6 +216,28 @@ void loader::entries_of(const toml::table &t, std::string_view key, const std::s
     }
     routes.push_back(std::move(r));
   }
+}
+
+std::shared_ptr<const mcp_rule> loader::mcp_of(const toml::node &n, const std::string &at) const {
+  auto *t = n.as_table();
+  if (!t) fail(n, at + ": mcp must be a table such as { allow_tools = [\"search\", \"read_*\"] }");
+  auto rule = std::make_shared<mcp_rule>();
+  for (auto &&[k, v] : *t) {
+    std::vector<std::string> *list = k.str() == "allow_tools"     ? &rule->allow_tools
+                                     : k.str() == "deny_tools"    ? &rule->deny_tools
+                                     : k.str() == "allow_methods" ? &rule->allow_methods
+                                                                  : nullptr;
+    if (!list) fail(v, at + ": mcp has allow_tools, deny_tools and allow_methods only, not '" + std::string(k.str()) + "'");
+    auto *arr = v.as_array();
+    if (!arr) fail(v, at + ": mcp." + std::string(k.str()) + " must be a list of names (\"*\" for any run of characters)");
+    for (auto &&x : *arr) {
+      auto name = x.value<std::string>();
+      if (!name) fail(x, at + ": mcp." + std::string(k.str()) + " must hold strings");
+      if (auto why = mcp_pattern_problem(*name); !why.empty()) fail(x, at + ": mcp." + std::string(k.str()) + ": " + why);
+      list->push_back(*name);
+    }
+  }
+  return rule;
 }
 
 void loader::check_readable(const toml::table &t, std::string_view key, const std::string &path) const {

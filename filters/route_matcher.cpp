@@ -150,8 +150,15 @@ std::string describe_route(route_rule &r) {
   if (r.websocket && !r.methods.empty() && std::find(r.methods.begin(), r.methods.end(), "GET") == r.methods.end()) {
     throw pattern_error("websocket = true needs GET among the methods (a WebSocket opens with a GET)");
   }
+  if (r.mcp && !r.methods.empty() && std::find(r.methods.begin(), r.methods.end(), "POST") == r.methods.end()) {
+    throw pattern_error("an mcp route needs POST among the methods (MCP's calls are POSTs)");
+  }
+  if (r.mcp && r.websocket) {
+    throw pattern_error("an mcp route cannot be websocket = true: sluice judges MCP calls in POST bodies, not in "
+                        "WebSocket messages, and would pass them unjudged");
+  }
   return r.host + " " + (r.methods.empty() ? "*" : join(r.methods)) + " " +
-         (r.paths.empty() ? "*" : join(r.paths)) + (r.websocket ? " websocket" : "");
+         (r.paths.empty() ? "*" : join(r.paths)) + (r.websocket ? " websocket" : "") + (r.mcp ? " mcp" : "");
 }
 
 route_matcher::route_matcher(std::vector<route_rule> rules, bool deny) : rules_(std::move(rules)), deny_(deny) {
@@ -160,14 +167,15 @@ route_matcher::route_matcher(std::vector<route_rule> rules, bool deny) : rules_(
 
 const route_rule *route_matcher::match(std::string_view method, std::string_view target,
                                        std::string_view host, std::string_view scheme, unsigned port,
-                                       bool profile_allows, bool websocket) const {
+                                       bool profile_allows, bool websocket, bool mcp) const {
   std::optional<std::string> path;
   bool path_read = false;
   for (std::size_t i = 0; i < rules_.size(); ++i) {
     const auto &r = rules_[i];
-    if (websocket && !r.websocket) continue;
+    if ((websocket && !r.websocket) || (mcp && !r.mcp)) continue;
     if (!hosts_[i].match(host, scheme, port)) continue;
-    bool method_ok = r.methods.empty() ? (deny_ || profile_allows)
+    // An MCP route carries POSTs whatever the profile: each is judged by its calls (mcp_rule).
+    bool method_ok = r.methods.empty() ? (deny_ || profile_allows || (r.mcp && method == "POST"))
                                        : std::find(r.methods.begin(), r.methods.end(), method) != r.methods.end();
     if (!method_ok) continue;
     if (r.paths.empty()) return &r;

@@ -1,6 +1,8 @@
 #pragma once
 #include "filters/host_matcher.hpp"
+#include "filters/mcp_rule.hpp"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +20,9 @@ struct route_rule {
   // websocket = true: a WebSocket upgrade of a GET this route covers may pass under network-read
   // (publish lets every allowed GET upgrade). Trusted policy only, like every route.
   bool websocket = false;
+  // mcp = { ... }: the route carries MCP; a POST it covers passes (whatever the profile's methods)
+  // once every JSON-RPC call in its body passes this rule. Trusted policy only. Null: not MCP.
+  std::shared_ptr<const mcp_rule> mcp;
 };
 
 // The path of a request target as routes compare it: the part before '?', with percent-escapes of
@@ -46,10 +51,10 @@ public:
 
   // The first rule covering the request, or nullptr. `profile_allows`: whether the profile alone
   // allows the method (a rule without methods takes the profile's). `websocket`: only rules with
-  // websocket = true count.
+  // websocket = true count. `mcp`: only rules with an mcp table count.
   const route_rule *match(std::string_view method, std::string_view target, std::string_view host,
                           std::string_view scheme, unsigned port, bool profile_allows,
-                          bool websocket = false) const;
+                          bool websocket = false, bool mcp = false) const;
   // The first rule whose host matches, whatever the method and path (a CONNECT's authority).
   const route_rule *match_host(std::string_view host, std::string_view scheme, unsigned port) const;
 

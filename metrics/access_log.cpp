@@ -144,6 +144,8 @@ void append_detail_fields(std::string &line, const access_record &r) {
     field(line, ",\"scan_rule\":", r.scan_rule);
     field(line, ",\"scan_location\":", r.scan_location);
   }
+  if (!r.mcp_method.empty()) field(line, ",\"mcp_method\":", r.mcp_method);
+  if (!r.mcp_tool.empty()) field(line, ",\"mcp_tool\":", r.mcp_tool);
   if (!r.approval.empty()) field(line, ",\"approval\":", r.approval);
   // Who decided, where not the file: a person's channel (cli, page, webhook) or the decider.
   if (!r.decided_by.empty()) field(line, ",\"decided_by\":", r.decided_by);

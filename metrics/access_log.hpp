@@ -45,6 +45,8 @@ struct access_record {
   // A relayed TCP connection (protocol "tcp"): who closed it, and a database's protocol, user and
   // database name where its cleartext start showed them.
   std::string_view closed_by, db_protocol, db_user, db_name;
+  // A POST on an MCP route: its JSON-RPC methods and the tools it called, comma-joined.
+  std::string_view mcp_method, mcp_tool;
 };
 
 // How the log encodes a record ([log] format, exec --access-log-format): sluice's JSON line

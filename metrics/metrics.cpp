@@ -167,7 +167,17 @@ metrics::metrics(std::string skill)
                             .Name("sluice_decider_duration_seconds")
                             .Help("Time a request waited for the external decider's answer (cached answers included)")
                             .Register(*registry_)
-                            .Add({}, latency_buckets)) {}
+                            .Add({}, latency_buckets)),
+      mcp_calls_(BuildCounter()
+                     .Name("sluice_mcp_calls_total")
+                     .Help("tools/call requests on MCP routes, by rule, tool (a name or pattern of the rule's mcp "
+                           "table, else other) and decision (allow, deny, would_deny)")
+                     .Register(*registry_)) {}
+
+void metrics::mcp_call(std::string_view rule, std::string_view tool, std::string_view decision) {
+  mcp_calls_.Add({{"rule", std::string(rule)}, {"tool", std::string(tool)}, {"decision", std::string(decision)}})
+      .Increment();
+}
 
 void metrics::decider_call(std::string_view outcome, double seconds) {
   decider_calls_.Add({{"outcome", std::string(outcome)}}).Increment();

@@ -79,6 +79,9 @@ public:
   // A question to the external decider ([decider]): its outcome (allow, deny, ask, timeout,
   // unavailable, cached) and how long the request waited for it.
   void decider_call(std::string_view outcome, double seconds);
+  // One tools/call on an MCP route: the route's rule, the tool's label (bounded by the policy:
+  // filters::mcp_rule::tool_label) and the request's decision (allow, deny, would_deny).
+  void mcp_call(std::string_view rule, std::string_view tool, std::string_view decision);
 
   // Prometheus text exposition of everything registered.
   std::string serialize() const;
@@ -103,6 +106,7 @@ private:
   prometheus::Family<prometheus::Counter> &scan_findings_;
   prometheus::Family<prometheus::Counter> &decider_calls_;
   prometheus::Histogram &decider_duration_;
+  prometheus::Family<prometheus::Counter> &mcp_calls_;
   // Series already created, by their joined label values: prometheus-cpp's Family::Add builds a
   // label map and takes a lock per call, which showed in the keep-alive profile.
   std::mutex cache_mutex_;

@@ -2,6 +2,7 @@
 
 #include "filters/aws_sigv4.hpp"
 #include "filters/git_upload_pack.hpp"
+#include "gateway/exchange/mcp.hpp"
 
 #include <algorithm>
 #include <boost/beast/core/string.hpp>
@@ -18,10 +19,11 @@ std::size_t whole_body_limit(const verdict &v) {
   std::size_t limit = 0;
   if (v.git_read) limit = std::max(limit, filters::max_git_request_bytes);
   if (v.aws_body) limit = std::max(limit, filters::max_aws_body_bytes);
+  if (v.mcp) limit = std::max(limit, max_mcp_body_bytes);
   return limit;
 }
 
-body_refusal judge_body(verdict &v, const outcome &o, const filters::policy &pol, const field_list &fields,
+body_refusal judge_body(verdict &v, outcome &o, const filters::policy &pol, const field_list &fields,
                         std::string_view method, std::string_view body) {
   if (v.git_read) {
     std::string_view encoding;
@@ -32,13 +34,16 @@ body_refusal judge_body(verdict &v, const outcome &o, const filters::policy &pol
     std::string_view why = body.size() > filters::max_git_request_bytes ? std::string_view("body_too_large")
                            : !encoding.empty() && !gzip ? std::string_view("git_request_refused")
                                                         : filters::check_git_upload_pack(body, gzip);
-    if (!why.empty()) return {why, o.rule};
+    if (!why.empty()) return {why, o.rule, {}};
+  }
+  if (v.mcp) {
+    if (auto no = judge_mcp(*v.mcp, o, pol, fields, body); !no.reason.empty()) return no;
   }
   if (v.aws_body) {
-    if (body.size() > filters::max_aws_body_bytes) return {"body_too_large", o.rule};
+    if (body.size() > filters::max_aws_body_bytes) return {"body_too_large", o.rule, {}};
     auto cr = pol.credentials().sign_aws(v.aws_credential, fields, method, o.target,
                                          authority(o.scheme, o.host, o.port), filters::sigv4::sha256_hex(body));
-    if (!cr.reason.empty()) return {cr.reason, "credential:" + cr.credential};
+    if (!cr.reason.empty()) return {cr.reason, "credential:" + cr.credential, {}};
     for (auto &f : cr.set) v.set.push_back(std::move(f));
   }
   return {};

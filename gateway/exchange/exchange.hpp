@@ -15,6 +15,10 @@
 #include <utility>
 #include <vector>
 
+namespace sluice::filters {
+struct mcp_rule; // filters/mcp_rule.hpp
+} // namespace sluice::filters
+
 namespace sluice::gateway::exchange {
 
 class scan_step; // scan.hpp
@@ -59,7 +63,7 @@ struct verdict {
   bool aws_body = false;
   std::string aws_credential;
   // The body is read whole before the request leaves (and sent with its length).
-  bool read_whole() const { return git_read || aws_body; }
+  bool read_whole() const { return git_read || aws_body || (mcp && !websocket); }
   // network-read: a read method, which carries no body. HTTP/1.1 announces one in its framing
   // fields (refused by hygiene); an h2 stream may send DATA without content-length, so its end
   // is awaited before anything leaves, and a DATA byte refuses it (body_on_read_method).
@@ -73,6 +77,9 @@ struct verdict {
   // [scan]: the request's scan, which its body and messages go through before they leave (null:
   // no scanner in force).
   std::shared_ptr<scan_step> scan;
+  // A POST on an MCP route: its body (JSON-RPC, bounded) is read whole and passes only as its
+  // calls do (mcp.hpp). Null: not an MCP route.
+  std::shared_ptr<const filters::mcp_rule> mcp;
 };
 
 // What one request turned into, for the access log, the metrics and the exec summary.
@@ -113,6 +120,11 @@ struct outcome {
   std::shared_ptr<meter> charged;
   std::string limit_message;
   unsigned retry_after = 0;
+  // A POST on an MCP route: its JSON-RPC methods and the tools it called, each comma-joined in
+  // the body's order (a batch names several), and each tools/call's metric label
+  // (filters::mcp_rule::tool_label: bounded by the policy).
+  std::string mcp_method, mcp_tool;
+  std::vector<std::string> mcp_tool_labels;
 };
 
 } // namespace sluice::gateway::exchange

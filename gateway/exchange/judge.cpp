@@ -160,6 +160,14 @@ verdict judge(const request &r, const judging &j, outcome &o) {
   v.decide = pol.cfg().decider.all; // [decider] when = "all": it may narrow what the file allows
   o.rule = d.rule;
   if (d.would_deny && o.would_deny.empty()) o.would_deny = d.reason;
+  // An MCP route: its POSTs pass as their calls do (mcp.hpp), whichever entry allowed them.
+  if (const auto *mr = pol.mcp_route(o.scheme, *parsed.host, port, target)) {
+    if (v.websocket) return refuse("mcp_websocket_refused", false, mr->text); // messages are not judged
+    if (r.method == "POST") {
+      v.mcp = mr->mcp;
+      o.rule = mr->text;
+    }
+  }
   if (v.websocket) {
     // The GET passed; the upgrade needs the profile's or a route's leave (publish, or a trusted
     // route with websocket = true under network-read).

@@ -79,6 +79,22 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     exchange::field_list views;
     for (auto &[n, v] : req.fields) views.emplace_back(n, v);
     auto no = exchange::judge_body(st->v, o, *st->policy, views, req.method, st->body_in);
+    if (!no.jsonrpc.empty()) { // MCP calls the policy refused: the JSON-RPC errors, with 200
+      o.decision = "deny";
+      o.reason = no.reason;
+      o.rule = no.rule;
+      o.status = 200;
+      st->body_out.clear();
+      st->body_out.append(no.jsonrpc);
+      st->response_ended = true;
+      submit(*st, 200,
+             {{"content-type", "application/json"},
+              {"content-length", std::to_string(no.jsonrpc.size())},
+              {"server", "sluice"},
+              {"proxy-status", proxy_status("http_request_denied", o.reason, o.rule)}},
+             true);
+      co_return;
+    }
     if (!no.reason.empty()) {
       refuse(*st, no.reason, no.rule);
       co_return;

@@ -9,6 +9,30 @@
 #include <cstring>
 
 namespace sluice::gateway::detail {
+namespace {
+
+// A POST on an MCP route whose calls the policy refused (gateway/exchange/mcp.hpp): HTTP 200 with
+// the JSON-RPC errors, which an MCP client hands to the agent, and Proxy-Status saying it was
+// sluice. The body was read whole: the connection may stay open.
+template <class Stream>
+net::awaitable<void> mcp_refusal(Stream &s, outcome &o, const exchange::body_refusal &no, bool keep_alive,
+                                 unsigned version, std::chrono::milliseconds io) {
+  o.decision = "deny";
+  o.reason = no.reason;
+  o.rule = no.rule;
+  http::response<http::string_body> res{http::status::ok, version};
+  res.set(http::field::server, "sluice");
+  res.set(http::field::content_type, "application/json");
+  res.set("Proxy-Status", proxy_status("http_request_denied", o.reason, o.rule));
+  res.body() = no.jsonrpc;
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  o.status = 200;
+  lowest(s).expires_after(io);
+  co_await http::async_write(s, res, use_tuple);
+}
+
+} // namespace
 
 // Reads request heads and answers them until the connection should close. `tunnel` is set inside a
 // terminated CONNECT; the stream is then TLS.
@@ -315,6 +339,10 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
       co_return false;
     }
     auto no = exchange::judge_body(v, o, pol, fields, req.method_string(), whole);
+    if (!no.jsonrpc.empty()) {
+      co_await mcp_refusal(s, o, no, keep_alive, version, cfg().timeouts.io);
+      co_return keep_alive;
+    }
     if (!no.reason.empty()) {
       co_await deny(s, o, no.reason, no.rule, false, version);
       co_return false;

@@ -9,7 +9,7 @@ using namespace sluice::filters;
 namespace {
 
 route_rule route(std::string host, std::vector<std::string> methods, std::vector<std::string> paths) {
-  route_rule r{std::move(host), std::move(methods), std::move(paths), {}};
+  route_rule r{std::move(host), std::move(methods), std::move(paths), {}, false, nullptr};
   r.text = describe_route(r);
   return r;
 }
