@@ -136,36 +136,56 @@ class ServeAudit(LoopbackOrigins):
         # The private key also serves as --key (its public half is in it).
         self.assertEqual(verify(self.old, self.new, "--key", self.key)[0], 0)
 
+    def records_from(self, n):
+        """The first index past the file's first line from which `n` lines in a row are records, not
+        checkpoints: on a loaded machine an interval checkpoint (every second here) may fall anywhere
+        among the first lines, and the tampering tests change records."""
+        lines = lines_of(self.new)
+        for i in range(1, len(lines) - n):
+            if all('"type":"checkpoint"' not in l for l in lines[i - 1:i + n + 1]):
+                return i
+        self.fail("no %d records in a row in %s" % (n, lines))
+
     def test_a_deleted_record_is_named(self):
-        code, out = self.tampered(lambda l: l.pop(2))
+        i = self.records_from(1)
+        code, out = self.tampered(lambda l: l.pop(i))
         self.assertEqual(code, 1, out)
-        s = seq_of(lines_of(self.new)[2])
-        self.assertIn("%s writer gw-audit: seq %d follows seq %d" % (self.at(3), s, s - 2), out)
+        s = seq_of(lines_of(self.new)[i])
+        self.assertIn("%s writer gw-audit: seq %d follows seq %d" % (self.at(i + 1), s, s - 2), out)
         self.assertIn("record %d removed" % (s - 1), out)
 
     def test_an_inserted_record_is_named(self):
-        def insert(lines):
-            lines.insert(4, lines[1])
+        lines = lines_of(self.new)
+        copied = self.records_from(1)
+        at = next(i for i in range(copied + 2, len(lines) - 1)
+                  if '"type":"checkpoint"' not in lines[i] + lines[i - 1])  # among records, as records_from
+
+        def insert(ls):
+            ls.insert(at, ls[copied])
         code, out = self.tampered(insert)
         self.assertEqual(code, 1, out)
-        self.assertIn("%s writer gw-audit: seq %d inserted" % (self.at(5), seq_of(lines_of(self.new)[4])), out)
+        self.assertIn("%s writer gw-audit: seq %d inserted" % (self.at(at + 1), seq_of(lines[copied])), out)
 
     def test_one_edited_byte_is_named(self):
+        n = self.records_from(1)
+
         def edit(lines):
-            i = lines[3].index('"status":') + len('"status":')
-            lines[3] = lines[3][:i] + ("5" if lines[3][i] != "5" else "4") + lines[3][i + 1:]
+            i = lines[n].index('"status":') + len('"status":')
+            lines[n] = lines[n][:i] + ("5" if lines[n][i] != "5" else "4") + lines[n][i + 1:]
         code, out = self.tampered(edit)
         self.assertEqual(code, 1, out)
-        self.assertIn("%s writer gw-audit: seq %d edited" % (self.at(4), seq_of(lines_of(self.new)[3])), out)
+        self.assertIn("%s writer gw-audit: seq %d edited" % (self.at(n + 1), seq_of(lines_of(self.new)[n])), out)
 
     def test_swapped_records_are_named(self):
+        n = self.records_from(2)
+
         def swap(lines):
-            lines[1], lines[2] = lines[2], lines[1]
+            lines[n], lines[n + 1] = lines[n + 1], lines[n]
         code, out = self.tampered(swap)
         self.assertEqual(code, 1, out)
         lines = lines_of(self.new)
         self.assertIn("%s writer gw-audit: seq %d comes before seq %d (%s" %
-                      (self.at(2), seq_of(lines[1]), seq_of(lines[2]), self.at(3)[:-1]), out)
+                      (self.at(n + 1), seq_of(lines[n]), seq_of(lines[n + 1]), self.at(n + 2)[:-1]), out)
         self.assertIn("records reordered", out)
 
     def test_a_cut_end_is_named(self):
