@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fcntl.h>
 #include <openssl/x509.h>
 #include <sys/random.h>
@@ -106,11 +107,16 @@ void announce_approvals(gateway::gateway &gw, const std::string &token, const st
   auto ep = gw.listen_admin("127.0.0.1:0");
   std::string admin = "127.0.0.1:" + std::to_string(ep.port());
   if (!approvals_file.empty()) {
-    int f = ::open(approvals_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    // Written beside the runs' folder and renamed into it: `sluice approvals` (and anyone reading
+    // the folder) sees the whole file or none, never one still empty.
+    const auto path = std::filesystem::path(approvals_file);
+    const auto tmp = path.parent_path().parent_path() / ("." + path.filename().string() + ".tmp");
+    int f = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     std::string text = admin + "\n" + token + "\n";
     if (f >= 0) {
-      [[maybe_unused]] auto n = ::write(f, text.data(), text.size());
+      bool whole = ::write(f, text.data(), text.size()) == static_cast<ssize_t>(text.size());
       ::close(f);
+      if (!whole || ::rename(tmp.c_str(), approvals_file.c_str()) != 0) ::unlink(tmp.c_str());
     }
   }
   if (::isatty(STDERR_FILENO)) {
