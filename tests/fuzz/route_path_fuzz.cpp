@@ -31,7 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       __builtin_trap();
     }
   }
-  sluice::filters::route_rule r{"h.test", {}, {pattern}, {}};
+  sluice::filters::route_rule r;
+  r.host = "h.test";
+  r.paths = {pattern};
   try {
     (void)sluice::filters::describe_route(r);
   } catch (const sluice::filters::pattern_error &) {
