@@ -61,8 +61,9 @@ def parse_wrk(out):
         value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
         return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))
-    p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))
+    # The distribution's own lines ("     99%    4.31ms"), not a stdev column ending in "99%".
+    p50 = ms(re.search(r"^\s*50%\s+(\S+)", out, re.M).group(1))
+    p99 = ms(re.search(r"^\s*99%\s+(\S+)", out, re.M).group(1))
     total = int(re.search(r"(\d+) requests in", out).group(1))
     errors = 0
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
