@@ -489,6 +489,23 @@ void h2_connection::refuse(stream &st, std::string_view reason, std::string rule
   respond(st, status, framing ? "http_request_error" : "http_request_denied", owner_.denial_text(o, o.rule));
 }
 
+void h2_connection::refuse_mcp(stream &st, const exchange::body_refusal &no) {
+  auto &o = st.o;
+  o.decision = "deny";
+  o.reason = no.reason;
+  o.rule = no.rule;
+  o.status = 200;
+  st.body_out.clear();
+  st.body_out.append(no.jsonrpc);
+  st.response_ended = true;
+  submit(st, 200,
+         {{"content-type", "application/json"},
+          {"content-length", std::to_string(no.jsonrpc.size())},
+          {"server", "sluice"},
+          {"proxy-status", proxy_status("http_request_denied", o.reason, o.rule)}},
+         true);
+}
+
 void h2_connection::fail(stream &st, error_code ec) {
   std::string body;
   gateway_error ge = owner_.failed(st.o, ec, body);

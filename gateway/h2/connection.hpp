@@ -4,6 +4,7 @@
 // forwarded to the origin over HTTP/1.1 (the upstream pool), one access-log line per stream.
 // Framing is libnghttp2's; the bounds against the known HTTP/2 attacks are set here.
 // Private to gateway/.
+#include "gateway/exchange/body.hpp"
 #include "gateway/h2/pump.hpp"
 #include "gateway/session_impl.hpp"
 
@@ -75,6 +76,8 @@ private:
   // upstream; gRPC-shaped (200, grpc-status) for a gRPC call.
   void respond(stream &st, unsigned status, std::string_view ps_error, std::string body);
   void refuse(stream &st, std::string_view reason, std::string rule);
+  // MCP calls the policy refused (exchange/mcp.hpp): 200 with their JSON-RPC errors.
+  void refuse_mcp(stream &st, const exchange::body_refusal &no);
   void fail(stream &st, error_code ec);
   // The stream ended before its answer did: the client reset it, or nghttp2 did for the
   // client's fault (its reason), or the connection ended.

@@ -18,6 +18,15 @@
 
 namespace sluice::gateway::detail {
 
+// The body length a stream's content-length announces (0: none, or not a number).
+static std::uint64_t announced_length(const exchange::field_list &fields) {
+  std::uint64_t n = 0;
+  for (const auto &[name, value] : fields) {
+    if (name == "content-length") std::from_chars(value.data(), value.data() + value.size(), n);
+  }
+  return n;
+}
+
 net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   auto &o = st->o;
   auto &req = st->request;
@@ -51,11 +60,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
   if (!st->policy->budgets().empty()) { // [[limits.budget]]: its head and announced body must fit
     exchange::field_list views;
     const exchange::request r = exchange_request(*st, views);
-    std::uint64_t announced = 0;
-    for (const auto &[n, v] : views) {
-      if (n == "content-length") std::from_chars(v.data(), v.data() + v.size(), announced);
-    }
-    co_await owner_.admit_budgets(st->v, o, *st->policy, exchange::head_bytes(r), announced);
+    co_await owner_.admit_budgets(st->v, o, *st->policy, exchange::head_bytes(r), announced_length(views));
     if (gone()) co_return aborted(*st);
     if (!st->v.reason.empty()) {
       refuse(*st, st->v.reason, st->v.rule);
@@ -79,22 +84,7 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     exchange::field_list views;
     for (auto &[n, v] : req.fields) views.emplace_back(n, v);
     auto no = exchange::judge_body(st->v, o, *st->policy, views, req.method, st->body_in);
-    if (!no.jsonrpc.empty()) { // MCP calls the policy refused: the JSON-RPC errors, with 200
-      o.decision = "deny";
-      o.reason = no.reason;
-      o.rule = no.rule;
-      o.status = 200;
-      st->body_out.clear();
-      st->body_out.append(no.jsonrpc);
-      st->response_ended = true;
-      submit(*st, 200,
-             {{"content-type", "application/json"},
-              {"content-length", std::to_string(no.jsonrpc.size())},
-              {"server", "sluice"},
-              {"proxy-status", proxy_status("http_request_denied", o.reason, o.rule)}},
-             true);
-      co_return;
-    }
+    if (!no.jsonrpc.empty()) co_return refuse_mcp(*st, no); // MCP calls the policy refused
     if (!no.reason.empty()) {
       refuse(*st, no.reason, no.rule);
       co_return;
