@@ -13,7 +13,6 @@ beside it for (b)), medians over the rounds.
 usage (root): tests/bench/decider_bench.py [--rounds 3] [--seconds 10] [--connections 50]
 Installs wrk and nginx-light with apt-get when missing."""
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,33 +65,11 @@ access_log = "{self.tmp}/access-{kind}.log"
 
     def one_kind(self, kind):
         conf, port = self.decider_config(kind)
-        res = self.serve_wrk(conf, port)  # the decider program is sluice's child
-        res["decider_us"] = res["beside_us"]
-        return res
+        return self.serve_wrk(conf, port)  # the decider program is sluice's child: counted beside
 
     def run(self):
         self.setup_origin()
-        kinds = ("none", "program", "cached")
-        results = {k: [] for k in kinds}
-        for r in range(self.args.rounds):
-            for kind in kinds if r % 2 == 0 else kinds[::-1]:
-                res = self.one_kind(kind)
-                results[kind].append(res)
-                print("round %d %-8s %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  sluice %5.1f us/req  decider %5.1f us/req"
-                      "  errors %d" % (r + 1, kind, res["rps"], res["p50"], res["p99"], res["cpu_us"],
-                                       res["decider_us"], res["errors"]), flush=True)
-        print()
-        print("%d keep-alive connections, %d s per run, medians of %d rounds (sluice %s)" % (
-            self.args.connections, self.args.seconds, self.args.rounds, self.args.sluice))
-        print("| decider | req/s | p50 ms | p99 ms | sluice CPU us/req | decider CPU us/req | errors |")
-        print("|---|---|---|---|---|---|---|")
-        med = {}
-        for kind in kinds:
-            rs = results[kind]
-            med[kind] = {k: statistics.median(x[k] for x in rs) for k in ("rps", "p50", "p99", "cpu_us", "decider_us")}
-            m = med[kind]
-            print("| %s | %.0f | %.2f | %.2f | %.1f | %.1f | %d |" % (kind, m["rps"], m["p50"], m["p99"], m["cpu_us"],
-                                                                     m["decider_us"], sum(x["errors"] for x in rs)))
+        med = self.side_by_side(("none", "program", "cached"), "decider", "decider")
         for kind in ("program", "cached"):
             print("ratio %s/none: req/s %.3f" % (kind, med[kind]["rps"] / med["none"]["rps"]))
 

@@ -247,6 +247,31 @@ access_log = "{self.tmp}/access-{clients}.log"
         return {"rps": rps, "p50": p50, "p99": p99, "errors": errors, "cpu_us": cpu / max(total, 1) * 1e6,
                 "beside_us": ocpu / max(total, 1) * 1e6}
 
+    def side_by_side(self, kinds, title, beside_name):
+        """Runs one_kind(kind) for each kind, alternating the order from round to round so the
+        machine's swings hit all alike; prints each run and the medians' table. Returns the medians."""
+        results = {k: [] for k in kinds}
+        for r in range(self.args.rounds):
+            for kind in kinds if r % 2 == 0 else kinds[::-1]:
+                res = self.one_kind(kind)
+                results[kind].append(res)
+                print("round %d %-8s %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  sluice %5.1f us/req  %s %5.1f us/req"
+                      "  errors %d" % (r + 1, kind, res["rps"], res["p50"], res["p99"], res["cpu_us"], beside_name,
+                                       res["beside_us"], res["errors"]), flush=True)
+        print()
+        print("%d keep-alive connections, %d s per run, medians of %d rounds (sluice %s)" % (
+            self.args.connections, self.args.seconds, self.args.rounds, self.args.sluice))
+        print("| %s | req/s | p50 ms | p99 ms | sluice CPU us/req | %s CPU us/req | errors |" % (title, beside_name))
+        print("|---|---|---|---|---|---|---|")
+        med = {}
+        for kind in kinds:
+            rs = results[kind]
+            med[kind] = {k: statistics.median(x[k] for x in rs) for k in ("rps", "p50", "p99", "cpu_us", "beside_us")}
+            m = med[kind]
+            print("| %s | %.0f | %.2f | %.2f | %.1f | %.1f | %d |" % (kind, m["rps"], m["p50"], m["p99"], m["cpu_us"],
+                                                                     m["beside_us"], sum(x["errors"] for x in rs)))
+        return med
+
     def close(self):
         for p in self.procs:
             if p.poll() is None:

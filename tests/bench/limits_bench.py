@@ -13,7 +13,6 @@ ratios on/off and shared/on; the p50 difference shared - on is the shared budget
 usage (root): tests/bench/limits_bench.py [--rounds 3] [--seconds 10] [--connections 50]
 Installs wrk and nginx-light with apt-get when missing."""
 import os
-import statistics
 import subprocess
 import sys
 
@@ -73,34 +72,12 @@ chain = {"false" if kind == "off" else "true"}
 
     def one_kind(self, kind):
         conf, port = self.config(kind)
-        res = self.serve_wrk(conf, port, beside=[self.redis.pid] if kind == "shared" else [])
-        res["redis_us"] = res["beside_us"]
-        return res
+        return self.serve_wrk(conf, port, beside=[self.redis.pid] if kind == "shared" else [])
 
     def run(self):
         self.setup_origin()
         self.start_redis()
-        kinds = ("off", "on", "shared")
-        results = {k: [] for k in kinds}
-        for r in range(self.args.rounds):
-            for kind in kinds if r % 2 == 0 else kinds[::-1]:
-                res = self.one_kind(kind)
-                results[kind].append(res)
-                print("round %d %-7s %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  sluice %5.1f us/req  redis %5.1f us/req"
-                      "  errors %d" % (r + 1, kind, res["rps"], res["p50"], res["p99"], res["cpu_us"], res["redis_us"],
-                                       res["errors"]), flush=True)
-        print()
-        print("%d keep-alive connections, %d s per run, medians of %d rounds (sluice %s)" % (
-            self.args.connections, self.args.seconds, self.args.rounds, self.args.sluice))
-        print("| budgets and chain | req/s | p50 ms | p99 ms | sluice CPU us/req | redis CPU us/req | errors |")
-        print("|---|---|---|---|---|---|---|")
-        med = {}
-        for kind in kinds:
-            rs = results[kind]
-            med[kind] = {k: statistics.median(x[k] for x in rs) for k in ("rps", "p50", "p99", "cpu_us", "redis_us")}
-            m = med[kind]
-            print("| %s | %.0f | %.2f | %.2f | %.1f | %.1f | %d |" % (kind, m["rps"], m["p50"], m["p99"], m["cpu_us"],
-                                                                     m["redis_us"], sum(x["errors"] for x in rs)))
+        med = self.side_by_side(("off", "on", "shared"), "budgets and chain", "redis")
         print("ratio on/off: req/s %.3f" % (med["on"]["rps"] / med["off"]["rps"]))
         print("ratio shared/on: req/s %.3f; p50 added by Redis %.2f ms" % (
             med["shared"]["rps"] / med["on"]["rps"], med["shared"]["p50"] - med["on"]["p50"]))
