@@ -19,7 +19,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "../integration"))
 import fleet_clients  # noqa: E402
-from harness import free_port  # noqa: E402
 
 DECIDER = r"""
 import json, sys
@@ -37,31 +36,14 @@ for line in sys.stdin:
 class Bench(fleet_clients.Bench):
 
     def decider_config(self, kind):
-        port = free_port()
         program = os.path.join(self.tmp, "decider.py")
         with open(program, "w") as f:
             f.write(DECIDER)
-        text = f"""profile = "network-read"
-[listen]
-proxy = "127.0.0.1:{port}"
-[policy]
-allow = [{'"origin.test:80"' if kind == "none" else '"nothing.test"'}]
-[upstream]
-allow_addresses = ["{fleet_clients.ORIGIN}/32"]
-[upstream.resolve]
-"origin.test" = "{fleet_clients.ORIGIN}"
-[limits]
-pool_idle_per_host = {max(self.args.connections, 8)}
-pool_idle_total = {max(2 * self.args.connections, 256)}
-[log]
-access_log = "{self.tmp}/access-{kind}.log"
-"""
+        extra = ""
         if kind != "none":
-            text += f'[decider]\ncommand = "/usr/bin/python3 {program} {kind}"\nmax_in_flight = 4096\n'
-        path = os.path.join(self.tmp, "sluice-%s.toml" % kind)
-        with open(path, "w") as f:
-            f.write(text)
-        return path, port
+            extra = f'[decider]\ncommand = "/usr/bin/python3 {program} {kind}"\nmax_in_flight = 4096\n'
+        return self.single_listener_config(kind, '"origin.test:80"' if kind == "none" else '"nothing.test"',
+                                           extra=extra)
 
     def one_kind(self, kind):
         conf, port = self.decider_config(kind)

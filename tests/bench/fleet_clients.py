@@ -220,6 +220,31 @@ access_log = "{self.tmp}/access-{clients}.log"
             statistics.median(x["rps"] for x in b) / statistics.median(x["rps"] for x in a),
             statistics.median(x["cpu_us"] for x in b) / statistics.median(x["cpu_us"] for x in a)))
 
+    def single_listener_config(self, kind, allow, log_extra="", extra=""):
+        """The config of one run of the single-listener benches: a proxy listener, the origin pinned,
+        idle origin connections for every client, the access log; `allow` the [policy] allow list's
+        entries, `log_extra` more [log] keys, `extra` more tables. Returns its path and port."""
+        port = free_port()
+        text = f"""profile = "network-read"
+[listen]
+proxy = "127.0.0.1:{port}"
+[policy]
+allow = [{allow}]
+[upstream]
+allow_addresses = ["{ORIGIN}/32"]
+[upstream.resolve]
+"origin.test" = "{ORIGIN}"
+[limits]
+pool_idle_per_host = {max(self.args.connections, 8)}
+pool_idle_total = {max(2 * self.args.connections, 256)}
+[log]
+access_log = "{self.tmp}/access-{kind}.log"
+""" + log_extra + extra
+        path = os.path.join(self.tmp, "sluice-%s.toml" % kind)
+        with open(path, "w") as f:
+            f.write(text)
+        return path, port
+
     def serve_wrk(self, conf, port, beside=()):
         """One side-by-side run of the single-listener benches (decider_bench, limits_bench): `sluice
         serve --config CONF` on PORT, wrk's warm-up, then wrk with its CPU measured, sluice's and

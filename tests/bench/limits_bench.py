@@ -44,31 +44,11 @@ class Bench(fleet_clients.Bench):
         wait_port(self.redis_port, self.redis)
 
     def config(self, kind):
-        port = free_port()
-        text = f"""profile = "network-read"
-[listen]
-proxy = "127.0.0.1:{port}"
-[policy]
-allow = ["origin.test:80"]
-[upstream]
-allow_addresses = ["{fleet_clients.ORIGIN}/32"]
-[upstream.resolve]
-"origin.test" = "{fleet_clients.ORIGIN}"
-[limits]
-pool_idle_per_host = {max(self.args.connections, 8)}
-pool_idle_total = {max(2 * self.args.connections, 256)}
-[log]
-access_log = "{self.tmp}/access-{kind}.log"
-chain = {"false" if kind == "off" else "true"}
-"""
-        if kind != "off":
-            text += BUDGET
+        extra = BUDGET if kind != "off" else ""
         if kind == "shared":
-            text += f'[limits.shared]\nredis = "127.0.0.1:{self.redis_port}"\ntimeout = "2s"\n'
-        path = os.path.join(self.tmp, "sluice-%s.toml" % kind)
-        with open(path, "w") as f:
-            f.write(text)
-        return path, port
+            extra += f'[limits.shared]\nredis = "127.0.0.1:{self.redis_port}"\ntimeout = "2s"\n'
+        return self.single_listener_config(kind, '"origin.test:80"',
+                                           'chain = %s\n' % ("false" if kind == "off" else "true"), extra)
 
     def one_kind(self, kind):
         conf, port = self.config(kind)
