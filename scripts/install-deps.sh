@@ -18,6 +18,7 @@ test_pkgs=(
   nghttp2-client python3-h2 python3-websockets python3-grpcio
   openssh-server openssh-client gh nginx
   postgresql redis-server
+  gdb # a hung test prints the threads of the sluice it waited for
 )
 # kubectl for rendering deploy/kubernetes (kustomize): Debian's, unless one is installed already.
 command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)

@@ -132,13 +132,18 @@ class SshAsRoot(base.ExecCase):
                 out, err = p.communicate(timeout=timeout)
             except subprocess.TimeoutExpired as t:
                 # Before the kill: where sluice's threads and the sandbox's processes are.
-                where = subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:24,args", "--forest"],
-                                       capture_output=True, text=True).stdout
-                if shutil.which("gdb"):
-                    where += subprocess.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "thread apply all bt"],
-                                            capture_output=True, text=True, timeout=60).stdout
+                # Kernel threads left out: they said nothing and pushed the rest out of CI's excerpt.
+                rows = subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:24,args", "--forest"],
+                                      capture_output=True, text=True).stdout.splitlines()
+                where = "\n".join(r[:200] for r in rows if r.split()[1:2] not in (["0"], ["2"])
+                                   or "PID" in r.split()[:1]) + "\n"
                 with open(M["sshd_log"], errors="replace") as f:
                     where += "\nsshd's log, the end:\n" + "".join(f.readlines()[-40:])
+                if shutil.which("gdb"):  # last: the end of a long report is what CI keeps
+                    bt = subprocess.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "thread apply all bt 16"],
+                                        capture_output=True, text=True, timeout=60).stdout
+                    where += "\nsluice's threads:\n" + "\n".join(
+                        l[:200] for l in bt.splitlines() if l.startswith(("Thread", "#")))
                 p.kill()
                 out, err = p.communicate()
                 raise subprocess.TimeoutExpired(cmd, timeout, out, err + b"\n" + where.encode()) from t
@@ -159,8 +164,10 @@ class SshAsRoot(base.ExecCase):
                         "export GIT_TERMINAL_PROMPT=0; " + script, env=env, wrap=wrap)
         except subprocess.TimeoutExpired as e:
             # Which step hung, and what the gateway had logged by then.
-            self.fail(f"timed out after {e.timeout} s\nstderr:\n{(e.stderr or b'').decode(errors='replace')}\n"
-                      f"access log:\n" + "\n".join(json.dumps(l) for l in read_log()))
+            # The access log first: a long report is cut in the middle when CI shows it.
+            self.fail(f"timed out after {e.timeout} s\naccess log:\n" +
+                      "\n".join(json.dumps(l) for l in read_log()) +
+                      f"\nstderr:\n{(e.stderr or b'').decode(errors='replace')}")
         lines = read_log()
         return p, [l for l in lines if l.get("protocol") == "ssh"]
 
