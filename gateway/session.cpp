@@ -244,8 +244,7 @@ net::awaitable<approval> session::ask(outcome &o, std::string_view kind, const f
 
 void session::record_outcome(outcome &o) noexcept try {
   if (o.charged) { // [[limits.budget]]: what the exchange moved in all, and its place freed
-    o.charged->moved(o.bytes_in, o.bytes_out);
-    o.charged->release();
+    o.charged->finish(o.bytes_in, o.bytes_out);
   }
   if (o.approval.empty() && !tunnel_approval_.empty()) {
     o.approval = tunnel_approval_;

@@ -161,6 +161,9 @@ public:
   // already refuses is left as it is. Callers skip it where pol has no budgets (no coroutine frame).
   net::awaitable<void> admit_budgets(verdict &v, outcome &o, const filters::policy &pol, std::uint64_t head_bytes,
                                      std::uint64_t body_bytes = 0);
+  // admit_budgets for a whole connection as one exchange (a tunnel passed through unopened, a
+  // relayed TCP connection): false when it is refused, the refusal sent on `s` and logged.
+  template <class Stream> net::awaitable<bool> admit_connection(Stream &s, outcome &o);
   // Dials the origin: pinned or resolved addresses, each judged, only passing ones dialed; then TLS
   // with SNI and certificate verification for https. `offer_h2`: ALPN offers h2 and http/1.1 (an h2
   // client's stream), and the connection's `h2` says which the origin chose.

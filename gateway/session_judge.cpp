@@ -103,4 +103,15 @@ net::awaitable<void> session::admit_budgets(verdict &v, outcome &o, const filter
   o.retry_after = a.retry_after;
 }
 
+template <class Stream> net::awaitable<bool> session::admit_connection(Stream &s, outcome &o) {
+  verdict metered;
+  const auto pol = policy_; // held: a reload may swap policy_ while the admission waits
+  co_await admit_budgets(metered, o, *pol, 0);
+  if (metered.reason.empty()) co_return true;
+  co_await deny(s, o, metered.reason, metered.rule, false);
+  co_return false;
+}
+template net::awaitable<bool> session::admit_connection<beast::tcp_stream>(beast::tcp_stream &, outcome &);
+template net::awaitable<bool> session::admit_connection<tls_stream>(tls_stream &, outcome &);
+
 } // namespace sluice::gateway::detail

@@ -22,11 +22,36 @@ struct meter::account {
   std::uint64_t open = 0, requests = 0, refused = 0, used_out = 0, used_in = 0;
 };
 
+namespace {
+
+// Orders (budget, client) keys, and finds one from string views: an admission looks its accounts
+// up without building a key.
+struct key_less {
+  using is_transparent = void;
+  template <class A, class B> bool operator()(const A &a, const B &b) const {
+    if (int c = std::string_view(a.first).compare(std::string_view(b.first)); c != 0) return c < 0;
+    return std::string_view(a.second) < std::string_view(b.second);
+  }
+};
+
+} // namespace
+
 struct ledger::state {
   mutable std::mutex m;
   // By budget name and client (empty for per = "run"): a map, so an account never moves, and the
   // snapshot comes sorted. Bounded by the budgets and the clients the policy names.
-  std::map<std::pair<std::string, std::string>, meter::account, std::less<>> accounts;
+  std::map<std::pair<std::string, std::string>, meter::account, key_less> accounts;
+
+  // The account of `rule` for `client`, made on first use.
+  meter::account &account(const budget_rule &rule, std::string_view client) {
+    const std::pair<std::string_view, std::string_view> key{rule.name, client};
+    auto it = accounts.find(key);
+    if (it == accounts.end()) {
+      it = accounts.try_emplace({rule.name, std::string(client)}).first;
+      it->second.client = std::string(client);
+    }
+    return it->second;
+  }
 };
 
 namespace {
@@ -38,10 +63,16 @@ std::int64_t utc_day() {
 
 double bucket_size(const budget_rule &r) { return r.burst > 0 ? r.burst : std::max(1.0, r.requests_per_second); }
 
+bool same_rule(const budget_rule &a, const budget_rule &b) {
+  return a.per == b.per && a.requests_per_second == b.requests_per_second && a.burst == b.burst &&
+         a.connections == b.connections && a.bytes_out == b.bytes_out && a.bytes_in == b.bytes_in &&
+         a.name == b.name && a.hosts == b.hosts && a.roles == b.roles;
+}
+
 // Brings an account up to now: the policy's current limits, the tokens since the last request, and
 // a new day's zero for per = "day".
 void sync(meter::account &a, const budget_rule &rule, std::int64_t day, steady::time_point now) {
-  a.rule = rule;
+  if (!same_rule(a.rule, rule)) a.rule = rule; // compared, not copied: a copy allocates each request
   if (rule.per == budget_rule::scope::day && a.day != day) {
     a.used_out = a.used_in = 0;
     a.day = day;
@@ -156,11 +187,9 @@ admission ledger::admit(const filters::policy &pol, std::string_view client, std
   accounts.reserve(which.size());
   for (auto i : which) {
     const auto &rule = rules[i];
-    std::string who = rule.per == budget_rule::scope::run ? std::string() : std::string(client);
-    auto [it, fresh] = state_->accounts.try_emplace({rule.name, who});
-    if (fresh) it->second.client = std::move(who);
-    sync(it->second, rule, day, now);
-    accounts.push_back(&it->second);
+    auto &a = state_->account(rule, rule.per == budget_rule::scope::run ? std::string_view() : client);
+    sync(a, rule, day, now);
+    accounts.push_back(&a);
   }
   if (auto no = first_refusal(accounts, head_bytes + body_bytes); !no.reason.empty()) {
     for (auto *a : accounts) ++a->refused;
@@ -210,10 +239,9 @@ admission ledger::fold(const filters::policy &pol, const shared_question &q, con
   std::vector<meter::account *> accounts;
   for (const auto &sa : q.accounts) {
     const auto &rule = rules[sa.rule];
-    auto [it, fresh] = state_->accounts.try_emplace({rule.name, sa.client});
-    if (fresh) it->second.client = sa.client;
-    sync(it->second, rule, day, now);
-    accounts.push_back(&it->second);
+    auto &a = state_->account(rule, sa.client);
+    sync(a, rule, day, now);
+    accounts.push_back(&a);
   }
   if (ans.kind != shared_answer::admitted) {
     auto &a = *accounts.at(std::min(ans.index, accounts.size() - 1));
@@ -277,31 +305,36 @@ meter::meter(std::shared_ptr<ledger::state> s, std::vector<account *> accounts, 
 
 meter::~meter() { release(); }
 
-bool meter::moved(std::uint64_t sent, std::uint64_t received) {
+bool meter::moved(std::uint64_t sent, std::uint64_t received) { return settle(sent, received, false); }
+
+void meter::release() { settle(sent_, received_, true); }
+
+void meter::finish(std::uint64_t sent, std::uint64_t received) { settle(sent, received, true); }
+
+// What moved since the last call charged to every account, and with `end` the exchange's place
+// given back (once), under one turn of the lock; the store told after it. False once a byte
+// budget is spent.
+bool meter::settle(std::uint64_t sent, std::uint64_t received, bool end) {
   const std::uint64_t ds = sent > sent_ ? sent - sent_ : 0, dr = received > received_ ? received - received_ : 0;
   sent_ = std::max(sent_, sent);
   received_ = std::max(received_, received);
-  if (sink_ && (ds || dr)) sink_->charge(keys_, ds, dr);
-  std::lock_guard lock(state_->m);
-  bool within = true;
-  for (auto *a : accounts_) {
-    a->used_out += ds;
-    a->used_in += dr;
-    if ((a->rule.bytes_out && a->used_out > a->rule.bytes_out) || (a->rule.bytes_in && a->used_in > a->rule.bytes_in)) {
-      within = false;
-    }
-  }
-  return within;
-}
-
-void meter::release() {
+  bool within = true, freed = false;
   {
     std::lock_guard lock(state_->m);
-    if (released_) return;
-    released_ = true;
-    for (auto *a : accounts_) --a->open;
+    if (end && !released_) freed = released_ = true;
+    for (auto *a : accounts_) {
+      a->used_out += ds;
+      a->used_in += dr;
+      if (freed) --a->open;
+      if ((a->rule.bytes_out && a->used_out > a->rule.bytes_out) ||
+          (a->rule.bytes_in && a->used_in > a->rule.bytes_in)) {
+        within = false;
+      }
+    }
   }
-  if (sink_) sink_->release(keys_);
+  if (sink_ && (ds || dr)) sink_->charge(keys_, ds, dr);
+  if (sink_ && freed) sink_->release(keys_);
+  return within;
 }
 
 } // namespace sluice::gateway::exchange

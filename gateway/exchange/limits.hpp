@@ -133,10 +133,18 @@ public:
   // under is spent: the codec stops relaying (a tunnel or a relay is cut; what is counted already
   // went).
   bool moved(std::uint64_t sent, std::uint64_t received);
+  // moved() for one direction's total, as a relay of one direction (a tunnel's, a TCP relay's, a
+  // WebSocket's) counts it: `to_origin` the client's bytes towards the origin, else the origin's.
+  bool moved_one_way(bool to_origin, std::uint64_t total) { return to_origin ? moved(total, 0) : moved(0, total); }
   // The exchange ended: its place among `connections` is free again (the destructor does it too).
   void release();
+  // The exchange ended having moved `sent` and `received` in all: moved() and release() under one
+  // turn of the ledger's lock.
+  void finish(std::uint64_t sent, std::uint64_t received);
 
 private:
+  bool settle(std::uint64_t sent, std::uint64_t received, bool end);
+
   std::shared_ptr<ledger::state> state_;
   std::vector<account *> accounts_;
   std::shared_ptr<meter_sink> sink_; // [limits.shared]: the store, told what moved and when it ends

@@ -57,7 +57,7 @@ net::awaitable<void> session::pipe(From &from, To &to, std::uint64_t &bytes, exc
     }
     bytes += n;
     // [[limits.budget]]: a piece that would take a byte budget past its limit does not go.
-    if (budget && !(sending ? budget->moved(bytes, 0) : budget->moved(0, bytes))) {
+    if (budget && !budget->moved_one_way(sending, bytes)) {
       error_code ignored;
       from.socket().shutdown(tcp::socket::shutdown_both, ignored);
       to.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -150,12 +150,7 @@ session::open_tunnel<tls_stream>(tls_stream &, outcome &, const std::optional<ne
 template <class Stream>
 net::awaitable<void> session::pass_through(Stream &s, beast::flat_buffer &buf, outcome &o,
                                            const std::optional<net::ip::address> &ip) {
-  verdict metered; // [[limits.budget]]: the tunnel is one exchange
-  if (const auto pol = policy_; !pol->budgets().empty()) co_await admit_budgets(metered, o, *pol, 0);
-  if (!metered.reason.empty()) {
-    co_await deny(s, o, metered.reason, metered.rule, false);
-    co_return;
-  }
+  if (!policy_->budgets().empty() && !co_await admit_connection(s, o)) co_return; // [[limits.budget]]
   auto conn = co_await open_tunnel(s, o, ip);
   if (!conn) co_return;
   if (buf.size()) { // bytes the client sent before our 200

@@ -76,7 +76,7 @@ net::awaitable<pump_end> pump(session &self, From &from, To &to, std::uint64_t &
     bytes += n;
     if (observe) observe(std::string_view(data.get(), n));
     // [[limits.budget]]: a piece that would take a byte budget past its limit does not go.
-    if (budget && !(sending ? budget->moved(bytes, 0) : budget->moved(0, bytes))) {
+    if (budget && !budget->moved_one_way(sending, bytes)) {
       shutdown_both(from, to);
       co_return pump_end::budget;
     }
@@ -103,12 +103,7 @@ net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outc
     co_await deny(s, o, "tcp_connection_limit", o.rule, false);
     co_return;
   }
-  verdict metered; // [[limits.budget]]: the connection is one exchange
-  if (const auto pol = policy_; !pol->budgets().empty()) co_await admit_budgets(metered, o, *pol, 0);
-  if (!metered.reason.empty()) {
-    co_await deny(s, o, metered.reason, metered.rule, false);
-    co_return;
-  }
+  if (!policy_->budgets().empty() && !co_await admit_connection(s, o)) co_return; // [[limits.budget]]
   auto conn = co_await open_tunnel(s, o, ip);
   if (!conn) co_return;
   error_code ec;
