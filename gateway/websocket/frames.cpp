@@ -1,9 +1,23 @@
 #include "gateway/websocket/frames.hpp"
 
+#include <boost/beast/zlib/inflate_stream.hpp>
+
 #include <algorithm>
 #include <cstring>
 
 namespace sluice::gateway {
+namespace zlib = boost::beast::zlib;
+
+struct websocket_scanner::inflater {
+  zlib::inflate_stream stream; // raw deflate, a 32 KiB window: any window the peers agreed on fits
+  char out[4096];
+  std::uint64_t decoded = 0; // of the current message
+};
+
+websocket_scanner::websocket_scanner(bool from_client, std::uint64_t max_message, bool rsv1)
+    : from_client_(from_client), max_message_(max_message), rsv1_(rsv1) {}
+
+websocket_scanner::~websocket_scanner() = default;
 
 std::size_t websocket_scanner::scan(const unsigned char *data, std::size_t n) {
   if (!error_.empty()) return 0;
@@ -94,7 +108,6 @@ bool websocket_scanner::begin_frame() {
 }
 
 bool websocket_scanner::to_sink(const unsigned char *data, std::size_t n, bool message_end) {
-  if (compressed_) return true;
   unsigned char plain[4096];
   std::size_t done = 0;
   do {
@@ -103,13 +116,55 @@ bool websocket_scanner::to_sink(const unsigned char *data, std::size_t n, bool m
       plain[j] = data[done + j] ^ (from_client_ ? mask_[(payload_offset_ + done + j) % 4] : 0);
     }
     done += k;
-    auto why = sink_->piece({reinterpret_cast<const char *>(plain), k}, message_end && done == n);
+    const std::string_view piece(reinterpret_cast<const char *>(plain), k);
+    const bool end = message_end && done == n;
+    auto why = compressed_ ? inflate_to_sink(piece, end) : sink_->piece(piece, end);
     if (!why.empty()) {
       error_ = why;
       return false;
     }
   } while (done < n);
   return true;
+}
+
+// RFC 7692 section 7.2.2: a message is raw DEFLATE data whose final empty stored block's last
+// four bytes (00 00 ff ff) the sender took off; they are put back at the message's end.
+std::string_view websocket_scanner::inflate_to_sink(std::string_view compressed, bool message_end) {
+  if (!inflater_) inflater_ = std::make_unique<inflater>();
+  auto &z = *inflater_;
+  auto run = [&](const void *in, std::size_t n, zlib::Flush flush) -> std::string_view {
+    zlib::z_params zs;
+    zs.next_in = in;
+    zs.avail_in = n;
+    for (;;) {
+      zs.next_out = z.out;
+      zs.avail_out = sizeof z.out;
+      boost::system::error_code ec;
+      z.stream.write(zs, flush, ec);
+      const auto produced = sizeof z.out - zs.avail_out;
+      if (produced) {
+        z.decoded += produced;
+        if (max_message_ && z.decoded > max_message_) return "websocket_message_too_large";
+        if (auto why = sink_->piece({z.out, produced}, false); !why.empty()) return why;
+      }
+      if (ec == zlib::error::end_of_stream) {
+        // A final block: what follows starts afresh, and is inflated and scanned as such (or,
+        // not being DEFLATE, stops the stream) rather than passing unread.
+        z.stream.reset();
+        if (zs.avail_in == 0) return {};
+        continue;
+      }
+      if (ec == zlib::error::need_buffers) return {}; // all input taken, all output given
+      if (ec) return "websocket_protocol_error";        // not DEFLATE: nothing of it goes on
+      if (zs.avail_in == 0 && zs.avail_out != 0) return {};
+    }
+  };
+  if (auto why = run(compressed.data(), compressed.size(), zlib::Flush::none); !why.empty()) return why;
+  if (!message_end) return {};
+  static constexpr unsigned char tail[4] = {0x00, 0x00, 0xff, 0xff};
+  if (auto why = run(tail, sizeof tail, zlib::Flush::sync); !why.empty()) return why;
+  z.decoded = 0;
+  return sink_->piece({}, true);
 }
 
 void websocket_scanner::end_frame() {

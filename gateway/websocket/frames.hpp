@@ -2,12 +2,14 @@
 // WebSocket frames (RFC 6455 section 5) as they pass through the gateway: headers only. No I/O.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 namespace sluice::gateway {
 
 // Where a data message's payload goes, unmasked, before it is forwarded ([scan]): returns a reason
-// to stop the stream ("" to go on). A message compressed by permessage-deflate is not handed over.
+// to stop the stream ("" to go on). A message compressed by permessage-deflate (RFC 7692) is
+// handed over inflated.
 class websocket_payload_sink {
 public:
   virtual std::string_view piece(std::string_view bytes, bool message_end) = 0;
@@ -26,16 +28,20 @@ class websocket_scanner {
 public:
   // `from_client`: the client-to-server direction. `max_message`: payload bytes one data message
   // may have across its fragments (0: no limit). `rsv1`: permessage-deflate was negotiated.
-  websocket_scanner(bool from_client, std::uint64_t max_message, bool rsv1)
-      : from_client_(from_client), max_message_(max_message), rsv1_(rsv1) {}
+  websocket_scanner(bool from_client, std::uint64_t max_message, bool rsv1);
+  ~websocket_scanner();
+  websocket_scanner(const websocket_scanner &) = delete;
+  websocket_scanner &operator=(const websocket_scanner &) = delete;
 
   // Scans the next `n` bytes of the stream. Returns how many may be forwarded: all of them, or,
   // where a frame breaks a rule, the bytes before that frame's header (error() then says why;
   // nothing more may be scanned).
   std::size_t scan(const unsigned char *data, std::size_t n);
-  // Data messages' payload goes to `sink` (unmasked) before it may be forwarded; a reason it
-  // returns stops the stream as a broken rule does (error() is that reason), and the piece it
-  // was given is not forwarded.
+  // Data messages' payload goes to `sink` (unmasked, and inflated where the message is
+  // compressed) before it may be forwarded; a reason it returns stops the stream as a broken rule
+  // does (error() is that reason), and the piece it was given is not forwarded. A compressed
+  // message that does not inflate stops it as websocket_protocol_error, one whose inflated size
+  // passes the message limit as websocket_message_too_large.
   void set_sink(websocket_payload_sink *sink) { sink_ = sink; }
 
   // "" while the stream is sound; "websocket_message_too_large" or "websocket_protocol_error".
@@ -73,9 +79,15 @@ private:
   std::uint64_t messages_ = 0;
   std::uint64_t payload_ = 0;
   websocket_payload_sink *sink_ = nullptr;
-  bool compressed_ = false; // the current message has RSV1 (permessage-deflate): not handed to sink_
+  bool compressed_ = false; // the current message has RSV1 (permessage-deflate): inflated for sink_
+  // The direction's inflater, made at its first compressed message and kept: permessage-deflate's
+  // window runs on from message to message (context takeover).
+  struct inflater;
+  std::unique_ptr<inflater> inflater_;
   // Hands a data frame's payload bytes data[0, n) (masked as they came) to sink_; false: stop.
   bool to_sink(const unsigned char *data, std::size_t n, bool message_end);
+  // Inflates a compressed message's next payload bytes into sink_: a reason to stop, or "".
+  std::string_view inflate_to_sink(std::string_view compressed, bool message_end);
 };
 
 // A close frame with `code` and a short reason (at most 123 bytes), masked with `mask` when it

@@ -96,7 +96,7 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
     std::size_t ok = scan.scan(at, n);
     // [[limits.budget]]: bytes that would take a byte budget past its limit do not go; both sides
     // are told why (1008), as for the scanner's refusal.
-    if (ok && budget && !(to_server ? budget->moved(bytes + ok, 0) : budget->moved(0, bytes + ok))) {
+    if (ok && budget && !budget->moved_one_way(to_server, bytes + ok)) {
       st.reason = "budget_exhausted";
       st.stop_code = 1008;
       co_await send_close(st.stop_code, "sluice: budget_exhausted");

@@ -3,6 +3,7 @@
 Usage: ws_origin.py PORT [CERT KEY]. Listens on ORIGIN_HOST (default 127.0.0.1). Every path
 echoes each message back; /close-4001 closes at once with code 4001. Each event is appended to
 the file WS_LOG as one line: "open PATH AUTHORIZATION", "message PATH LENGTH", "close PATH CODE".
+WS_COMPRESSION=deflate accepts permessage-deflate where a client offers it (else it is declined).
 Prints "ready" once listening."""
 import asyncio
 import os
@@ -42,7 +43,8 @@ async def main():
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(sys.argv[2], sys.argv[3])
     host = os.environ.get("ORIGIN_HOST", "127.0.0.1")
-    async with websockets.serve(handler, host, port, ssl=ctx, max_size=None, compression=None,
+    compression = "deflate" if os.environ.get("WS_COMPRESSION") == "deflate" else None
+    async with websockets.serve(handler, host, port, ssl=ctx, max_size=None, compression=compression,
                                 ping_interval=None):
         print("ready", flush=True)
         await asyncio.Future()

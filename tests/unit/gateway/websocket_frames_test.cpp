@@ -1,8 +1,10 @@
 #include "gateway/websocket/frames.hpp"
 
+#include <boost/beast/zlib/deflate_stream.hpp>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace sluice::gateway;
@@ -51,6 +53,40 @@ std::size_t feed(websocket_scanner &s, const std::vector<unsigned char> &wire, s
   }
   return passed;
 }
+
+// One direction's permessage-deflate compressor (RFC 7692): each message flushed with a sync
+// flush, its last four bytes (00 00 ff ff) taken off, the window kept for the next message.
+struct deflater {
+  boost::beast::zlib::deflate_stream ds;
+  std::string message(std::string_view in) {
+    std::string out(in.size() + in.size() / 10 + 1024, '\0');
+    boost::beast::zlib::z_params zs;
+    zs.next_in = in.data();
+    zs.avail_in = in.size();
+    zs.next_out = out.data();
+    zs.avail_out = out.size();
+    boost::system::error_code ec;
+    ds.write(zs, boost::beast::zlib::Flush::sync, ec);
+    REQUIRE(!ec);
+    out.resize(zs.total_out);
+    REQUIRE(out.substr(out.size() - 4) == std::string("\0\0\xff\xff", 4));
+    out.resize(out.size() - 4);
+    return out;
+  }
+};
+
+// Collects what the scanner hands over: each message's text once it ends.
+struct collecting_sink : websocket_payload_sink {
+  std::vector<std::string> messages;
+  std::string current;
+  std::string_view refuse_on; // a text that stops the stream once it is seen
+  std::string_view piece(std::string_view bytes, bool message_end) override {
+    current.append(bytes);
+    if (!refuse_on.empty() && current.find(refuse_on) != std::string::npos) return "secret_detected";
+    if (message_end) messages.push_back(std::exchange(current, {}));
+    return "";
+  }
+};
 
 } // namespace
 
@@ -144,4 +180,65 @@ TEST_CASE("the close frame sluice sends", "[gateway][websocket]") {
   websocket_scanner down(false, 0, false);
   CHECK(down.scan(out, n) == n);
   CHECK(down.close_code() == 1002);
+}
+
+TEST_CASE("a compressed message is handed over inflated, the window kept across messages",
+          "[gateway][websocket]") {
+  deflater d;
+  const std::string first = "the same words again and again: " + std::string(300, 'a');
+  const std::string second = first + " and a token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
+  auto c1 = d.message(first), c2 = d.message(second);
+  REQUIRE(c2.size() < second.size() / 2); // the second refers back into the first
+  // The second message in two fragments (RSV1 on the first only), an uncompressed one between.
+  auto wire = frame(1, c1, true, true, 0x40) + frame(1, "plain", true) +
+              frame(1, c2.substr(0, 5), true, false, 0x40) + frame(0, c2.substr(5), true);
+  for (std::size_t step : {wire.size(), std::size_t{1}, std::size_t{7}}) {
+    websocket_scanner s(true, 0, true);
+    collecting_sink sink;
+    s.set_sink(&sink);
+    REQUIRE(feed(s, wire, step) == wire.size());
+    REQUIRE(s.error().empty());
+    REQUIRE(sink.messages == std::vector<std::string>{first, "plain", second});
+  }
+}
+
+TEST_CASE("a secret in a compressed message stops the stream before its piece goes", "[gateway][websocket]") {
+  deflater d;
+  auto c = d.message("hello ghp_0123456789abcdefghijklmnopqrstuvwxyzAB");
+  auto wire = frame(1, c, true, true, 0x40);
+  websocket_scanner s(true, 0, true);
+  collecting_sink sink;
+  sink.refuse_on = "ghp_";
+  s.set_sink(&sink);
+  REQUIRE(feed(s, wire, wire.size()) < wire.size());
+  REQUIRE(s.error() == "secret_detected");
+}
+
+TEST_CASE("a compressed message that does not inflate, or inflates past the limit, is refused",
+          "[gateway][websocket]") {
+  SECTION("not DEFLATE") {
+    auto wire = frame(2, std::string("\xff\xff\xff\xff\xff\xff", 6), true, true, 0x40);
+    websocket_scanner s(true, 0, true);
+    collecting_sink sink;
+    s.set_sink(&sink);
+    REQUIRE(feed(s, wire, 3) < wire.size());
+    REQUIRE(s.error() == "websocket_protocol_error");
+  }
+  SECTION("a small message that inflates to more than the limit") {
+    deflater d;
+    auto c = d.message(std::string(1 << 20, '\0'));
+    REQUIRE(c.size() < 4096);
+    auto wire = frame(2, c, true, true, 0x40);
+    websocket_scanner s(true, 65536, true);
+    collecting_sink sink;
+    s.set_sink(&sink);
+    REQUIRE(feed(s, wire, wire.size()) < wire.size());
+    REQUIRE(s.error() == "websocket_message_too_large");
+  }
+  SECTION("without a sink, compressed frames are only counted") {
+    auto wire = frame(2, std::string("\xff\xff\xff", 3), true, true, 0x40);
+    websocket_scanner s(true, 0, true);
+    REQUIRE(feed(s, wire, wire.size()) == wire.size());
+    REQUIRE(s.messages() == 1);
+  }
 }
