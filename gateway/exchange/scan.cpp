@@ -140,6 +140,9 @@ std::string_view scan_reason(const scan::finding &f) {
   return f.kind == scan::kind::canary ? "canary_detected" : "secret_detected";
 }
 
+// A gRPC message up to gRPC's own default limit on what a server receives is taken apart.
+constexpr std::size_t grpc_fields_max = 4 * 1024 * 1024;
+
 scan_step::scan_step(scan::database_ptr db, const filters::policy &pol, std::string_view host,
                      std::string_view scheme, unsigned port, outcome &o)
     : o_(o), pol_(pol), host_(host), scheme_(scheme), port_(port), scanner_(std::move(db), scan::scratch::this_thread(),
@@ -154,6 +157,10 @@ std::string_view scan_step::head(std::string_view target, const field_list &fiel
     if (boost::beast::iequals(name, "content-encoding")) content_encoding_ = value;
     if (boost::beast::iequals(name, "content-type")) {
       form_ = value.size() >= 33 && boost::beast::iequals(value.substr(0, 33), "application/x-www-form-urlencoded");
+      // gRPC and gRPC-Web's binary framing (not -web-text, which is base64 of it)
+      const bool grpc = value.size() >= 16 && boost::beast::iequals(value.substr(0, 16), "application/grpc") &&
+                        !(value.size() >= 25 && boost::beast::iequals(value.substr(16, 9), "-web-text"));
+      if (grpc && !grpc_) grpc_ = std::make_unique<scan::grpc_messages>(grpc_fields_max);
     }
     proxy_auth = proxy_auth || boost::beast::iequals(name, "proxy-authorization");
   }
@@ -171,6 +178,7 @@ std::string_view scan_step::head(std::string_view target, const field_list &fiel
 
 std::string_view scan_step::body(std::string_view piece, bool last) {
   if (!refused_.empty()) return refused_;
+  if (grpc_) grpc_->feed(piece, [this](std::string_view field) { scanner_.scan_whole("grpc:field", field); });
   if (!body_ && last && (content_encoding_.empty() || boost::beast::iequals(content_encoding_, "identity"))) {
     scanner_.scan_whole("body", piece); // a whole body in one piece: no stream, no decoder
     if (form_ && (piece.find('%') != std::string_view::npos || piece.find('+') != std::string_view::npos)) {

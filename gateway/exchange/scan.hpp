@@ -7,6 +7,7 @@
 #include "gateway/exchange/exchange.hpp"
 #include "scan/body.hpp"
 #include "scan/database.hpp"
+#include "scan/grpc_fields.hpp"
 #include "scan/scanner.hpp"
 
 #include <memory>
@@ -68,6 +69,8 @@ private:
   scan::scanner scanner_;
   std::string content_encoding_;
   bool form_ = false; // Content-Type application/x-www-form-urlencoded: scanned percent-decoded too
+  // Content-Type application/grpc: each message's fields scanned on their own too ("grpc:field")
+  std::unique_ptr<scan::grpc_messages> grpc_;
   std::uint64_t max_decoded_;
   std::unique_ptr<scan::body_scan> body_; // made for the first body piece (its decoder is ~20 KiB)
   std::size_t seen_ = 0;            // findings already weighed

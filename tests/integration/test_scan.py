@@ -80,7 +80,8 @@ def setUpModule():
     M["record"] = os.path.join(d, "origin-requests.jsonl")
     M["ws_log"] = os.path.join(d, "ws.log")
     host = M["host"] = TestHost()
-    env = dict(os.environ, ORIGIN_HOST="198.18.0.2", ORIGIN_RECORD=M["record"], WS_LOG=M["ws_log"])
+    env = dict(os.environ, ORIGIN_HOST="198.18.0.2", ORIGIN_RECORD=M["record"], WS_LOG=M["ws_log"],
+               WS_COMPRESSION="deflate")
     p = host.start(PYTHON, os.path.join(HERE, "origin.py"), "8443", *leaf, env=env)
     assert p.stdout.readline().strip() == b"ready"
     p = host.start(PYTHON, os.path.join(HERE, "ws_origin.py"), "8444", *leaf, env=env)
@@ -150,23 +151,73 @@ WS_CLIENT = r'''
 import asyncio, json, os, socket, ssl, sys
 import websockets
 proxy_port, ca, message = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+compression = sys.argv[4] if len(sys.argv) > 4 else None  # "deflate": permessage-deflate offered
+path = sys.argv[5] if len(sys.argv) > 5 else "/scan-ws"
+hello = sys.argv[6] if len(sys.argv) > 6 else "hello"
 s = socket.create_connection(("127.0.0.1", proxy_port))
 s.sendall(b"CONNECT origin.test:8444 HTTP/1.1\r\nHost: origin.test:8444\r\n\r\n")
 head = b""
 while b"\r\n\r\n" not in head:
     head += s.recv(4096)
 async def main():
-    async with websockets.connect("wss://origin.test:8444/scan-ws", sock=s, server_hostname="origin.test",
-                                  ssl=ssl.create_default_context(cafile=ca), compression=None) as ws:
-        await ws.send("hello")
+    async with websockets.connect("wss://origin.test:8444" + path, sock=s, server_hostname="origin.test",
+                                  ssl=ssl.create_default_context(cafile=ca), compression=compression) as ws:
+        extensions = [type(e).__name__ for e in ws.extensions]
+        await ws.send(hello)
         first = await ws.recv()
         await ws.send(message)
         try:
             await asyncio.wait_for(ws.recv(), 5)
-            print(json.dumps({"first": first, "second": "echoed"}))
+            print(json.dumps({"first": first, "second": "echoed", "extensions": extensions}))
         except websockets.ConnectionClosed as e:
-            print(json.dumps({"first": first, "close": e.code}))
+            print(json.dumps({"first": first, "close": e.code, "extensions": extensions}))
 asyncio.run(main())
+'''
+
+
+# Every corpus secret in a WebSocket message (every other connection offering permessage-deflate)
+# and in a gRPC message; prints {rule: {"ws": {close, extensions}, "grpc": "CODE details"}}.
+CORPUS_MESSAGES = r'''
+import asyncio, json, socket, ssl, sys
+import grpc, websockets
+proxy_port, ca, corpus, origin = int(sys.argv[1]), sys.argv[2], json.load(open(sys.argv[3])), sys.argv[4]
+
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7f, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+async def ws_one(path, message, compression):
+    s = socket.create_connection(("127.0.0.1", proxy_port))
+    s.sendall(b"CONNECT origin.test:8444 HTTP/1.1\r\nHost: origin.test:8444\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    async with websockets.connect("wss://origin.test:8444" + path, sock=s, server_hostname="origin.test",
+                                  ssl=ssl.create_default_context(cafile=ca), compression=compression) as ws:
+        extensions = [type(e).__name__ for e in ws.extensions]
+        await ws.send(message)
+        try:
+            await asyncio.wait_for(ws.recv(), 5)
+            return {"close": "echoed", "extensions": extensions}
+        except websockets.ConnectionClosed as e:
+            return {"close": e.code, "extensions": extensions}
+
+out = {}
+channel = grpc.secure_channel(origin, grpc.ssl_channel_credentials(open(ca, "rb").read()))
+for i, (rule, secret) in enumerate(sorted(corpus.items())):
+    ws = asyncio.run(ws_one("/corpus-ws/" + rule, "note: " + secret, "deflate" if i % 2 else None))
+    data = secret.encode()
+    try:
+        channel.unary_unary("/corpus.Rule/" + rule)(b"\x0a" + varint(len(data)) + data, timeout=10)
+        call = "OK"
+    except grpc.RpcError as e:
+        call = "%s %s" % (e.code().name, e.details())
+    out[rule] = {"ws": ws, "grpc": call}
+print(json.dumps(out))
 '''
 
 
@@ -250,6 +301,39 @@ hosts = ["api.example.test"]
         for secret in CORPUS.values():
             self.assertNotIn(secret.split("\n")[0][-20:], log)
 
+    def test_every_rules_format_in_a_websocket_and_a_grpc_message(self):
+        """The corpus's other placements: each built-in rule's fake secret in a WebSocket message
+        (every other one compressed with permessage-deflate) and in a gRPC message, one client for
+        all: each closed 1008 or refused PERMISSION_DENIED with its rule, none at the origin."""
+        script = os.path.join(M["tmp"], "corpus_messages.py")
+        with open(script, "w") as f:
+            f.write(CORPUS_MESSAGES)
+        corpus = os.path.join(M["tmp"], "corpus.json")
+        with open(corpus, "w") as f:
+            json.dump(CORPUS, f)
+        env = dict(os.environ, https_proxy=self.gw.proxy, grpc_proxy=self.gw.proxy, no_grpc_proxy="")
+        p = subprocess.run([PYTHON, script, str(self.gw.port), self.gw.ca, corpus, ORIGIN], capture_output=True,
+                           env=env, timeout=240)
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        got = json.loads(p.stdout)
+        log = self.gw.access_log()
+        for i, rule in enumerate(sorted(CORPUS)):
+            with self.subTest(rule=rule):
+                ws = got[rule]["ws"]
+                self.assertEqual((ws["close"], ws["extensions"]), (1008, ["PerMessageDeflate"] if i % 2 else []))
+                self.assertTrue(got[rule]["grpc"].startswith("PERMISSION_DENIED"), got[rule]["grpc"])
+                for path, protocol in (("/corpus-ws/" + rule, "websocket"), ("/corpus.Rule/" + rule, "grpc")):
+                    lines = [r for r in log if r["path"] == path]
+                    self.assertEqual([(r["protocol"], r["decision"], r["scan_rule"]) for r in lines[-1:]],
+                                     [(protocol, "deny", rule)], lines)
+                self.assertEqual(completed("/corpus.Rule/" + rule), [])
+        with open(M["ws_log"]) as f:
+            self.assertEqual([l for l in f if l.startswith("message /corpus-ws/")], [])
+        with open(self.gw.log) as f:
+            text = f.read()
+        for secret in CORPUS.values():
+            self.assertNotIn(secret.split("\n")[0][-20:], text)
+
     def builtin_ids(self):
         """The built-in rules' ids, as sluice lists them in its docs' table (docs/policy.md)."""
         with open(os.path.join(HERE, "../../scan/rule.hpp")) as f:
@@ -316,14 +400,36 @@ hosts = ["api.example.test"]
                            capture_output=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
         out = json.loads(p.stdout)
-        self.assertEqual(out, {"first": "hello", "close": 1008})
+        self.assertEqual(out, {"first": "hello", "close": 1008, "extensions": []})
         self.assertTrue(self.gw.logged(lambda r: r["path"] == "/scan-ws" and r.get("scan_rule") == "github_token"))
         line = [r for r in self.gw.access_log() if r["path"] == "/scan-ws"][-1]
         self.assertEqual((line["decision"], line["reason"]), ("deny", "secret_detected"))
         self.assertTrue(line["scan_location"].startswith("message:2"), line)
         with open(M["ws_log"]) as f:
-            messages = [l.split() for l in f if l.startswith("message /scan-ws")]
+            messages = [l.split() for l in f if l.startswith("message /scan-ws ")]
         self.assertEqual(len(messages), 1, messages)  # "hello" only
+
+    def test_a_compressed_websocket_message_is_scanned_inflated(self):
+        # permessage-deflate, as Python's websockets, browsers and Node's ws offer it by default:
+        # the messages are inflated for the scan (the window kept from one to the next) and pass
+        # on compressed as they came.
+        script = os.path.join(M["tmp"], "ws_scan_client.py")
+        with open(script, "w") as f:
+            f.write(WS_CLIENT)
+        hello = "hello, " + "the same words again " * 50
+        p = subprocess.run([PYTHON, script, str(self.gw.port), self.gw.ca,
+                            hello + "here: " + GITHUB, "deflate", "/scan-ws-deflate", hello],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        out = json.loads(p.stdout)
+        self.assertEqual(out, {"first": hello, "close": 1008, "extensions": ["PerMessageDeflate"]})
+        line = [r for r in self.gw.access_log() if r["path"] == "/scan-ws-deflate"][-1]
+        self.assertEqual((line["decision"], line["reason"], line["scan_rule"]),
+                         ("deny", "secret_detected", "github_token"), line)
+        self.assertTrue(line["scan_location"].startswith("message:2"), line)
+        with open(M["ws_log"]) as f:
+            messages = [l.split() for l in f if l.startswith("message /scan-ws-deflate ")]
+        self.assertEqual(messages, [["message", "/scan-ws-deflate", str(len(hello))]])
 
     def test_a_grpc_message_with_a_secret_is_refused_with_a_grpc_status(self):
         script = f"""
