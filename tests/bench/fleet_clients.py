@@ -262,7 +262,9 @@ access_log = "{self.tmp}/access-{kind}.log"
             others = children + list(beside)
             cpu0 = cpu_seconds(p.pid)
             ocpu0 = sum(cpu_seconds(c) for c in others)
+            perf = self.perf_start(p.pid, os.path.basename(conf).rsplit(".", 1)[0])
             out = subprocess.run(wrk, capture_output=True, text=True, check=True).stdout
+            self.perf_stop(perf)
             cpu = cpu_seconds(p.pid) - cpu0
             ocpu = sum(cpu_seconds(c) for c in others) - ocpu0
         finally:
@@ -271,6 +273,21 @@ access_log = "{self.tmp}/access-{kind}.log"
         rps, p50, p99, total, errors = parse_wrk(out)
         return {"rps": rps, "p50": p50, "p99": p99, "errors": errors, "cpu_us": cpu / max(total, 1) * 1e6,
                 "beside_us": ocpu / max(total, 1) * 1e6}
+
+    def perf_start(self, pid, name):
+        """With --perf DIR: `perf record` of `pid` into DIR/perf-NAME.data until perf_stop (where
+        sluice spends a measured run, for `perf report`; perf's own cost shows in the numbers)."""
+        if not getattr(self.args, "perf", None):
+            return None
+        os.makedirs(self.args.perf, exist_ok=True)
+        return subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-p", str(pid), "-o",
+                                 os.path.join(self.args.perf, "perf-%s.data" % name)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def perf_stop(self, perf):
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
 
     def side_by_side(self, kinds, title, beside_name):
         """Runs one_kind(kind) for each kind, alternating the order from round to round so the
@@ -281,8 +298,8 @@ access_log = "{self.tmp}/access-{kind}.log"
                 res = self.one_kind(kind)
                 results[kind].append(res)
                 print("round %d %-8s %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  sluice %5.1f us/req  %s %5.1f us/req"
-                      "  errors %d" % (r + 1, kind, res["rps"], res["p50"], res["p99"], res["cpu_us"], beside_name,
-                                       res["beside_us"], res["errors"]), flush=True)
+                      "  errors %d  %s" % (r + 1, kind, res["rps"], res["p50"], res["p99"], res["cpu_us"], beside_name,
+                                           res["beside_us"], res["errors"], res.get("note", "")), flush=True)
         print()
         print("%d keep-alive connections, %d s per run, medians of %d rounds (sluice %s)" % (
             self.args.connections, self.args.seconds, self.args.rounds, self.args.sluice))
@@ -307,13 +324,18 @@ access_log = "{self.tmp}/access-{kind}.log"
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def single_listener_main(bench_class, doc):
-    """main() of decider_bench and limits_bench: one listener, 50 connections, one wrk thread."""
+def single_listener_main(bench_class, doc, add_arguments=None):
+    """main() of decider_bench, limits_bench and scan_gateway_bench: one listener, 50 connections,
+    one wrk thread; `add_arguments(parser)` adds a bench's own options."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--sluice", default=None, help="the binary (default: build/release, else build/default)")
+    ap.add_argument("--perf", metavar="DIR", help="record sluice's measured runs with perf record into DIR "
+                    "(perf-sluice-KIND.data; perf's own cost shows in the numbers)")
+    if add_arguments:
+        add_arguments(ap)
     args = ap.parse_args()
     args.wrk_threads = 1
     from exec_startup import default_binary
