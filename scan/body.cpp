@@ -95,7 +95,7 @@ void body_scan::form_feed(std::string_view bytes) {
   };
   for (char c : bytes) {
     if (form_escape_.empty()) {
-      if (c == '%') form_escape_ = "%";
+      if (c == '%') form_escape_.assign(1, '%'); // not = "%": GCC 12 warns wrongly (-Wrestrict)
       else out += c == '+' ? ' ' : c;
       continue;
     }
@@ -259,6 +259,7 @@ bool body_scan::emit(const char *p, std::size_t n) {
   if (over) n = static_cast<std::size_t>(max_ - decoded_);
   scanner_.feed(location_, std::string_view(p, n));
   if (form_) form_feed(std::string_view(p, n));
+  if (keep_ && keep_->size() < keep_cap_) keep_->append(p, std::min(n, keep_cap_ - keep_->size()));
   decoded_ += n;
   if (over) status_ = body_status::decode_limit;
   return !over && !scanner_.stopped();

@@ -43,6 +43,14 @@ public:
   body_status finish();
   body_status status() const { return status_; }
   std::uint64_t decoded_bytes() const { return decoded_; }
+  // A gzip or deflate body's decoded bytes are also appended to `out`, the first `cap` of them,
+  // for a caller that looks at them again (a gRPC message's fields); kept_whole() says whether
+  // they all fitted.
+  void keep_decoded(std::string *out, std::size_t cap) {
+    keep_ = out;
+    keep_cap_ = cap;
+  }
+  bool kept_whole() const { return keep_ && decoded_ <= keep_cap_; }
 
 private:
   enum class coding { identity, gzip, deflate, unsupported };
@@ -73,6 +81,8 @@ private:
   bool form_ = false;
   std::string form_location_;
   std::string form_escape_; // "%" or "%X" left at a piece's end
+  std::string *keep_ = nullptr;
+  std::size_t keep_cap_ = 0;
   // Allocated for a gzip or deflate body only: an identity body (most requests) costs nothing.
   struct inflater {
     boost::beast::zlib::inflate_stream stream;

@@ -59,7 +59,7 @@ bool protobuf_fields(std::string_view message, const std::function<void(std::str
   return walk(message, &field, depth);
 }
 
-void grpc_messages::feed(std::string_view piece, const std::function<void(std::string_view)> &field) {
+void grpc_messages::feed(std::string_view piece, const std::function<void(std::string_view, bool)> &message) {
   while (!piece.empty()) {
     if (left_ == 0 && have_prefix_ < 5) {
       prefix_[have_prefix_++] = static_cast<unsigned char>(piece.front());
@@ -67,7 +67,7 @@ void grpc_messages::feed(std::string_view piece, const std::function<void(std::s
       if (have_prefix_ < 5) continue;
       left_ = (std::uint64_t{prefix_[1]} << 24) | (std::uint64_t{prefix_[2]} << 16) |
               (std::uint64_t{prefix_[3]} << 8) | prefix_[4];
-      keep_ = prefix_[0] == 0 && left_ <= max_;
+      keep_ = left_ <= max_;
       message_.clear();
       if (left_ == 0) have_prefix_ = 0; // an empty message: nothing in it
       continue;
@@ -78,7 +78,7 @@ void grpc_messages::feed(std::string_view piece, const std::function<void(std::s
     left_ -= n;
     if (left_ == 0) {
       have_prefix_ = 0;
-      if (keep_) protobuf_fields(message_, field);
+      if (keep_) message(message_, prefix_[0] & 1);
       message_.clear();
     }
   }

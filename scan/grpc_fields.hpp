@@ -20,18 +20,19 @@ bool protobuf_fields(std::string_view message, const std::function<void(std::str
 
 class grpc_messages {
 public:
-  // Messages longer than `max_message` bytes, and compressed ones, are not taken apart (their
-  // bytes are still scanned as the body).
+  // Messages longer than `max_message` bytes are not gathered (their bytes are still scanned as
+  // the body).
   explicit grpc_messages(std::size_t max_message) : max_(max_message) {}
-  // The body's next piece: each message it completes goes to protobuf_fields(…, field).
-  void feed(std::string_view piece, const std::function<void(std::string_view)> &field);
+  // The body's next piece: each whole message it completes goes to `message`, with its
+  // compressed flag (grpc-encoding then says how).
+  void feed(std::string_view piece, const std::function<void(std::string_view, bool)> &message);
 
 private:
   std::size_t max_;
   unsigned char prefix_[5] = {};
   std::size_t have_prefix_ = 0;
   std::uint64_t left_ = 0;   // bytes of the current message still to come
-  bool keep_ = false;        // the current message is gathered (uncompressed, within max_)
+  bool keep_ = false;        // the current message is gathered (within max_)
   std::string message_;
 };
 

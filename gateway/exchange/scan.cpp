@@ -155,6 +155,7 @@ std::string_view scan_step::head(std::string_view target, const field_list &fiel
   bool proxy_auth = false;
   for (auto [name, value] : fields) {
     if (boost::beast::iequals(name, "content-encoding")) content_encoding_ = value;
+    if (boost::beast::iequals(name, "grpc-encoding")) grpc_encoding_ = value;
     if (boost::beast::iequals(name, "content-type")) {
       form_ = value.size() >= 33 && boost::beast::iequals(value.substr(0, 33), "application/x-www-form-urlencoded");
       // gRPC and gRPC-Web's binary framing (not -web-text, which is base64 of it)
@@ -178,7 +179,10 @@ std::string_view scan_step::head(std::string_view target, const field_list &fiel
 
 std::string_view scan_step::body(std::string_view piece, bool last) {
   if (!refused_.empty()) return refused_;
-  if (grpc_) grpc_->feed(piece, [this](std::string_view field) { scanner_.scan_whole("grpc:field", field); });
+  if (grpc_) {
+    grpc_->feed(piece, [this](std::string_view m, bool compressed) { grpc_message(m, compressed); });
+    if (!refused_.empty()) return refused_; // a compressed message past the decoded bound
+  }
   if (!body_ && last && (content_encoding_.empty() || boost::beast::iequals(content_encoding_, "identity"))) {
     scanner_.scan_whole("body", piece); // a whole body in one piece: no stream, no decoder
     if (form_ && (piece.find('%') != std::string_view::npos || piece.find('+') != std::string_view::npos)) {
@@ -196,6 +200,29 @@ std::string_view scan_step::body(std::string_view piece, bool last) {
     return refused_;
   }
   return settle();
+}
+
+// One whole gRPC message: its fields each scanned as a value; a compressed one inflated first, the
+// inflated bytes scanned as a stream too (what gzip or deflate cannot read, or a coding sluice does
+// not decode, such as snappy, is scanned only as sent, as a body's is).
+void scan_step::grpc_message(std::string_view message, bool compressed) {
+  const auto fields = [this](std::string_view field) { scanner_.scan_whole("grpc:field", field); };
+  if (!compressed) {
+    scan::protobuf_fields(message, fields);
+    return;
+  }
+  if (!boost::beast::iequals(grpc_encoding_, "gzip") && !boost::beast::iequals(grpc_encoding_, "deflate")) return;
+  scan::body_scan inflated(scanner_, grpc_encoding_, max_decoded_, "grpc:message");
+  std::string decoded;
+  inflated.keep_decoded(&decoded, grpc_fields_max);
+  inflated.feed(message);
+  const auto st = inflated.finish();
+  if (st == scan::body_status::decode_limit && refused_.empty()) {
+    refused_ = "body_decode_limit";
+    o_.scan_rule = "body_decode_limit";
+    o_.scan_location = "grpc:message";
+  }
+  if (st == scan::body_status::ok && inflated.kept_whole()) scan::protobuf_fields(decoded, fields);
 }
 
 std::string_view scan_step::message(std::string_view piece, bool end) {

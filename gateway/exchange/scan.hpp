@@ -69,8 +69,11 @@ private:
   scan::scanner scanner_;
   std::string content_encoding_;
   bool form_ = false; // Content-Type application/x-www-form-urlencoded: scanned percent-decoded too
-  // Content-Type application/grpc: each message's fields scanned on their own too ("grpc:field")
+  // Content-Type application/grpc: each message's fields scanned on their own too ("grpc:field"),
+  // a compressed message (grpc-encoding gzip or deflate) inflated first ("grpc:message")
   std::unique_ptr<scan::grpc_messages> grpc_;
+  std::string grpc_encoding_;
+  void grpc_message(std::string_view message, bool compressed);
   std::uint64_t max_decoded_;
   std::unique_ptr<scan::body_scan> body_; // made for the first body piece (its decoder is ~20 KiB)
   std::size_t seen_ = 0;            // findings already weighed

@@ -176,7 +176,7 @@ asyncio.run(main())
 
 
 # Every corpus secret in a WebSocket message (every other connection offering permessage-deflate)
-# and in a gRPC message; prints {rule: {"ws": {close, extensions}, "grpc": "CODE details"}}.
+# and in a gRPC message (every other one gzip-compressed); prints {rule: {"ws": {close, extensions}, "grpc": "CODE details"}}.
 CORPUS_MESSAGES = r'''
 import asyncio, json, socket, ssl, sys
 import grpc, websockets
@@ -212,7 +212,8 @@ for i, (rule, secret) in enumerate(sorted(corpus.items())):
     ws = asyncio.run(ws_one("/corpus-ws/" + rule, "note: " + secret, "deflate" if i % 2 else None))
     data = secret.encode()
     try:
-        channel.unary_unary("/corpus.Rule/" + rule)(b"\x0a" + varint(len(data)) + data, timeout=10)
+        channel.unary_unary("/corpus.Rule/" + rule)(b"\x0a" + varint(len(data)) + data, timeout=10,
+                                                    compression=grpc.Compression.Gzip if i % 2 else None)
         call = "OK"
     except grpc.RpcError as e:
         call = "%s %s" % (e.code().name, e.details())
@@ -303,8 +304,9 @@ hosts = ["api.example.test"]
 
     def test_every_rules_format_in_a_websocket_and_a_grpc_message(self):
         """The corpus's other placements: each built-in rule's fake secret in a WebSocket message
-        (every other one compressed with permessage-deflate) and in a gRPC message, one client for
-        all: each closed 1008 or refused PERMISSION_DENIED with its rule, none at the origin."""
+        (every other one compressed with permessage-deflate) and in a gRPC message (every other one
+        gzip-compressed, found only once inflated: "grpc:..."), one client for all: each closed
+        1008 or refused PERMISSION_DENIED with its rule, none at the origin."""
         script = os.path.join(M["tmp"], "corpus_messages.py")
         with open(script, "w") as f:
             f.write(CORPUS_MESSAGES)
@@ -326,6 +328,8 @@ hosts = ["api.example.test"]
                     lines = [r for r in log if r["path"] == path]
                     self.assertEqual([(r["protocol"], r["decision"], r["scan_rule"]) for r in lines[-1:]],
                                      [(protocol, "deny", rule)], lines)
+                    if protocol == "grpc" and i % 2:  # the gzip-compressed message: seen inflated
+                        self.assertTrue(lines[-1]["scan_location"].startswith("grpc:"), lines[-1])
                 self.assertEqual(completed("/corpus.Rule/" + rule), [])
         with open(M["ws_log"]) as f:
             self.assertEqual([l for l in f if l.startswith("message /corpus-ws/")], [])

@@ -30,11 +30,20 @@ std::string grpc_frame(const std::string &message, bool compressed = false) {
   return out + message;
 }
 
-std::vector<std::string> fields_of(const std::string &body, std::size_t step, std::size_t max = 1 << 20) {
+// The fields of the uncompressed messages of `body` fed in pieces of `step`; `compressed` counts
+// the compressed messages handed over whole.
+std::vector<std::string> fields_of(const std::string &body, std::size_t step, std::size_t max = 1 << 20,
+                                   std::vector<std::string> *compressed = nullptr) {
   std::vector<std::string> got;
   grpc_messages g(max);
   for (std::size_t at = 0; at < body.size(); at += step) {
-    g.feed(std::string_view(body).substr(at, step), [&](std::string_view f) { got.emplace_back(f); });
+    g.feed(std::string_view(body).substr(at, step), [&](std::string_view m, bool packed) {
+      if (packed) {
+        if (compressed) compressed->emplace_back(m);
+        return;
+      }
+      protobuf_fields(m, [&](std::string_view f) { got.emplace_back(f); });
+    });
   }
   return got;
 }
@@ -54,9 +63,13 @@ TEST_CASE("each field of each message is handed over, in any pieces", "[scan][gr
   }
 }
 
-TEST_CASE("compressed, oversized and malformed messages are not taken apart", "[scan][grpc]") {
+TEST_CASE("compressed messages are handed over whole; oversized and malformed ones not taken apart",
+          "[scan][grpc]") {
   const std::string m = bytes_field(1, "value");
-  REQUIRE(fields_of(grpc_frame(m, true) + grpc_frame(m), 7) == std::vector<std::string>{"value"});
+  std::vector<std::string> compressed;
+  REQUIRE(fields_of(grpc_frame("packed bytes", true) + grpc_frame(m), 7, 1 << 20, &compressed) ==
+          std::vector<std::string>{"value"});
+  REQUIRE(compressed == std::vector<std::string>{"packed bytes"});
   REQUIRE(fields_of(grpc_frame(m), 1, 4).empty());
   // A length past the end, a group, field number 0: nothing handed over from the bad part.
   REQUIRE(fields_of(grpc_frame(varint(1 << 3 | 2) + varint(50) + "short"), 1).empty());
