@@ -24,6 +24,9 @@ struct decider_config {
   // The longest an answer is kept (the decider says for how long and on what it depends; 0: never).
   std::chrono::seconds cache_seconds{60};
   std::size_t cache_entries = 10000;
+  // The most of a request's body sent when the decider asks for it ({"decision": "body"}); a
+  // longer body is refused (body_too_large).
+  std::size_t max_body_bytes = 1 << 20;
   bool configured() const { return !command.empty() || !url.empty(); }
   bool operator==(const decider_config &) const = default;
 };

@@ -9,7 +9,8 @@ void loader::load_decider(const toml::table &root, config &c) const {
   if (!n) return;
   auto *t = n->as_table();
   if (!t) fail(*n, "decider must be a table: [decider] with command = \"PROGRAM ARGS\" or url = \"https://...\"");
-  check_keys(*t, "[decider]", {"command", "url", "when", "timeout", "max_in_flight", "cache_seconds", "cache_entries"});
+  check_keys(*t, "[decider]", {"command", "url", "when", "timeout", "max_in_flight", "cache_seconds", "cache_entries",
+                                   "max_body_bytes"});
   auto &d = c.decider;
   d.command_text = string_of(*t, "command", "decider", "");
   d.url = string_of(*t, "url", "decider", "");
@@ -37,6 +38,7 @@ void loader::load_decider(const toml::table &root, config &c) const {
   d.max_in_flight = static_cast<std::size_t>(int_of(*t, "max_in_flight", "decider", 64, 1, 10000));
   d.cache_seconds = std::chrono::seconds(int_of(*t, "cache_seconds", "decider", 60, 0, 86400));
   d.cache_entries = static_cast<std::size_t>(int_of(*t, "cache_entries", "decider", 10000, 1, 1000000));
+  d.max_body_bytes = static_cast<std::size_t>(int_of(*t, "max_body_bytes", "decider", 1 << 20, 1, 32 << 20));
 }
 
 } // namespace sluice::filters::loading

@@ -346,14 +346,19 @@ int check_tcp(filters::config cfg, bool profile_given, const std::string &skill,
   return 1;
 }
 
-// The body a sample request carries (check --body), scanned as the gateway scans a body ([scan]):
-// with its Content-Encoding (--header). Returns the refusal's reason, or empty.
-std::string_view scan_body(const check_request &c, exchange::verdict &v) {
-  if (!v.scan || c.body_file.empty()) return {};
+// The body a sample request carries (check --body FILE; empty without it).
+std::string body_of(const check_request &c) {
+  if (c.body_file.empty()) return {};
   std::ifstream f(c.body_file, std::ios::binary);
   if (!f) throw std::runtime_error("--body '" + c.body_file + "': cannot read it; give a file's path");
-  std::string body((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return v.scan->body(body, true);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// The body, scanned as the gateway scans a body ([scan]): with its Content-Encoding (--header).
+// Returns the refusal's reason, or empty.
+std::string_view scan_body(const check_request &c, exchange::verdict &v) {
+  if (!v.scan || c.body_file.empty()) return {};
+  return v.scan->body(body_of(c), true);
 }
 } // namespace
 
@@ -395,10 +400,23 @@ decider::answer ask_decider(const filters::config &cfg, boost::json::object ques
 // [decider] in `sluice check`: asked as the gateway asks it, its answer printed and folded into
 // the verdict (an allowed miss judged again as the gateway judges it).
 static void fold_decider(const filters::config &cfg, const exchange::request &r, exchange::judging &j,
-                         exchange::verdict &v, exchange::outcome &o, const decider::asker &who) {
+                         exchange::verdict &v, exchange::outcome &o, const decider::asker &who,
+                         const check_request &c) {
   auto a = ask_decider(cfg, decider::question(r, v, o, who));
-  std::printf("decider: %s%s%s%s\n", std::string(decider::to_string(a.kind)).c_str(), a.message.empty() ? "" : " (",
-              a.message.c_str(), a.message.empty() ? "" : ")");
+  auto say = [&a] {
+    std::printf("decider: %s%s%s%s\n", std::string(decider::to_string(a.kind)).c_str(),
+                a.message.empty() ? "" : " (", a.message.c_str(), a.message.empty() ? "" : ")");
+  };
+  say();
+  if (a.kind == decider::answer::body) { // as the gateway does: asked again with the body
+    std::printf("  (asked again with the body%s)\n", c.body_file.empty() ? ", empty: give one with --body FILE" : "");
+    auto q = decider::question(r, v, o, who);
+    decider::add_body(q, body_of(c));
+    a = ask_decider(cfg, std::move(q));
+    if (a.kind == decider::answer::body) a.kind = decider::answer::unavailable; // as the gateway takes them
+    if (a.kind == decider::answer::ask) a.kind = decider::answer::deny;
+    say();
+  }
   if (a.kind == decider::answer::allow && !v.reason.empty()) {
     j.approved_next = true;
     exchange::outcome again;
@@ -476,7 +494,7 @@ int run_check(const check_request &c) {
   j.scan = &db;
   auto v = exchange::judge(r, j, o);
   if (v.decide && (v.reason.empty() || v.reason == "host_not_allowlisted")) {
-    fold_decider(cfg, r, j, v, o, {c.client, pol.cfg().role, skill, {}, filters::to_string(pol.mode())});
+    fold_decider(cfg, r, j, v, o, {c.client, pol.cfg().role, skill, {}, filters::to_string(pol.mode())}, c);
   }
   if (v.reason.empty()) v.reason = scan_body(c, v);
   if (v.reason.empty()) {

@@ -29,7 +29,8 @@
 #include <vector>
 
 namespace sluice::gateway::decider {
-struct asker; // decider/protocol.hpp
+struct asker;  // decider/protocol.hpp
+struct answer; // decider/protocol.hpp
 }
 
 namespace sluice::gateway::detail {
@@ -149,11 +150,19 @@ public:
   // [decider]: a verdict that names the decider (v.decide) gets its answer folded in: allowed (a
   // miss judged again as approved, fields set or removed), refused (decider_denied, _timeout,
   // _unavailable) or handed to a person (v.ask). Every protocol calls it after judge.
+  // An answer "body" sets v.decider_body: the codec reads the body whole and calls consult_body.
   net::awaitable<void> consult(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol,
                                outcome &o, verdict &v);
+  // The decider asked again, with the body read whole (v.decider_body set by consult), before
+  // anything leaves; its answer folded in as consult's is (asking for the body again refuses).
+  net::awaitable<void> consult_body(const exchange::request &r, const tunnel_target *tunnel,
+                                    const filters::policy &pol, outcome &o, verdict &v, std::string_view body);
   net::awaitable<filters::decision> consult_connect(outcome &o, const filters::policy &pol, std::string_view raw_host,
                                                     unsigned port);
   decider::asker asker_for(const filters::policy &pol) const;
+  // consult's and consult_body's answer, folded into v.
+  void fold_answer(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol, outcome &o,
+                   verdict &v, decider::answer &a);
   // [[limits.budget]] (session_judge.cpp): admits an exchange the judge allowed (o's host, scheme
   // and port) under pol's budgets, with its head and announced body; with [limits.shared], asked
   // of Redis. Refused, v.reason is rate_limited, budget_exhausted or limits_unavailable (rule

@@ -32,6 +32,43 @@ net::awaitable<void> session::consult(const exchange::request &r, const tunnel_t
   auto d = state_.decider.load();
   if (!d) co_return;
   auto a = co_await d->decide(decider::question(r, v, o, asker_for(pol)));
+  if (a.kind == decider::answer::body) { // asked again once the body is here
+    v.decider_body = d->config().max_body_bytes;
+    v.decider_pending = std::exchange(v.reason, {});
+    o.decided_by = "decider";
+    co_return;
+  }
+  fold_answer(r, tunnel, pol, o, v, a);
+}
+
+net::awaitable<void> session::consult_body(const exchange::request &r, const tunnel_target *tunnel,
+                                           const filters::policy &pol, outcome &o, verdict &v,
+                                           std::string_view body) {
+  const auto limit = std::exchange(v.decider_body, 0);
+  v.reason = std::exchange(v.decider_pending, {}); // the file's own verdict, as the first question had it
+  auto d = state_.decider.load();
+  decider::answer a;
+  if (d) {
+    auto q = decider::question(r, v, o, asker_for(pol));
+    decider::add_body(q, body);
+    a = co_await d->decide(std::move(q));
+  } else {
+    a.message = "the decider was taken away by a reload";
+  }
+  if (a.kind == decider::answer::body) {
+    a.kind = decider::answer::unavailable;
+    a.message = "the decider asked for the body again, with the body";
+  } else if (a.kind == decider::answer::ask) { // a person is asked about a request's head, before its body
+    a.kind = decider::answer::deny;
+    a.message = "the decider asked for a person after reading the body; answer ask to the question "
+                "without the body to have a person asked";
+  }
+  fold_answer(r, tunnel, pol, o, v, a);
+  v.decider_body = limit; // the body was read: it goes as it was read, whatever the verdict now is
+}
+
+void session::fold_answer(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol,
+                          outcome &o, verdict &v, decider::answer &a) {
   o.decided_by = "decider";
   o.decider_message = a.message;
   switch (a.kind) {
@@ -75,6 +112,10 @@ net::awaitable<filters::decision> session::consult_connect(outcome &o, const fil
   auto d = state_.decider.load();
   if (!d) co_return filters::decision::deny("host_not_allowlisted"); // a reload took it away
   auto a = co_await d->decide(decider::connect_question(o, asker_for(pol)));
+  if (a.kind == decider::answer::body) { // a CONNECT has none to send
+    a.kind = decider::answer::unavailable;
+    a.message = "the decider asked for the body of a CONNECT, which has none";
+  }
   o.decided_by = "decider";
   o.decider_message = a.message;
   if (a.kind == decider::answer::allow) co_return pol.decide_connect_approved(raw_host, port);

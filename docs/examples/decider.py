@@ -11,7 +11,8 @@ the answer.
 
 This one lets a team's read-only API through for any client, refuses the rest of the host's paths
 with a reason the agent sees, and leaves every other miss refused; answers are cached per host and
-path for a minute."""
+path for a minute. A POST to /v1/notes is decided on its body: the decider asks for it
+({"decision": "body"}) and is asked again with "body" (or "body_base64")."""
 import json
 import sys
 
@@ -23,6 +24,12 @@ def decide(q):
         return {"decision": "deny", "reason": q["host"] + " is not one of the team's services"}
     if q["method"] == "CONNECT":
         return {"decision": "allow"}  # the tunnel: each request inside is asked about again
+    if q["method"] == "POST" and q["path"] == "/v1/notes":
+        if "body" not in q and "body_base64" not in q:
+            return {"decision": "body"}  # asked again with the body, read whole by sluice
+        if "BEGIN PRIVATE KEY" in q.get("body", ""):
+            return {"decision": "deny", "reason": "notes may not carry keys"}
+        return {"decision": "allow"}
     if q["path"].startswith("/v1/public/"):
         return {"decision": "allow", "set_fields": {"x-team": "agents"},
                 "cache": {"seconds": 60, "keys": ["host", "path", "method"]}}

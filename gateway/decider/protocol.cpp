@@ -3,6 +3,7 @@
 
 #include <boost/beast/core/string.hpp>
 #include <boost/json/serialize.hpp>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cctype>
@@ -47,6 +48,25 @@ bool clean_value(std::string_view v) {
   return v.size() <= 8192 && std::none_of(v.begin(), v.end(), [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
 }
 
+// RFC 3629: well-formed UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF).
+bool utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 9;
+    if (n == 9 || s.size() - i <= n) return n == 0;
+    std::uint32_t cp = n == 0 ? c : c & (0x3f >> n);
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b >> 6) != 2) return false;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    static constexpr std::uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 answer unusable(std::string why) {
   answer a;
   a.kind = answer::unavailable;
@@ -62,6 +82,7 @@ std::string_view to_string(answer::kind_t k) {
   case answer::deny: return "deny";
   case answer::ask: return "ask";
   case answer::timeout: return "timeout";
+  case answer::body: return "body";
   default: return "unavailable";
   }
 }
@@ -111,6 +132,19 @@ js::object question(const exchange::request &r, const exchange::verdict &v, cons
   return q;
 }
 
+void add_body(js::object &q, std::string_view body) {
+  q["body_bytes"] = body.size();
+  if (utf8(body)) {
+    q["body"] = body;
+    return;
+  }
+  std::string out(4 * ((body.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char *>(out.data()),
+                                reinterpret_cast<const unsigned char *>(body.data()), static_cast<int>(body.size()));
+  out.resize(static_cast<std::size_t>(n));
+  q["body_base64"] = out;
+}
+
 js::object connect_question(const exchange::outcome &o, const asker &who) {
   js::object q;
   q["method"] = "CONNECT";
@@ -147,8 +181,10 @@ answer parse_result(const js::value &result) {
     a.kind = answer::deny;
   } else if (d->as_string() == "ask") {
     a.kind = answer::ask;
+  } else if (d->as_string() == "body") {
+    a.kind = answer::body;
   } else {
-    return unusable("decision \"" + std::string(d->as_string()) + "\" is none of allow, deny, ask");
+    return unusable("decision \"" + std::string(d->as_string()) + "\" is none of allow, deny, ask, body");
   }
   if (const auto *m = o.if_contains("reason"); m && m->is_string()) {
     std::string_view text = m->as_string();
@@ -237,7 +273,7 @@ void answer_cache::keep(const js::object &q, const answer &a) {
   // Only what the decider said may be kept, for as long as it said, and never an ask (a person's
   // answer is for one request) or a failure.
   if (longest_.count() == 0 || a.keep.count() == 0 || a.depends_on.empty() || a.kind == answer::ask ||
-      a.kind == answer::timeout || a.kind == answer::unavailable) {
+      a.kind == answer::timeout || a.kind == answer::unavailable || a.kind == answer::body) {
     return;
   }
   std::lock_guard lock(mutex_);

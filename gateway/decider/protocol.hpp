@@ -32,9 +32,13 @@ boost::json::object question(const exchange::request &r, const exchange::verdict
                              const asker &who);
 // A CONNECT (or a captured connection) the allowlist does not name: host and port only.
 boost::json::object connect_question(const exchange::outcome &o, const asker &who);
+// The request's body, for a decider that asked for it: "body" as text where it is UTF-8, else
+// "body_base64"; "body_bytes" its length either way.
+void add_body(boost::json::object &question, std::string_view body);
 
 struct answer {
-  enum kind_t { allow, deny, ask, timeout, unavailable } kind = unavailable;
+  // body: ask again with the request's body (a request only; the answer to that must be another).
+  enum kind_t { allow, deny, ask, timeout, unavailable, body } kind = unavailable;
   unsigned status = 0;  // deny: the status the client gets (a 4xx; 0: 403)
   std::string message;  // deny: shown to the client; unavailable: what went wrong (for the operator)
   std::vector<std::pair<std::string, std::string>> set; // allow: fields to set
@@ -49,7 +53,7 @@ std::string_view to_string(answer::kind_t k);
 std::string_view refusal_of(answer::kind_t k);
 
 // The decider's result: true (allow), false (deny), or an object with "decision" ("allow", "deny",
-// "ask"), "reason", "status", "set_fields", "remove_fields" and "cache" ({seconds, keys}). An
+// "ask", "body"), "reason", "status", "set_fields", "remove_fields" and "cache" ({seconds, keys}). An
 // answer sluice cannot use is `unavailable`, saying why.
 answer parse_result(const boost::json::value &result);
 

@@ -20,7 +20,7 @@ std::size_t whole_body_limit(const verdict &v) {
   if (v.git_read) limit = std::max(limit, filters::max_git_request_bytes);
   if (v.aws_body) limit = std::max(limit, filters::max_aws_body_bytes);
   if (v.mcp) limit = std::max(limit, max_mcp_body_bytes);
-  return limit;
+  return std::max(limit, v.decider_body);
 }
 
 body_refusal judge_body(verdict &v, outcome &o, const filters::policy &pol, const field_list &fields,

@@ -63,7 +63,7 @@ struct verdict {
   bool aws_body = false;
   std::string aws_credential;
   // The body is read whole before the request leaves (and sent with its length).
-  bool read_whole() const { return git_read || aws_body || (mcp && !websocket); }
+  bool read_whole() const { return git_read || aws_body || (mcp && !websocket) || decider_body; }
   // network-read: a read method, which carries no body. HTTP/1.1 announces one in its framing
   // fields (refused by hygiene); an h2 stream may send DATA without content-length, so its end
   // is awaited before anything leaves, and a DATA byte refuses it (body_on_read_method).
@@ -74,6 +74,11 @@ struct verdict {
   // set or remove fields (`remove`); it never widens a deny entry, an address rule or a method rule.
   bool decide = false;
   std::vector<std::string> remove; // fields the decider took off the request
+  // The decider asked for the body ({"decision": "body"}): it is read whole, at most this many
+  // bytes, and the decider asked again with it before anything leaves (0: not asked). What the file
+  // had said waits in decider_pending meanwhile (an allowlist miss is not yet let through).
+  std::size_t decider_body = 0;
+  std::string_view decider_pending;
   // [scan]: the request's scan, which its body and messages go through before they leave (null:
   // no scanner in force).
   std::shared_ptr<scan_step> scan;

@@ -78,6 +78,9 @@ private:
   void refuse(stream &st, std::string_view reason, std::string rule);
   // MCP calls the policy refused (exchange/mcp.hpp): 200 with their JSON-RPC errors.
   void refuse_mcp(stream &st, const exchange::body_refusal &no);
+  // [decider] asked for the body: asked again with the body read whole (st.body_in). False when
+  // the stream is refused here or gone (the caller ends it).
+  net::awaitable<bool> ask_with_body(stream &st);
   void fail(stream &st, error_code ec);
   // The stream ended before its answer did: the client reset it, or nghttp2 did for the
   // client's fault (its reason), or the connection ended.

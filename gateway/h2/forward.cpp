@@ -77,10 +77,11 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
       if (!co_await st->wait(std::min(deadline, clock::now() + t.io))) break;
     }
     if (gone()) co_return aborted(*st);
-    if (!st->request_ended) {
+    if (!st->request_ended || st->body_in.size() > limit) { // a body past the limit may have ended too
       refuse(*st, st->body_in.size() > limit ? "body_too_large" : "bad_request_body", o.rule);
       co_return;
     }
+    if (st->v.decider_body && !co_await ask_with_body(*st)) co_return gone() ? aborted(*st) : void();
     exchange::field_list views;
     for (auto &[n, v] : req.fields) views.emplace_back(n, v);
     auto no = exchange::judge_body(st->v, o, *st->policy, views, req.method, st->body_in);
@@ -143,6 +144,16 @@ net::awaitable<void> h2_connection::forward(std::shared_ptr<stream> st) {
     co_return co_await forward_h1(st, std::move(conn), false, std::move(preread), authority);
   }
   co_return co_await forward_h1(st, std::move(conn), true, std::move(preread), authority);
+}
+
+net::awaitable<bool> h2_connection::ask_with_body(stream &st) {
+  exchange::field_list views;
+  const exchange::request r = exchange_request(st, views);
+  co_await owner_.consult_body(r, &target_, *st.policy, st.o, st.v, st.body_in);
+  if (st.closed || pump_.stopping || st.scan_stop) co_return false;
+  if (st.v.reason.empty()) co_return true;
+  refuse(st, st.v.reason, st.v.rule);
+  co_return false;
 }
 
 // The head of an h2 stream's request for an HTTP/1.1 origin, with `preread` (a body read whole)

@@ -338,6 +338,14 @@ net::awaitable<bool> session::handle(Stream &s, beast::flat_buffer &buf,
                     false, version);
       co_return false;
     }
+    if (v.decider_body) { // the decider asked for the body: asked again with it
+      co_await consult_body(in, tunnel, pol, o, v, whole);
+      if (!v.reason.empty()) {
+        bool keep = keep_alive && !v.close; // the body was read: the connection may go on
+        co_await deny(s, o, v.reason, v.rule, keep, version);
+        co_return keep;
+      }
+    }
     auto no = exchange::judge_body(v, o, pol, fields, req.method_string(), whole);
     if (!no.jsonrpc.empty()) {
       co_await mcp_refusal(s, o, no, keep_alive, version, cfg().timeouts.io);

@@ -5,7 +5,10 @@ is slow. Each question is appended to the file named by argv[1], so a test sees 
 
 By path: /deny refuses (a reason; /deny-451 with status 451), /ask hands to a person, /slow never
 answers in time, /crash exits, /headers allows and edits fields, /cached/... is allowed and cached
-by host and path; anything else is allowed."""
+by host and path; a path holding /inspect asks for the body, then refuses a body holding
+"forbidden" and allows the rest; one holding /greedy asks for the body even when it has it;
+anything else is allowed."""
+import base64
 import json
 import sys
 import threading
@@ -23,6 +26,16 @@ def answer(qid, result):
 
 def decide(q):
     path = q["path"]
+    has_body = "body" in q or "body_base64" in q
+    if "/greedy" in path:
+        return {"decision": "body"}
+    if "/inspect" in path:
+        if not has_body:
+            return {"decision": "body"}
+        body = q["body"] if "body" in q else base64.b64decode(q["body_base64"]).decode("latin-1")
+        if "forbidden" in body:
+            return {"decision": "deny", "reason": "the body says forbidden (%d bytes)" % q["body_bytes"]}
+        return True
     if path.startswith("/deny-451"):
         return {"decision": "deny", "status": 451, "reason": "unavailable for legal reasons (rule 451)"}
     if path.startswith("/deny"):

@@ -5,6 +5,7 @@ reason (and its status), adding and removing a field, handing a request to a per
 (refused), crashing (refused, then started again); a decider that lets an explicitly denied host
 or a metadata address through is overruled; profile methods still hold; the cache holds; h2
 streams are asked as HTTP/1.1 requests are; `sluice check` shows the decider's answer."""
+import base64
 import json
 import os
 import shutil
@@ -42,7 +43,7 @@ def copy_program(d):
 
 class DeciderServe(unittest.TestCase):
 
-    def start(self, decider_extra="", policy_extra="", approvals=False):
+    def start(self, decider_extra="", policy_extra="", approvals=False, profile="network-read"):
         self.procs = Processes()
         self.addCleanup(self.procs.stop_all)
         self.dir = tempfile.mkdtemp(dir=M["tmp"])
@@ -50,7 +51,7 @@ class DeciderServe(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.asked = os.path.join(self.dir, "asked.jsonl")
         program = copy_program(self.dir)
-        cfg = ('profile = "network-read"\n[policy]\nallow = ["other.test:8443"]\ndeny = ["denied.test"]\n' + policy_extra +
+        cfg = (f'profile = "{profile}"\n[policy]\nallow = ["other.test:8443"]\ndeny = ["denied.test"]\n' + policy_extra +
                '[decider]\ncommand = "%s %s %s"\ntimeout = "1s"\n' % (PYTHON, program, self.asked) + decider_extra)
         if approvals:
             self.token_file = os.path.join(self.dir, "token")
@@ -176,6 +177,64 @@ class DeciderServe(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         t.join(30)
         self.assertEqual(status_of(result["p"].stderr.decode()), 200, result["p"].stderr)
+
+    def test_the_decider_reads_the_body_when_it_asks(self):
+        """{"decision": "body"}: the body is read whole (at most max_body_bytes) and the decider asked
+        again with it before anything leaves; over HTTP/1.1 and h2, text and binary bodies."""
+        self.start(decider_extra="max_body_bytes = 4096\n", profile="publish")
+        binary = os.path.join(self.dir, "binary.bin")
+        with open(binary, "wb") as f:
+            f.write(b"\xff\xfe binary forbidden \x00")
+        big = os.path.join(self.dir, "big.txt")
+        with open(big, "w") as f:
+            f.write("x" * 5000)
+        for proto in ("--http1.1", "--http2"):
+            tag = proto.strip("-").replace(".", "")
+            with self.subTest(proto=proto):
+                p = curl(self.gw, "https://origin.test:8443/echo/inspect-ok-" + tag, proto, "--data-binary",
+                         "hello body")
+                self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr)
+                self.assertEqual(p.stdout, b"hello body")  # the body went on as it was read
+                asked = [q for q in self.questions() if q["path"] == "/echo/inspect-ok-" + tag]
+                self.assertEqual([(q.get("body"), q.get("body_bytes")) for q in asked],
+                                 [(None, None), ("hello body", 10)])
+                self.assertEqual(asked[1]["file"], {"decision": "deny", "reason": "host_not_allowlisted"})
+
+                p = curl(self.gw, "https://origin.test:8443/echo/inspect-no-" + tag, proto, "--data-binary",
+                         "this is forbidden")
+                self.assertEqual(status_of(p.stderr.decode()), 403, p.stderr)
+                self.assertIn(b"decider_denied", p.stderr)
+                self.assertIn(b"the body says forbidden (17 bytes)", p.stdout)
+                line = self.last_line("/echo/inspect-no-" + tag)
+                self.assertEqual((line["decision"], line["reason"], line["decided_by"]),
+                                 ("deny", "decider_denied", "decider"))
+
+                p = curl(self.gw, "https://origin.test:8443/echo/inspect-bin-" + tag, proto, "--data-binary",
+                         "@" + binary)
+                self.assertEqual(status_of(p.stderr.decode()), 403, p.stderr)
+                q = [q for q in self.questions() if q["path"] == "/echo/inspect-bin-" + tag][-1]
+                self.assertNotIn("body", q)
+                self.assertEqual(base64.b64decode(q["body_base64"]), b"\xff\xfe binary forbidden \x00")
+
+                p = curl(self.gw, "https://origin.test:8443/echo/inspect-big-" + tag, proto, "--data-binary",
+                         "@" + big)
+                self.assertIn(status_of(p.stderr.decode()), (400, 403), p.stderr)
+                self.assertIn(b"body_too_large", p.stderr)
+                self.assertEqual(len([q for q in self.questions() if q["path"] == "/echo/inspect-big-" + tag]), 1)
+
+                p = curl(self.gw, "https://origin.test:8443/echo/greedy-" + tag, proto, "--data-binary", "x")
+                self.assertEqual(status_of(p.stderr.decode()), 403, p.stderr)
+                self.assertIn(b"decider_unavailable", p.stderr)
+        self.assertGreaterEqual(self.gw.metric("sluice_decider_calls_total", outcome="body"), 8)
+        # sluice check asks again with --body, as the gateway does.
+        sample = os.path.join(self.dir, "sample.txt")
+        with open(sample, "w") as f:
+            f.write("forbidden words")
+        c = subprocess.run([SLUICE, "check", "--config", self.gw.config, "--body", sample, "POST",
+                            "https://origin.test:8443/echo/inspect-check"], capture_output=True, text=True)
+        self.assertEqual(c.returncode, 1, c.stdout + c.stderr)
+        self.assertIn("decider: body", c.stdout)
+        self.assertIn("decider: deny (the body says forbidden (15 bytes))", c.stdout)
 
     def test_h2_streams_are_asked_too(self):
         self.start()

@@ -57,6 +57,31 @@ TEST_CASE("answers the decider may give", "[decider]") {
   CHECK(a.set == std::vector<std::pair<std::string, std::string>>{{"x-team", "a"}});
   CHECK(a.remove == std::vector<std::string>{"x-debug"});
   CHECK(parse(R"({"decision":"ask"})").kind == decider::answer::ask);
+  CHECK(parse(R"({"decision":"body"})").kind == decider::answer::body);
+}
+
+TEST_CASE("a body the decider asked for: text as it is, anything else in base64", "[decider]") {
+  js::object q;
+  decider::add_body(q, "caf\xc3\xa9 {\"a\": 1}");
+  CHECK(q.at("body").as_string() == "caf\xc3\xa9 {\"a\": 1}");
+  CHECK(q.at("body_bytes").as_uint64() == 14);
+  CHECK_FALSE(q.contains("body_base64"));
+  // Not UTF-8: a lone continuation byte, an overlong '/', a surrogate, a cut sequence, a NUL is fine.
+  for (std::string bad : {"\x80", "\xc0\xaf", "\xed\xa0\x80", "ok \xe2\x82"}) {
+    js::object b;
+    decider::add_body(b, bad);
+    CHECK_FALSE(b.contains("body"));
+    CHECK(b.at("body_bytes").as_uint64() == bad.size());
+  }
+  js::object bin;
+  decider::add_body(bin, std::string("\xff\x00\x01", 3));
+  CHECK(bin.at("body_base64").as_string() == "/wAB");
+  js::object nul;
+  decider::add_body(nul, std::string("a\0b", 3));
+  CHECK(nul.at("body").as_string().size() == 3);
+  js::object empty;
+  decider::add_body(empty, "");
+  CHECK(empty.at("body").as_string().empty());
 }
 
 TEST_CASE("answers sluice refuses whole", "[decider]") {
@@ -90,6 +115,7 @@ TEST_CASE("the cache keeps what the decider said, on what it said, bounded", "[d
   decider::answer_cache other(std::chrono::seconds(60), 10);
   other.keep(q1, parse(R"({"decision":"allow"})"));
   other.keep(q1, parse(R"({"decision":"ask","cache":{"seconds":30,"keys":["host"]}})"));
+  other.keep(q1, parse(R"({"decision":"body","cache":{"seconds":30,"keys":["host"]}})"));
   CHECK_FALSE(other.find(q1));
   // cache_seconds = 0: nothing is kept.
   decider::answer_cache off(std::chrono::seconds(0), 10);
