@@ -222,6 +222,26 @@ print(json.dumps(out))
 '''
 
 
+# Inside exec: every corpus secret in four placements, by curl through the run's gateway; prints
+# "PATH CODE" per request.
+EXEC_CORPUS = r'''
+import json, subprocess, sys
+from urllib.parse import quote
+corpus = json.load(open(sys.argv[1]))
+for rule, secret in sorted(corpus.items()):
+    base = "https://origin.test:8443/echo/corpus-x/%s/" + rule
+    cases = [(base % "q", ["-G", "--data-urlencode", "v=" + secret]),
+             (base % "j", ["-H", "Content-Type: application/json", "--data-binary", json.dumps({"v": secret})]),
+             (base % "f", ["--data-urlencode", "v=" + secret])]
+    if "\n" not in secret:
+        cases.append((base % "h", ["-H", "X-Corpus: " + secret]))
+    for url, args in cases:
+        code = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"] + args + [url],
+                              capture_output=True, text=True).stdout
+        print(url.split("8443", 1)[1], code, flush=True)
+'''
+
+
 class ScanThroughServe(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -559,6 +579,35 @@ allow_domains = ["{ORIGIN}"]
         self.assertEqual((line["reason"], line["scan_rule"]), ("secret_detected", "own_secret:SCAN_TEST_API_TOKEN"))
         self.assertNotIn(value, raw)
         self.assertEqual(heads("/search"), [])
+
+
+    def test_every_rules_format_is_refused_inside_exec(self):
+        """The corpus inside `sluice exec` (publish): each built-in rule's fake secret in the query, a
+        field (one-line secrets), a JSON body and a form body, sent by curl from the sandbox: each
+        refused with its rule, nothing at the origin, no secret in the log."""
+        corpus = os.path.join(self.work, "corpus.json")
+        with open(corpus, "w") as f:
+            json.dump(CORPUS, f)
+        os.chmod(corpus, 0o644)
+        script = os.path.join(self.work, "send.py")
+        with open(script, "w") as f:
+            f.write(EXEC_CORPUS)
+        os.chmod(script, 0o755)
+        p, lines, summary, raw = self.sx("publish", "/usr/bin/python3 %s %s" % (script, corpus))
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        codes = dict(l.rsplit(" ", 1) for l in p.stdout.decode().splitlines())
+        for rule, secret in sorted(CORPUS.items()):
+            placements = ["q", "j", "f"] + ([] if "\n" in secret else ["h"])
+            for where in placements:
+                path = "/echo/corpus-x/%s/%s" % (where, rule)
+                with self.subTest(rule=rule, placement=where):
+                    self.assertEqual(codes.get(path), "403", p.stderr.decode()[-1500:])
+                    got = [l for l in lines if l["path"] == path or l["path"].startswith(path + "?")]
+                    self.assertEqual([(l["reason"], l["scan_rule"]) for l in got[-1:]], [("secret_detected", rule)])
+                    self.assertEqual(completed(path), [])
+                    if where in ("q", "h"):
+                        self.assertEqual(heads(path), [])
+            self.assertNotIn(secret.split("\n")[0][-20:], raw)
 
 
 class ScanInsideExecAsNobody(ScanInsideExecAsRoot):
