@@ -64,7 +64,9 @@ net::awaitable<void> session::consult_body(const exchange::request &r, const tun
                 "without the body to have a person asked";
   }
   fold_answer(r, tunnel, pol, o, v, a);
-  v.decider_body = limit; // the body was read: it goes as it was read, whatever the verdict now is
+  // A body that was read goes as it was read, whatever the verdict now is; a request without one
+  // (a GET, a WebSocket upgrade) goes as any other does.
+  v.decider_body = body.empty() ? 0 : limit;
 }
 
 void session::fold_answer(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol,

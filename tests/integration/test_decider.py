@@ -222,6 +222,12 @@ class DeciderServe(unittest.TestCase):
                 self.assertIn(b"body_too_large", p.stderr)
                 self.assertEqual(len([q for q in self.questions() if q["path"] == "/echo/inspect-big-" + tag]), 1)
 
+                # A request without a body: asked again with an empty one, then on its way as any other.
+                p = curl(self.gw, "https://origin.test:8443/inspect-get-" + tag, proto)
+                self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr)
+                asked = [q for q in self.questions() if q["path"] == "/inspect-get-" + tag]
+                self.assertEqual([(q.get("body"), q.get("body_bytes")) for q in asked], [(None, None), ("", 0)])
+
                 p = curl(self.gw, "https://origin.test:8443/echo/greedy-" + tag, proto, "--data-binary", "x")
                 self.assertEqual(status_of(p.stderr.decode()), 403, p.stderr)
                 self.assertIn(b"decider_unavailable", p.stderr)
