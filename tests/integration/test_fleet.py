@@ -226,11 +226,21 @@ class FleetTest(LoopbackOrigins):
             self.assertEqual(l.failed, [], "client %s: %d requests failed" % (l.client, len(l.failed)))
             self.assertGreater(l.ok, 50, l.client)
         # Every request is in some replica's log, with its client (and the report role's as would_deny).
-        logged = {}
-        for r in self.replicas:
-            for line in r.lines():
-                if line["method"] == "GET" and line["host"] == "origin.test" and line["client"]:
-                    logged.setdefault(line["client"], []).append(line)
+        def logged_by_client():
+            logged = {}
+            for r in self.replicas:
+                for line in r.lines():
+                    if line["method"] == "GET" and line["host"] == "origin.test" and line["client"]:
+                        logged.setdefault(line["client"], []).append(line)
+            return logged
+        # A replica writes a request's line just after its response has gone: the last lines may
+        # still be on their way when the clients stop. Waited for (bounded): a line that never
+        # comes still fails below.
+        deadline = time.monotonic() + 5
+        logged = logged_by_client()
+        while any(len(logged.get(l.client, [])) < l.ok for l in loads) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            logged = logged_by_client()
         for l in loads:
             self.assertEqual(len(logged.get(l.client, [])), l.ok, l.client)
         self.assertTrue(all(x["decision"] == "allow" and x["role"] == "build" for x in logged["builder"]))
