@@ -3,6 +3,7 @@
 #include "scan/grpc_fields.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace sluice::scan {
 namespace {
@@ -17,8 +18,10 @@ bool varint(std::string_view m, std::size_t &at, std::uint64_t &out) {
   return false;
 }
 
-// Walks `m`; with `field` set, hands over each length-delimited field (and a nested message's).
-bool walk(std::string_view m, const std::function<void(std::string_view)> *field, int depth) {
+// Walks `m` once, appending each length-delimited field to `out`, and after it a nested message's
+// fields where the field's bytes are wholly a well-formed message (a string's bytes that happen to
+// parse in part are not cut into pieces): those are dropped again when its walk fails.
+bool walk(std::string_view m, int depth, std::vector<std::string_view> &out) {
   std::size_t at = 0;
   while (at < m.size()) {
     std::uint64_t key = 0, v = 0;
@@ -38,12 +41,9 @@ bool walk(std::string_view m, const std::function<void(std::string_view)> *field
       if (!varint(m, at, v) || v > m.size() - at) return false;
       const auto bytes = m.substr(at, static_cast<std::size_t>(v));
       at += static_cast<std::size_t>(v);
-      if (field) {
-        (*field)(bytes);
-        // Only a field that is wholly a message is walked: a string's bytes that happen to parse
-        // in part would hand over pieces of it cut at arbitrary places.
-        if (depth > 1 && !bytes.empty() && walk(bytes, nullptr, depth - 1)) walk(bytes, field, depth - 1);
-      }
+      out.push_back(bytes);
+      const auto mark = out.size();
+      if (depth > 1 && !bytes.empty() && !walk(bytes, depth - 1, out)) out.resize(mark);
       break;
     }
     default:
@@ -56,7 +56,10 @@ bool walk(std::string_view m, const std::function<void(std::string_view)> *field
 } // namespace
 
 bool protobuf_fields(std::string_view message, const std::function<void(std::string_view)> &field, int depth) {
-  return walk(message, &field, depth);
+  std::vector<std::string_view> fields;
+  const bool whole = walk(message, depth, fields);
+  for (auto f : fields) field(f); // what came before a malformed part is handed over all the same
+  return whole;
 }
 
 void grpc_messages::feed(std::string_view piece, const std::function<void(std::string_view, bool)> &message) {
