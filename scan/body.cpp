@@ -2,6 +2,7 @@
 // with Beast's inflater; the wrappers' headers are parsed here byte by byte, their checksums not
 // checked (the origin checks them; the scan needs the bytes).
 #include "scan/body.hpp"
+#include "scan/inflate.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -230,26 +231,20 @@ void body_scan::inflate(std::string_view &in) {
   zlib::z_params zs;
   zs.next_in = in.data();
   zs.avail_in = in.size();
-  for (;;) {
-    auto &z = *inflater_;
-    zs.next_out = z.out;
-    zs.avail_out = sizeof z.out;
-    boost::system::error_code ec;
-    z.stream.write(zs, zlib::Flush::none, ec);
-    auto produced = sizeof z.out - zs.avail_out;
-    if (produced && !emit(z.out, produced)) break;
-    if (ec == zlib::error::end_of_stream) {
-      stage_ = stage::trailer;
-      need_ = coding_ == coding::gzip ? 8 : zlib_ ? 4 : 0;
-      if (need_ == 0) stage_ = stage::done;
-      break;
-    }
-    if (ec == zlib::error::need_buffers) break; // all input taken, all output given
-    if (ec) {
-      status_ = body_status::decode_error;
-      break;
-    }
-    if (zs.avail_in == 0 && zs.avail_out != 0) break;
+  auto &z = *inflater_;
+  switch (inflate_pass(z.stream, zs, z.out, sizeof z.out, zlib::Flush::none,
+                       [this](const char *p, std::size_t n) { return emit(p, n); })) {
+  case inflated::stream_end:
+    stage_ = stage::trailer;
+    need_ = coding_ == coding::gzip ? 8 : zlib_ ? 4 : 0;
+    if (need_ == 0) stage_ = stage::done;
+    break;
+  case inflated::not_deflate:
+    status_ = body_status::decode_error;
+    break;
+  case inflated::input_taken:
+  case inflated::stopped: // emit set the status
+    break;
   }
   in.remove_prefix(in.size() - zs.avail_in);
 }

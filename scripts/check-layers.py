@@ -19,7 +19,7 @@ LOW = PURE + ["certs/", "metrics/"]
 # What a protocol wing may use: the exchange, the way out, the base, and its host, the session
 # (its public part; gateway_state is the state the session shares with the worker).
 WING = LOW + BASE + ["gateway/exchange/", "gateway/upstream/", "gateway/session_impl.hpp",
-                     "gateway/gateway_state.hpp", "credentials/"]
+                     "gateway/gateway_state.hpp", "credentials/", "scan/inflate.hpp"]
 ANYTHING_BUT = object()  # marker: a rule that forbids rather than allows
 
 RULES = {
