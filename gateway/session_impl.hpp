@@ -325,12 +325,14 @@ private:
   // `budget`: the tunnel's share of [[limits.budget]] (null: none), `sending` its direction.
   net::awaitable<void> pipe(From &from, To &to, std::uint64_t &bytes, exchange::meter *budget, bool sending);
 
-  // A TCP connection relayed as bytes (tunnel/tcp.cpp): a tcp entry's name and port, or a host
-  // service; dialled through the one dial (the host's loopback for a host service), `buf`'s bytes
-  // sent first, logged once with who closed it and a database's user and name. Its pump is its
-  // own: one watchdog for both deadlines instead of a timer per read and write.
+  // A TCP connection to o.host and o.port that `pol` grants (tcp_granted: a tcp entry's name and
+  // port, or a host service), captured or asked for by CONNECT or SOCKS5 (tunnel/tcp.cpp): judged
+  // (decide_tcp: the deny list, the profile; refused with its reason), then relayed as bytes,
+  // dialled through the one dial (the host's loopback for a host service), `buf`'s bytes sent
+  // first, logged once with who closed it and a database's user and name. Its pump is its own:
+  // one watchdog for both deadlines instead of a timer per read and write.
   template <class Stream>
-  net::awaitable<void> relay_tcp(Stream &s, beast::flat_buffer &buf, outcome &o,
+  net::awaitable<void> relay_tcp(Stream &s, beast::flat_buffer &buf, outcome &o, const filters::policy &pol,
                                  const std::optional<net::ip::address> &ip);
 
   // "200 Connection established", or the SOCKS5 success reply for a SOCKS CONNECT.

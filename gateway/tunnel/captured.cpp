@@ -39,14 +39,7 @@ net::awaitable<void> session::run_captured() {
   if (policy_->tcp_granted(host, port)) {
     o.method = "-";
     silent_ = true; // no HTTP answer into another protocol's stream
-    auto d = policy_->decide_tcp(host, port);
-    o.rule = d.rule;
-    if (!d.allowed) {
-      co_await deny(*client_, o, d.reason, d.rule, false);
-    } else {
-      if (d.would_deny) o.would_deny = d.reason;
-      co_await relay_tcp(*client_, buffer_, o, std::nullopt);
-    }
+    co_await relay_tcp(*client_, buffer_, o, *policy_, std::nullopt);
     co_return;
   }
   if (host == filters::host_service_name && !policy_->host_service_on(port)) {

@@ -193,14 +193,7 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
   if (pol.tcp_granted(o.host, port)) {
     // TCP to a named service (or a host service that passes TCP), asked for by CONNECT or SOCKS5:
     // relayed as bytes under every profile, whatever it speaks.
-    auto td = pol.decide_tcp(o.host, port);
-    o.rule = td.rule;
-    if (!td.allowed) {
-      co_await deny(s, o, td.reason, td.rule, false);
-      co_return;
-    }
-    if (td.would_deny) o.would_deny = td.reason;
-    co_await relay_tcp(s, buf, o, parsed.host->ip);
+    co_await relay_tcp(s, buf, o, pol, parsed.host->ip);
     co_return;
   }
   auto d = co_await decide_connect(s, o, pol, raw_host, port);

@@ -94,8 +94,15 @@ net::awaitable<pump_end> pump(session &self, From &from, To &to, std::uint64_t &
 } // namespace
 
 template <class Stream>
-net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outcome &o,
+net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outcome &o, const filters::policy &pol,
                                         const std::optional<net::ip::address> &ip) {
+  auto d = pol.decide_tcp(o.host, o.port);
+  o.rule = d.rule;
+  if (!d.allowed) {
+    co_await deny(s, o, d.reason, d.rule, false);
+    co_return;
+  }
+  if (d.would_deny) o.would_deny = d.reason;
   o.scheme = "tcp";
   o.protocol = "tcp";
   tcp_slot slot(state_.tcp_open, cfg().limits.max_tcp_connections);
@@ -171,8 +178,8 @@ net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outc
 }
 
 template net::awaitable<void> session::relay_tcp<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,
-                                                                    outcome &, const std::optional<net::ip::address> &);
-template net::awaitable<void> session::relay_tcp<tls_stream>(tls_stream &, beast::flat_buffer &, outcome &,
+                                                                    outcome &, const filters::policy &, const std::optional<net::ip::address> &);
+template net::awaitable<void> session::relay_tcp<tls_stream>(tls_stream &, beast::flat_buffer &, outcome &, const filters::policy &,
                                                              const std::optional<net::ip::address> &);
 
 } // namespace sluice::gateway::detail
