@@ -205,8 +205,8 @@ decision policy::decide_websocket(std::string_view scheme, const host_name &host
 }
 
 const route_rule *policy::mcp_route(std::string_view scheme, const host_name &host, unsigned port,
-                                    std::string_view target) const {
-  return allow_routes_.match("POST", target, host.name, scheme, port, true, false, true);
+                                    std::string_view target, bool websocket) const {
+  return allow_routes_.match(websocket ? "GET" : "POST", target, host.name, scheme, port, true, websocket, true);
 }
 
 const ssh_rule *policy::ssh_host(std::string_view host, unsigned port) const {

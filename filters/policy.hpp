@@ -286,9 +286,10 @@ public:
   decision decide_websocket(std::string_view scheme, const host_name &host, unsigned port,
                             std::string_view target, std::string rule) const;
   // The MCP route (an allow route with an mcp table) covering this host and target's path, or
-  // null: its POSTs pass only as their calls do, whichever entry allowed the request.
+  // null: its POSTs pass only as their calls do, whichever entry allowed the request. With
+  // `websocket`, only a route that also says websocket = true: the upgrade's messages are judged.
   const route_rule *mcp_route(std::string_view scheme, const host_name &host, unsigned port,
-                              std::string_view target) const;
+                              std::string_view target, bool websocket = false) const;
   // Git over SSH: whether this host and port is an SSH host of the policy (its rule, or null).
   const ssh_rule *ssh_host(std::string_view host, unsigned port) const;
   // One Git command over SSH to an SSH host: fetches (upload-pack, upload-archive) under

@@ -150,12 +150,10 @@ std::string describe_route(route_rule &r) {
   if (r.websocket && !r.methods.empty() && std::find(r.methods.begin(), r.methods.end(), "GET") == r.methods.end()) {
     throw pattern_error("websocket = true needs GET among the methods (a WebSocket opens with a GET)");
   }
-  if (r.mcp && !r.methods.empty() && std::find(r.methods.begin(), r.methods.end(), "POST") == r.methods.end()) {
-    throw pattern_error("an mcp route needs POST among the methods (MCP's calls are POSTs)");
-  }
-  if (r.mcp && r.websocket) {
-    throw pattern_error("an mcp route cannot be websocket = true: sluice judges MCP calls in POST bodies, not in "
-                        "WebSocket messages, and would pass them unjudged");
+  if (r.mcp && !r.websocket && !r.methods.empty() &&
+      std::find(r.methods.begin(), r.methods.end(), "POST") == r.methods.end()) {
+    throw pattern_error("an mcp route needs POST among the methods (MCP's calls are POSTs), or websocket = true "
+                        "where its MCP runs over a WebSocket");
   }
   return r.host + " " + (r.methods.empty() ? "*" : join(r.methods)) + " " +
          (r.paths.empty() ? "*" : join(r.paths)) + (r.websocket ? " websocket" : "") + (r.mcp ? " mcp" : "");

@@ -269,7 +269,7 @@ void session::record_outcome(outcome &o) noexcept try {
                     o.ws_messages_in, o.ws_messages_out, o.ws_close_code, o.grpc_status, o.ssh_user,
                     o.ssh_command, o.exit_status, o.approval, o.decided_by, source_.ip, source_.port,
                     o.scan_rule, o.scan_location, o.closed_by, o.db_protocol, o.db_user, o.db_name,
-                    o.mcp_method, o.mcp_tool});
+                    o.mcp_method, o.mcp_tool, o.mcp_refused});
   for (const auto &tool : o.mcp_tool_labels) state_.metrics.mcp_call(o.rule, tool, o.decision);
   if (!agent_.empty()) state_.metrics.agent_request(agent_, o.decision);
   if (!o.scan_kind.empty()) {

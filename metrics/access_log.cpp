@@ -146,6 +146,7 @@ void append_detail_fields(std::string &line, const access_record &r) {
   }
   if (!r.mcp_method.empty()) field(line, ",\"mcp_method\":", r.mcp_method);
   if (!r.mcp_tool.empty()) field(line, ",\"mcp_tool\":", r.mcp_tool);
+  if (r.mcp_refused) field(line, ",\"mcp_refused\":", r.mcp_refused);
   if (!r.approval.empty()) field(line, ",\"approval\":", r.approval);
   // Who decided, where not the file: a person's channel (cli, page, webhook) or the decider.
   if (!r.decided_by.empty()) field(line, ",\"decided_by\":", r.decided_by);

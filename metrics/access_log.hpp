@@ -47,6 +47,7 @@ struct access_record {
   std::string_view closed_by, db_protocol, db_user, db_name;
   // A POST on an MCP route: its JSON-RPC methods and the tools it called, comma-joined.
   std::string_view mcp_method, mcp_tool;
+  std::uint64_t mcp_refused = 0; // a WebSocket on an MCP route: its messages sluice refused
 };
 
 // How the log encodes a record ([log] format, exec --access-log-format): sluice's JSON line

@@ -130,6 +130,11 @@ struct outcome {
   // (filters::mcp_rule::tool_label: bounded by the policy).
   std::string mcp_method, mcp_tool;
   std::vector<std::string> mcp_tool_labels;
+  // A WebSocket on an MCP route with websocket = true: the rule its client's messages are judged
+  // by, each one a JSON-RPC body (mcp.hpp, mcp_messages), and how many of them were refused. On
+  // such a connection mcp_method and mcp_tool name every method and tool seen, once each.
+  std::shared_ptr<const filters::mcp_rule> mcp_messages;
+  std::uint64_t mcp_refused = 0;
 };
 
 } // namespace sluice::gateway::exchange

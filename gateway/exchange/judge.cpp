@@ -160,10 +160,19 @@ verdict judge(const request &r, const judging &j, outcome &o) {
   v.decide = pol.cfg().decider.all; // [decider] when = "all": it may narrow what the file allows
   o.rule = d.rule;
   if (d.would_deny && o.would_deny.empty()) o.would_deny = d.reason;
-  // An MCP route: its POSTs pass as their calls do (mcp.hpp), whichever entry allowed them.
-  if (const auto *mr = pol.mcp_route(o.scheme, *parsed.host, port, target)) {
-    if (v.websocket) return refuse("mcp_websocket_refused", false, mr->text); // messages are not judged
-    if (r.method == "POST") {
+  // An MCP route: its POSTs pass as their calls do (mcp.hpp), whichever entry allowed them; over a
+  // WebSocket, where the route says MCP runs there (websocket = true), each client message does
+  // (mcp_messages). An upgrade on a route that does not say so is refused: it would pass unread.
+  const filters::route_rule *ws_mcp = nullptr;
+  if (v.websocket) {
+    ws_mcp = pol.mcp_route(o.scheme, *parsed.host, port, target, true);
+    if (!ws_mcp) {
+      if (const auto *mr = pol.mcp_route(o.scheme, *parsed.host, port, target)) {
+        return refuse("mcp_websocket_refused", false, mr->text);
+      }
+    }
+  } else if (r.method == "POST") {
+    if (const auto *mr = pol.mcp_route(o.scheme, *parsed.host, port, target)) {
       v.mcp = mr->mcp;
       o.rule = mr->text;
     }
@@ -173,7 +182,8 @@ verdict judge(const request &r, const judging &j, outcome &o) {
     // route with websocket = true under network-read).
     auto w = pol.decide_websocket(o.scheme, *parsed.host, port, target, d.rule);
     if (!w.allowed) return refuse(w.reason, false, w.rule);
-    o.rule = w.rule;
+    o.rule = ws_mcp ? ws_mcp->text : w.rule;
+    if (ws_mcp) o.mcp_messages = ws_mcp->mcp;
     if (w.would_deny && o.would_deny.empty()) o.would_deny = w.reason;
     o.protocol = "websocket";
   }

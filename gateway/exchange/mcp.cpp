@@ -4,6 +4,8 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/json.hpp>
 
+#include <algorithm>
+
 namespace sluice::gateway::exchange {
 namespace {
 
@@ -151,6 +153,48 @@ body_refusal judge_mcp(const filters::mcp_rule &rule, outcome &o, const filters:
     return {};
   }
   return {refused->reason, o.rule, refusal_reply(calls, batch, *refused, o.rule)};
+}
+
+mcp_messages::judged mcp_messages::judge(std::string_view message) {
+  // The connection's outcome keeps what every message named; judge_mcp writes one message's.
+  std::string methods = std::move(o_.mcp_method), tools = std::move(o_.mcp_tool);
+  const std::string_view would_deny_before = o_.would_deny;
+  o_.would_deny = {};
+  static const field_list no_fields;
+  judged out;
+  out.refusal = judge_mcp(rule_, o_, pol_, no_fields, message);
+  if (!out.refusal.reason.empty() && out.refusal.jsonrpc.empty()) {
+    out.refusal = malformed(-32600, "it is over " + std::to_string(max_mcp_body_bytes >> 20) + " MiB", o_.rule);
+  }
+  out.decision = !out.refusal.reason.empty() ? "deny" : !o_.would_deny.empty() ? "would_deny" : "allow";
+  if (o_.would_deny.empty()) o_.would_deny = would_deny_before;
+  out.tool_labels = std::move(o_.mcp_tool_labels);
+  o_.mcp_tool_labels.clear();
+  if (!out.refusal.reason.empty()) ++o_.mcp_refused;
+  std::string one_methods = std::move(o_.mcp_method), one_tools = std::move(o_.mcp_tool);
+  o_.mcp_method = std::move(methods);
+  o_.mcp_tool = std::move(tools);
+  remember(methods_, one_methods, o_.mcp_method);
+  remember(tools_, one_tools, o_.mcp_tool);
+  return out;
+}
+
+void mcp_messages::remember(std::vector<std::string> &seen, const std::string &joined, std::string &out) {
+  constexpr std::size_t most = 32;
+  std::string_view rest = joined;
+  while (!rest.empty()) {
+    auto comma = rest.find(',');
+    std::string_view name = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (name.empty() || std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    if (seen.size() == most) {
+      if (!out.ends_with(",...")) out += ",...";
+      return;
+    }
+    seen.emplace_back(name);
+    if (!out.empty()) out += ',';
+    out += name;
+  }
 }
 
 } // namespace sluice::gateway::exchange

@@ -26,4 +26,32 @@ inline constexpr int mcp_refused_code = -32001;
 body_refusal judge_mcp(const filters::mcp_rule &rule, outcome &o, const filters::policy &pol,
                        const field_list &fields, std::string_view body);
 
+// MCP over a message transport (a WebSocket on an MCP route with websocket = true): each message
+// the client sends is one JSON-RPC body, judged as a POST's is. The connection's outcome names
+// every method and tool seen, once each (at most 32 of each, then "..."), and counts what was
+// refused. No I/O; the transport gathers each message (at most max_mcp_body_bytes) and holds it
+// back until it is judged.
+class mcp_messages {
+public:
+  mcp_messages(const filters::mcp_rule &rule, outcome &o, const filters::policy &pol) : rule_(rule), o_(o), pol_(pol) {}
+
+  // What one message came to: a refusal (its JSON-RPC answer for the client in refusal.jsonrpc;
+  // nothing of the message may go on), and each tools/call's metric label with the decision to
+  // count it under (allow, deny, would_deny).
+  struct judged {
+    body_refusal refusal;
+    std::vector<std::string> tool_labels;
+    std::string_view decision;
+  };
+  judged judge(std::string_view message);
+
+private:
+  void remember(std::vector<std::string> &seen, const std::string &joined, std::string &out);
+
+  const filters::mcp_rule &rule_;
+  outcome &o_;
+  const filters::policy &pol_;
+  std::vector<std::string> methods_, tools_; // distinct, in the order first seen
+};
+
 } // namespace sluice::gateway::exchange

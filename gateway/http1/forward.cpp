@@ -399,6 +399,12 @@ net::awaitable<bool> session::forward(Stream &s, beast::flat_buffer &buf,
     co_return false;
   }
 
+  if (websocket && o.mcp_messages) {
+    // An MCP route's WebSocket: a refused message is dropped, which a compressor that keeps its
+    // window from message to message (permessage-deflate) would not survive; so no extension is
+    // asked for, and every message goes uncompressed.
+    req.erase(http::field::sec_websocket_extensions);
+  }
   if (req[http::field::host].empty()) {
     // An HTTP/1.0 request may come without Host; it leaves as HTTP/1.1, which requires one.
     req.set(http::field::host, exchange::authority(o.scheme, o.host, o.port));

@@ -1,5 +1,7 @@
 #include "gateway/websocket/frames.hpp"
 
+#include "scan/inflate.hpp"
+
 #include <boost/beast/zlib/inflate_stream.hpp>
 
 #include <algorithm>
@@ -37,6 +39,10 @@ std::size_t websocket_scanner::scan(const unsigned char *data, std::size_t n) {
       payload_ += take;
       i += take;
       if (remaining_ == 0) end_frame();
+      if (message_ended_) {
+        message_ended_ = false;
+        return i;
+      }
       continue;
     }
     if (header_have_ == 0) frame_start = i;
@@ -52,6 +58,10 @@ std::size_t websocket_scanner::scan(const unsigned char *data, std::size_t n) {
     if (remaining_ == 0) {
       if (sink_ && opcode_ < 8 && fin_ && !to_sink(data, 0, true)) return frame_start;
       end_frame();
+      if (message_ended_) {
+        message_ended_ = false;
+        return i;
+      }
     } else {
       in_payload_ = true;
     }
@@ -136,27 +146,24 @@ std::string_view websocket_scanner::inflate_to_sink(std::string_view compressed,
     zlib::z_params zs;
     zs.next_in = in;
     zs.avail_in = n;
+    std::string_view why;
+    auto emit = [&](const char *piece, std::size_t k) {
+      z.decoded += k;
+      why = max_message_ && z.decoded > max_message_ ? "websocket_message_too_large" : sink_->piece({piece, k}, false);
+      return why.empty();
+    };
     for (;;) {
-      zs.next_out = z.out;
-      zs.avail_out = sizeof z.out;
-      boost::system::error_code ec;
-      z.stream.write(zs, flush, ec);
-      const auto produced = sizeof z.out - zs.avail_out;
-      if (produced) {
-        z.decoded += produced;
-        if (max_message_ && z.decoded > max_message_) return "websocket_message_too_large";
-        if (auto why = sink_->piece({z.out, produced}, false); !why.empty()) return why;
-      }
-      if (ec == zlib::error::end_of_stream) {
+      switch (scan::inflate_pass(z.stream, zs, z.out, sizeof z.out, flush, emit)) {
+      case scan::inflated::stopped: return why;
+      case scan::inflated::not_deflate: return "websocket_protocol_error"; // nothing of it goes on
+      case scan::inflated::input_taken: return {};
+      case scan::inflated::stream_end:
         // A final block: what follows starts afresh, and is inflated and scanned as such (or,
         // not being DEFLATE, stops the stream) rather than passing unread.
         z.stream.reset();
         if (zs.avail_in == 0) return {};
-        continue;
+        break;
       }
-      if (ec == zlib::error::need_buffers) return {}; // all input taken, all output given
-      if (ec) return "websocket_protocol_error";        // not DEFLATE: nothing of it goes on
-      if (zs.avail_in == 0 && zs.avail_out != 0) return {};
     }
   };
   if (auto why = run(compressed.data(), compressed.size(), zlib::Flush::none); !why.empty()) return why;
@@ -176,7 +183,26 @@ void websocket_scanner::end_frame() {
     ++messages_;
     in_message_ = false;
     message_size_ = 0;
+    message_ended_ = pause_;
   }
+}
+
+std::string websocket_text_frame(std::string_view payload) {
+  std::string out;
+  out.reserve(payload.size() + 10);
+  out.push_back(static_cast<char>(0x81)); // FIN, text
+  const std::uint64_t len = payload.size();
+  if (len < 126) {
+    out.push_back(static_cast<char>(len));
+  } else if (len <= 0xffff) {
+    out.push_back(static_cast<char>(126));
+    for (int shift = 8; shift >= 0; shift -= 8) out.push_back(static_cast<char>((len >> shift) & 0xff));
+  } else {
+    out.push_back(static_cast<char>(127));
+    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((len >> shift) & 0xff));
+  }
+  out.append(payload);
+  return out;
 }
 
 std::size_t websocket_close_frame(unsigned code, std::string_view reason, bool masked,

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace sluice::gateway {
@@ -43,6 +44,12 @@ public:
   // message that does not inflate stops it as websocket_protocol_error, one whose inflated size
   // passes the message limit as websocket_message_too_large.
   void set_sink(websocket_payload_sink *sink) { sink_ = sink; }
+  // scan() returns at the end of each data message (just past its last frame), so that a caller
+  // holding messages back until they are judged can part them from what follows in its buffer.
+  void pause_at_message_end(bool on) { pause_ = on; }
+  // At a frame boundary outside any data message: bytes may be inserted into the stream here (a
+  // whole frame of sluice's own), and nothing scanned so far belongs to an unfinished message.
+  bool at_rest() const { return header_have_ == 0 && !in_payload_ && !in_message_; }
 
   // "" while the stream is sound; "websocket_message_too_large" or "websocket_protocol_error".
   std::string_view error() const { return error_; }
@@ -79,6 +86,8 @@ private:
   std::uint64_t messages_ = 0;
   std::uint64_t payload_ = 0;
   websocket_payload_sink *sink_ = nullptr;
+  bool pause_ = false;         // pause_at_message_end
+  bool message_ended_ = false; // a data message ended in the current scan() (with pause_)
   bool compressed_ = false; // the current message has RSV1 (permessage-deflate): inflated for sink_
   // The direction's inflater, made at its first compressed message and kept: permessage-deflate's
   // window runs on from message to message (context takeover).
@@ -89,6 +98,10 @@ private:
   // Inflates a compressed message's next payload bytes into sink_: a reason to stop, or "".
   std::string_view inflate_to_sink(std::string_view compressed, bool message_end);
 };
+
+// A text frame from the server's side (unmasked, uncompressed: RFC 7692 lets a message go
+// uncompressed whatever was negotiated) carrying `payload` whole.
+std::string websocket_text_frame(std::string_view payload);
 
 // A close frame with `code` and a short reason (at most 123 bytes), masked with `mask` when it
 // goes to the server (every client frame is masked). Writes at most 129 bytes into `out`; returns

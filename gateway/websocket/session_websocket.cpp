@@ -1,8 +1,10 @@
 // The WebSocket stage: after the origin's 101 to an upgrade the policy let through, frames are
 // relayed both ways as they come, their headers read on the way (websocket_scanner): a message
 // over the limit or a frame that breaks the protocol ends the connection with a close frame to
-// both sides (1009, 1002), and the log line gets the message counts and the close code.
+// both sides (1009, 1002), and the log line gets the message counts and the close code. On an MCP
+// route with websocket = true each client message is held until judged whole (mcp_sink).
 #include "gateway/end_to_end_fields.hpp"
+#include "gateway/exchange/mcp.hpp"
 #include "gateway/error.hpp"
 #include "gateway/session_impl.hpp"
 #include "gateway/websocket/frames.hpp"
@@ -27,7 +29,24 @@ struct ws_shared {
   bool idle = false;        // nothing either way for the idle deadline
   int open = 2;             // directions still running; the last one stops the watchdog
   net::steady_timer *watchdog = nullptr;
+  // Writes to the client: the origin's direction relays, and on an MCP route the client's own
+  // direction answers a refused message with a frame of sluice's own. One write at a time, and
+  // sluice's frame only where what went to the client so far ends outside any frame and message.
+  bool client_writing = false;
+  bool client_at_rest = true;   // the bytes written to the client end at rest (websocket_scanner::at_rest)
+  net::steady_timer *turn = nullptr; // never expires; cancelled when a write to the client ends
 };
+
+// Waits for the client's write turn (and, with `own_frame`, for the stream to the client to be at
+// rest), then takes it; end_client_turn gives it back.
+net::awaitable<void> client_turn(ws_shared &st, bool own_frame) {
+  while (st.client_writing || (own_frame && !st.client_at_rest)) co_await st.turn->async_wait(use_tuple);
+  st.client_writing = true;
+}
+void end_client_turn(ws_shared &st) {
+  st.client_writing = false;
+  st.turn->cancel();
+}
 
 // Tears both sockets down, so that the other direction's pending read ends too.
 template <class A, class B> void shutdown_both(A &a, B &b) {
@@ -47,24 +66,115 @@ net::awaitable<std::tuple<error_code, std::size_t>> read_untimed(tls_stream &s, 
   co_return co_await s.async_read_some(b, use_tuple);
 }
 
+// A WebSocket on an MCP route (o.mcp_messages): each client message is gathered whole (at most
+// max_mcp_body_bytes), judged at its end (exchange::mcp_messages) and only then may go on; a
+// refused one is dropped, and `reply` holds the JSON-RPC error for the client. [scan] sees the
+// message first, as on any WebSocket.
+struct mcp_sink final : websocket_payload_sink {
+  mcp_sink(const filters::mcp_rule &rule, outcome &o, const filters::policy &pol, metrics::metrics &m,
+           websocket_payload_sink *next)
+      : judge(rule, o, pol), o(o), m(m), next(next) {}
+  exchange::mcp_messages judge;
+  outcome &o;
+  metrics::metrics &m;
+  websocket_payload_sink *next;
+  std::string message;
+  std::string reply; // the last message was refused: its answer, not yet sent
+  std::string_view piece(std::string_view bytes, bool message_end) override {
+    if (next) {
+      if (auto why = next->piece(bytes, message_end); !why.empty()) return why;
+    }
+    if (message.size() + bytes.size() > exchange::max_mcp_body_bytes) return "websocket_message_too_large";
+    message.append(bytes);
+    if (!message_end) return {};
+    auto j = judge.judge(message);
+    message.clear();
+    for (const auto &tool : j.tool_labels) m.mcp_call(o.rule, tool, j.decision);
+    if (!j.refusal.reason.empty()) reply = std::move(j.refusal.jsonrpc);
+    return {};
+  }
+};
+
 // One direction: reads from `from` (first what `pre` holds), scans, writes to `to`. The other
 // direction is the only writer to `from`, so a close frame for the side that broke a rule is
-// sent by it (woken by cancelling its read, or at its next turn).
+// sent by it (woken by cancelling its read, or at its next turn); the one exception, an MCP
+// refusal's answer to the client, waits for the client's write turn (client_turn).
 template <class From, class To>
 net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websocket_scanner &scan,
                              bool to_server, ws_shared &st, std::uint64_t &bytes,
-                             std::chrono::milliseconds io, exchange::meter *budget) {
+                             std::chrono::milliseconds io, exchange::meter *budget, mcp_sink *mcp = nullptr) {
   chunk data;
+  std::string held; // mcp: the scanned bytes of a message not yet judged (and what came with it)
+  std::string_view held_too_long; // mcp: held passed its bound
+  auto write_to = [&](const void *at, std::size_t n) -> net::awaitable<error_code> {
+    if (!to_server) co_await client_turn(st, false);
+    lowest(to).expires_after(io);
+    auto [ec, wn] = co_await net::async_write(to, net::buffer(at, n), use_tuple);
+    if (!to_server) {
+      if (!ec) st.client_at_rest = scan.at_rest(); // what went to the client is what was scanned
+      end_client_turn(st);
+    }
+    co_return ec;
+  };
   auto send_close = [&](unsigned code, std::string_view why) -> net::awaitable<void> {
     unsigned char frame[4 + 2 + 125 + 4];
     unsigned char mask[4] = {};
     if (to_server) RAND_bytes(mask, sizeof mask);
     std::size_t n = websocket_close_frame(code, why, to_server, mask, frame);
-    lowest(to).expires_after(io);
-    co_await net::async_write(to, net::buffer(frame, n), use_tuple);
+    co_await write_to(frame, n);
   };
-  auto done = [&] {
-    if (--st.open == 0) st.watchdog->cancel();
+  // Sends `n` scanned bytes on, as far as the byte budget lets them; false: this direction stops.
+  auto forward = [&](const unsigned char *at, std::size_t n) -> net::awaitable<bool> {
+    // [[limits.budget]]: bytes that would take a byte budget past its limit do not go; both sides
+    // are told why (1008), as for the scanner's refusal.
+    if (n && budget && !budget->moved_one_way(to_server, bytes + n)) {
+      st.reason = "budget_exhausted";
+      st.stop_code = 1008;
+      co_await send_close(st.stop_code, "sluice: budget_exhausted");
+      error_code ignored;
+      lowest(to).socket().cancel(ignored);
+      co_return false;
+    }
+    if (!n) co_return true;
+    if (co_await write_to(at, n)) {
+      st.reset = st.reset || !st.idle;
+      shutdown_both(from, to);
+      co_return false;
+    }
+    bytes += n;
+    co_return true;
+  };
+  // An MCP route: a message goes on once judged, whole; a refused one is dropped (with any
+  // control frame sent inside it) and the client gets its answer in a text frame of sluice's own.
+  auto forward_judged = [&](const unsigned char *at, std::size_t n) -> net::awaitable<bool> {
+    for (std::size_t off = 0; off < n;) {
+      const std::size_t ok = scan.scan(at + off, n - off);
+      held.append(reinterpret_cast<const char *>(at + off), ok);
+      off += ok;
+      if (!scan.error().empty() || ok == 0) co_return true; // the stream stops below; held is dropped
+      if (held.size() > exchange::max_mcp_body_bytes + chunk_size) { // empty fragments, without end
+        held_too_long = "websocket_message_too_large";
+        co_return true;
+      }
+      if (!mcp->reply.empty()) {
+        held.clear();
+        const std::string frame = websocket_text_frame(mcp->reply);
+        mcp->reply.clear();
+        co_await client_turn(st, true);
+        lowest(from).expires_after(io);
+        auto [ec, wn] = co_await net::async_write(from, net::buffer(frame), use_tuple);
+        end_client_turn(st);
+        if (ec) {
+          st.reset = st.reset || !st.idle;
+          shutdown_both(from, to);
+          co_return false;
+        }
+      } else if (scan.at_rest()) {
+        if (!co_await forward(reinterpret_cast<const unsigned char *>(held.data()), held.size())) co_return false;
+        held.clear();
+      }
+    }
+    co_return true;
   };
   for (;;) {
     if (st.stop_code) { // the other direction broke a rule: tell this one's peer why
@@ -93,30 +203,11 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
       at = reinterpret_cast<const unsigned char *>(data.get());
     }
     st.last_activity = clock::now();
-    std::size_t ok = scan.scan(at, n);
-    // [[limits.budget]]: bytes that would take a byte budget past its limit do not go; both sides
-    // are told why (1008), as for the scanner's refusal.
-    if (ok && budget && !budget->moved_one_way(to_server, bytes + ok)) {
-      st.reason = "budget_exhausted";
-      st.stop_code = 1008;
-      co_await send_close(st.stop_code, "sluice: budget_exhausted");
-      error_code ignored;
-      lowest(to).socket().cancel(ignored);
-      break;
-    }
-    if (ok) {
-      lowest(to).expires_after(io);
-      auto [wec, wn] = co_await net::async_write(to, net::buffer(at, ok), use_tuple);
-      if (wec) {
-        st.reset = st.reset || !st.idle;
-        shutdown_both(from, to);
-        break;
-      }
-      bytes += ok;
-    }
+    const bool go_on = mcp ? co_await forward_judged(at, n) : co_await forward(at, scan.scan(at, n));
+    if (!go_on) break;
     if (pre.size()) pre.consume(pre.size());
-    if (!scan.error().empty()) {
-      st.reason = scan.error();
+    if (!scan.error().empty() || !held_too_long.empty()) {
+      st.reason = !scan.error().empty() ? scan.error() : held_too_long;
       // 1009: too big; 1008: a policy violation ([scan] found a secret); 1002: a broken frame.
       st.stop_code = st.reason == "websocket_message_too_large"                          ? 1009
                      : st.reason == "secret_detected" || st.reason == "canary_detected" ? 1008
@@ -127,7 +218,7 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
       break;
     }
   }
-  done();
+  if (--st.open == 0) st.watchdog->cancel();
 }
 
 // [scan]: the client's messages go through the request's scan before they are forwarded.
@@ -195,11 +286,19 @@ net::awaitable<void> session::relay_websocket(Stream &s, beast::flat_buffer &cli
   websocket_scanner up(true, max, deflate), down(false, max, deflate);
   std::optional<scan_sink> sink;
   if (scan) up.set_sink(&sink.emplace(*scan));
+  std::optional<mcp_sink> mcp;
+  const auto pol = policy_; // the policy the upgrade was judged by, kept for the connection's life
+  if (o.mcp_messages) {
+    up.set_sink(&mcp.emplace(*o.mcp_messages, o, *pol, state_.metrics, scan ? &*sink : nullptr));
+    up.pause_at_message_end(true);
+  }
   ws_shared st;
-  net::steady_timer watchdog(worker_.ioc.get_executor());
+  net::steady_timer watchdog(worker_.ioc.get_executor()), turn(worker_.ioc.get_executor());
   st.watchdog = &watchdog;
+  turn.expires_at(clock::time_point::max());
+  st.turn = &turn;
   co_await conn.visit([&](auto &origin) -> net::awaitable<void> {
-    co_await (ws_pipe(s, client_buf, origin, up, true, st, o.bytes_in, io, o.charged.get()) &&
+    co_await (ws_pipe(s, client_buf, origin, up, true, st, o.bytes_in, io, o.charged.get(), mcp ? &*mcp : nullptr) &&
               ws_pipe(origin, conn.buffer, s, down, false, st, o.bytes_out, io, o.charged.get()) &&
               ws_watchdog(watchdog, st, idle, [&] { shutdown_both(s, origin); }));
   });

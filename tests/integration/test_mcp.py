@@ -25,19 +25,24 @@ SDK_VERSION = "1.32.2"
 NODE = shutil.which("node") or "/usr/bin/node"
 URL = "https://mcp.test:8444/mcp"
 RULE = 'mcp = { allow_tools = ["echo"], deny_tools = ["write_*"] }'
+# MCP over WebSocket (mcp_ws_server.mjs): a route of its own that says so.
+WS_URL = "wss://mcp.test:8445/ws"
+WS_ROUTE = '{ host = "mcp.test:8445", paths = ["/ws"], methods = ["GET"], websocket = true, %s }' % RULE
 
 
 def install_sdk():
-    """The SDK (and undici, for the client's proxy) once into the hosts' cache, as the host suites
+    """The SDK (with undici, for the client's proxy and WebSocket, and ws for the WebSocket server) once into the hosts' cache, as the host suites
     install their agents."""
     prefix = os.path.join(CACHE, "mcp-sdk-" + SDK_VERSION)
     os.makedirs(CACHE, exist_ok=True)
     with open(os.path.join(CACHE, ".install.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.exists(os.path.join(prefix, "node_modules", "@modelcontextprotocol", "sdk", "package.json")):
+        wanted = (os.path.join("@modelcontextprotocol", "sdk"), "ws")
+        if not all(os.path.exists(os.path.join(prefix, "node_modules", w, "package.json")) for w in wanted):
             os.makedirs(prefix, exist_ok=True)
             p = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix,
-                                "@modelcontextprotocol/sdk@" + SDK_VERSION, "undici@6"], capture_output=True, timeout=600)
+                                "@modelcontextprotocol/sdk@" + SDK_VERSION, "undici@6", "ws@8"], capture_output=True,
+                               timeout=600)
             if p.returncode != 0:
                 raise AssertionError("npm could not install the MCP SDK (a suite runs in a namespace without the "
                                      "registry: ctest installs it first as integration.mcp_sdk; by hand, python3 -c "
@@ -51,7 +56,7 @@ def node_dir(where, modules):
     packages from the script's own folder up), where the sandbox can see it."""
     d = os.path.join(where, "mcp-node")
     os.makedirs(d, exist_ok=True)
-    for name in ("mcp_server.mjs", "mcp_client.mjs"):
+    for name in ("mcp_server.mjs", "mcp_ws_server.mjs", "mcp_client.mjs"):
         shutil.copy(os.path.join(HERE, name), d)
     if not os.path.exists(os.path.join(d, "node_modules")):
         shutil.copytree(modules, os.path.join(d, "node_modules"), symlinks=True)
@@ -71,6 +76,12 @@ def setUpModule():
     M["received"] = os.path.join(d, "mcp-received.jsonl")
     p = M["host"].start(NODE, os.path.join(M["mcp_dir"], "mcp_server.mjs"), "198.18.0.2", "8444", leaf[0], leaf[1],
                         M["received"])
+    line = p.stdout.readline().strip()
+    assert line == b"ready", (line, p.stderr.read1().decode() if hasattr(p.stderr, "read1") else "")
+    # permessage-deflate on at the server: on an MCP route sluice takes the client's offer off the
+    # upgrade (a dropped message would break a compressor's window), so none is agreed.
+    p = M["host"].start("/usr/bin/env", "MCP_WS_DEFLATE=1", NODE, os.path.join(M["mcp_dir"], "mcp_ws_server.mjs"),
+                        "198.18.0.2", "8445", leaf[0], leaf[1], M["received"])
     line = p.stdout.readline().strip()
     assert line == b"ready", (line, p.stderr.read1().decode() if hasattr(p.stderr, "read1") else "")
 
@@ -211,6 +222,108 @@ class McpServe(unittest.TestCase):
         self.assertIn(b"mcp_websocket_refused", p.stderr)
 
 
+def raw_websocket(gw, messages):
+    """Sends each JSON-RPC message (text) over one WebSocket to WS_URL through the gateway's proxy
+    (python's websockets, permessage-deflate offered), reading one answer after each message that
+    expects one; returns the answers, how the connection ended and the extensions agreed."""
+    import asyncio
+    import ssl
+    import websockets
+    import ws_client
+
+    async def run():
+        os.environ["HTTPS_PROXY"] = gw.proxy
+        kw = {"ssl": ssl.create_default_context(cafile=gw.ca), "sock": ws_client.via_proxy("mcp.test", 8445),
+              "server_hostname": "mcp.test", "subprotocols": ["mcp"], "open_timeout": 20, "ping_interval": None}
+        answers = []
+        async with websockets.connect(WS_URL, **kw) as ws:
+            for m, answered in messages:
+                await ws.send(m)
+                if answered:
+                    answers.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
+            await ws.close(1000, "done")
+            return answers, ws.close_code, [e.name for e in ws.extensions]
+    saved = os.environ.get("HTTPS_PROXY")
+    try:
+        return asyncio.run(run())
+    finally:
+        if saved is None:
+            os.environ.pop("HTTPS_PROXY", None)
+        else:
+            os.environ["HTTPS_PROXY"] = saved
+
+
+class McpWebSocketServe(unittest.TestCase):
+    """MCP over WebSocket on a route that says websocket = true: each client message is judged as a
+    POST's body is, a refused one never reaches the server and the client gets the JSON-RPC error on
+    the same connection, which goes on."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.procs = Processes()
+        cls.dir = tempfile.mkdtemp(dir=M["tmp"])
+        os.chmod(cls.dir, 0o755)
+        cfg = ('profile = "network-read"\n[policy]\nallow = [%s]\n' % WS_ROUTE) + trust_and_upstream()
+        cls.gw = Gateway(cls.procs, cls.dir, cfg, "mcpws")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.procs.stop_all()
+        shutil.rmtree(cls.dir, True)
+
+    def test_sdk_client_over_websocket_denied_tool_gets_the_error_and_the_session_goes_on(self):
+        before = len(received())
+        env = dict(os.environ, HTTPS_PROXY=self.gw.proxy, NODE_EXTRA_CA_CERTS=self.gw.ca)
+        p = subprocess.run([NODE, os.path.join(M["mcp_dir"], "mcp_client.mjs"), WS_URL, "echo", "write_note", "echo"],
+                           capture_output=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        out = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        self.assertNotIn("error", out, out)
+        self.assertEqual(out["tools"], ["echo", "write_note"])
+        first, write, again = out["calls"]
+        self.assertEqual((first["ok"], first["text"]), (True, "echo: hi"), out)
+        self.assertFalse(write["ok"])
+        self.assertEqual(write["code"], -32001, write)
+        self.assertIn("sluice refused tools/call of tool 'write_note' (mcp_tool_denied", write["message"])
+        self.assertEqual((again["ok"], again["text"]), (True, "echo: hi"), out)  # the same connection went on
+        arrived = received()[before:]
+        self.assertEqual([r.get("ran") for r in arrived if "ran" in r], ["echo", "echo"])
+        self.assertFalse([r for r in arrived if "write_note" in r.get("ws", "")], arrived)
+        self.assertTrue([r for r in arrived if '"initialize"' in r.get("ws", "")], arrived)
+        self.assertTrue(self.gw.logged(lambda l: l.get("protocol") == "websocket" and l.get("mcp_refused") == 1),
+                        self.gw.access_log())
+        line = [l for l in self.gw.access_log() if l.get("mcp_refused") == 1][-1]
+        self.assertEqual((line["decision"], line["rule"], line["mcp_tool"]),
+                         ("allow", "mcp.test:8445 GET /ws websocket mcp", "echo,write_note"))
+        self.assertEqual(line["mcp_method"].split(",")[:3], ["initialize", "notifications/initialized", "tools/list"])
+        self.assertGreaterEqual(self.gw.metric("sluice_mcp_calls_total", tool="echo", decision="allow"), 2)
+        self.assertGreaterEqual(self.gw.metric("sluice_mcp_calls_total", tool="write_*", decision="deny"), 1)
+
+    def test_a_batch_with_one_denied_call_is_refused_whole_and_the_connection_goes_on(self):
+        marker = os.urandom(4).hex()
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        batch = [call(1, "echo", marker), call(2, "write_note", marker)]
+        answers, code, extensions = raw_websocket(self.gw, [(json.dumps(init), True),
+                                                ('{"jsonrpc":"2.0","method":"notifications/initialized"}', False),
+                                                (json.dumps(batch), True), ("not json " + marker, True),
+                                                (json.dumps(call(3, "echo", marker)), True)])
+        self.assertEqual(code, 1000)
+        self.assertEqual(extensions, [])  # offered by the client, accepted by the server, taken off by sluice
+        self.assertEqual(answers[0]["id"], 0)
+        self.assertIn("result", answers[0])
+        self.assertEqual([(a["id"], a["error"]["data"]["sluice"]["reason"]) for a in answers[1]],
+                         [(1, "mcp_batch_refused"), (2, "mcp_tool_denied")])
+        self.assertEqual((answers[2]["id"], answers[2]["error"]["code"]), (None, -32700))
+        self.assertEqual(answers[3]["result"]["content"][0]["text"], "echo: " + marker)
+        # Only the last call reached the server: not the batch's allowed call, not what was not JSON.
+        self.assertEqual([r for r in received() if marker in json.dumps(r) and "ws" in r][0]["ws"],
+                         json.dumps(call(3, "echo", marker)))
+        self.assertEqual([r["text"] for r in received() if r.get("ran") and r.get("text") == marker], [marker])
+        self.assertTrue(self.gw.logged(lambda l: l.get("mcp_refused") == 2 and l.get("ws_close_code") == 1000),
+                        self.gw.access_log())
+
+
 class McpReportServe(unittest.TestCase):
     """A role in report mode: refused calls pass, logged would_deny; `sluice policy suggest` proposes
     the route's allow_tools from the log."""
@@ -271,6 +384,32 @@ class McpExecAsRoot(base.ExecCase):
         self.assertIn(("deny", "mcp_tool_denied", "write_note"),
                       [(l["decision"], l["reason"], l.get("mcp_tool")) for l in lines])
         self.assertIn(("allow", "echo"), [(l["decision"], l.get("mcp_tool")) for l in lines])
+
+
+    def test_exec_runs_the_sdk_client_over_websocket(self):
+        d = node_dir(self.work, M["mcp_modules"])
+        policy = os.path.join(self.work, "policy.toml")
+        with open(policy, "w") as f:
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = [%s]\n' % WS_ROUTE +
+                    trust_and_upstream())
+        os.chmod(policy, 0o644)
+        log = os.path.join(self.work, "access.log")
+        before = len(received())
+        p = subprocess.run(self.prefix() + [SLUICE, "exec", "--policy", policy, "--access-log", log, "--", NODE,
+                                            os.path.join(d, "mcp_client.mjs"), WS_URL, "write_note", "echo"],
+                           capture_output=True, env=self.env(), timeout=120, cwd=self.work)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        out = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        self.assertNotIn("error", out, out)
+        write, echo = out["calls"]
+        self.assertEqual(write["code"], -32001, out)
+        self.assertIn("mcp_tool_denied", write["message"])
+        self.assertEqual(echo["text"], "echo: hi", out)
+        self.assertNotIn("write_note", [r.get("ran") for r in received()[before:]])
+        with open(log) as f:
+            lines = [json.loads(l) for l in f if l.strip() and '"checkpoint"' not in l]
+        self.assertIn(("allow", "websocket", "write_note,echo", 1),
+                      [(l["decision"], l.get("protocol"), l.get("mcp_tool"), l.get("mcp_refused")) for l in lines])
 
 
 class McpExecAsNobody(McpExecAsRoot):

@@ -61,4 +61,5 @@ async def main():
         print(json.dumps({"error": str(e)}))
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -98,7 +98,8 @@ TEST_CASE("mcp tables load from route tables of the trusted policy only, and are
   CHECK_THROWS_WITH(filters::load_config_string(bad("mcp = { allow_tools = \"x\" }"), "t"), Catch::Contains("list"));
   CHECK_THROWS_WITH(filters::load_config_string(bad("mcp = { allow_tools = [\"a b\"] }"), "t"), Catch::Contains("space"));
   CHECK_THROWS_WITH(filters::load_config_string(bad("methods = [\"GET\"], mcp = {}"), "t"), Catch::Contains("POST"));
-  CHECK_THROWS_WITH(filters::load_config_string(bad("websocket = true, mcp = {}"), "t"), Catch::Contains("websocket"));
+  CHECK_NOTHROW(filters::load_config_string(bad("websocket = true, mcp = {}"), "t"));
+  CHECK_NOTHROW(filters::load_config_string(bad("methods = [\"GET\"], websocket = true, mcp = {}"), "t"));
   CHECK_THROWS_WITH(filters::load_config_string("[policy]\ndeny = [{ host = \"a.example.com\", mcp = {} }]\n", "t"),
                     Catch::Contains("not 'mcp'"));
 }
@@ -185,4 +186,64 @@ TEST_CASE("an MCP route: only its path, only POSTs; no WebSocket; report mode le
   CHECK(o.would_deny == "mcp_tool_not_allowed");
   CHECK(o.mcp_tool == "write_file");
   CHECK(o.mcp_tool_labels == std::vector<std::string>{"other"});
+}
+
+TEST_CASE("MCP over a WebSocket: only on a route that says websocket = true; each message judged as a body",
+          "[gateway][mcp]") {
+  const std::string ws_route = "{ host = \"ws.example.com\", paths = [\"/mcp\"], methods = [\"GET\"], websocket = true, "
+                               "mcp = { allow_tools = [\"echo\"], deny_tools = [\"write_*\"] } }";
+  field_list upgrade{{"connection", "Upgrade"}, {"upgrade", "websocket"}, {"sec-websocket-version", "13"},
+                     {"sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="}};
+  for (std::string_view profile : {"network-read", "publish"}) {
+    INFO(profile);
+    auto pol = policy_of("profile = \"" + std::string(profile) + "\"\n[policy]\nallow = [" + route + ", " + ws_route + "]\n");
+    auto up = judge_post(*pol, "GET", "ws.example.com", "/mcp", upgrade);
+    REQUIRE(up.v.reason == "");
+    CHECK(up.o.protocol == "websocket");
+    CHECK(up.o.rule == "ws.example.com GET /mcp websocket mcp");
+    REQUIRE(up.o.mcp_messages);
+    CHECK(up.o.mcp_messages->allow_tools == std::vector<std::string>{"echo"});
+    CHECK_FALSE(up.v.read_whole());
+    // The POST-only route's path still opens no WebSocket; a plain GET there is no MCP message.
+    CHECK(judge_post(*pol, "GET", "mcp.example.com", "/mcp", upgrade).v.reason == "mcp_websocket_refused");
+    CHECK_FALSE(judge_post(*pol, "GET", "mcp.example.com", "/mcp").o.mcp_messages);
+    // A POST to the WebSocket-only route is not MCP (the route's methods are GET): the profile judges it.
+    auto post = judge_post(*pol, "POST", "ws.example.com", "/mcp");
+    CHECK_FALSE(post.v.mcp);
+    if (profile == "network-read") CHECK(post.v.reason == "method_not_allowed");
+
+    outcome &o = up.o;
+    gateway::exchange::mcp_messages messages(*up.o.mcp_messages, o, *pol);
+    auto a = messages.judge(call(1, "echo"));
+    CHECK(a.refusal.reason == "");
+    CHECK(a.decision == "allow");
+    CHECK(a.tool_labels == std::vector<std::string>{"echo"});
+    auto b = messages.judge(call(2, "write_note"));
+    CHECK(b.refusal.reason == "mcp_tool_denied");
+    CHECK(b.decision == "deny");
+    CHECK(boost::json::parse(b.refusal.jsonrpc).at("id").as_int64() == 2);
+    messages.judge(call(3, "echo"));
+    auto c = messages.judge("not json");
+    CHECK(c.refusal.reason == "mcp_body_refused");
+    CHECK(boost::json::parse(c.refusal.jsonrpc).at("error").at("code").as_int64() == -32700);
+    // The connection's line names each method and tool once, and counts the refused messages.
+    CHECK(o.mcp_method == "tools/call");
+    CHECK(o.mcp_tool == "echo,write_note");
+    CHECK(o.mcp_refused == 2);
+    CHECK(o.mcp_tool_labels.empty()); // counted per message by the transport, not again at the end
+    CHECK(o.would_deny.empty());
+    for (int i = 0; i < 40; ++i) messages.judge(call(10 + i, "tool" + std::to_string(i)));
+    CHECK(o.mcp_tool.ends_with(",..."));
+    CHECK(o.mcp_tool.find("tool31") == std::string::npos);
+  }
+  auto top = policy_of("profile = \"network-read\"\n[policy]\nallow = [" + ws_route + "]\n[roles.r]\nmode = \"report\"\n");
+  const auto &report = top->role_policies().at("r");
+  auto up = judge_post(*report, "GET", "ws.example.com", "/mcp", upgrade);
+  REQUIRE(up.o.mcp_messages);
+  gateway::exchange::mcp_messages messages(*up.o.mcp_messages, up.o, *report);
+  auto r = messages.judge(call(1, "write_note"));
+  CHECK(r.refusal.reason == "");
+  CHECK(r.decision == "would_deny");
+  CHECK(up.o.would_deny == "mcp_tool_denied");
+  CHECK(messages.judge(call(2, "echo")).decision == "allow");
 }

@@ -242,3 +242,57 @@ TEST_CASE("a compressed message that does not inflate, or inflates past the limi
     REQUIRE(s.messages() == 1);
   }
 }
+
+TEST_CASE("paused at each data message's end; at rest only outside frames and messages", "[gateway][websocket]") {
+  auto wire = frame(1, "one", true) + frame(9, "p", true) + frame(1, "tw", true, false) + frame(10, "", true) +
+              frame(0, "o", true) + frame(2, "", true);
+  websocket_scanner s(true, 0, false);
+  s.pause_at_message_end(true);
+  collecting_sink sink;
+  s.set_sink(&sink);
+  CHECK(s.at_rest());
+  std::vector<std::size_t> stops;
+  for (std::size_t at = 0; at < wire.size();) {
+    auto ok = s.scan(wire.data() + at, wire.size() - at);
+    REQUIRE(ok > 0);
+    at += ok;
+    stops.push_back(at);
+    CHECK(s.at_rest());
+  }
+  // "one" (9 bytes); the ping and the fragmented "two" with its pong (7 + 8 + 6 + 7); the empty binary (6).
+  CHECK(stops == std::vector<std::size_t>{9, 37, 43});
+  CHECK(sink.messages == std::vector<std::string>{"one", "two", ""});
+  CHECK(s.messages() == 3);
+  // Byte by byte: not at rest inside a header, a payload or a fragmented message; at rest after a ping.
+  websocket_scanner b(true, 0, false);
+  b.pause_at_message_end(true);
+  std::vector<bool> rest;
+  for (auto byte : wire) {
+    REQUIRE(b.scan(&byte, 1) == 1);
+    rest.push_back(b.at_rest());
+  }
+  CHECK_FALSE(rest[0]);
+  CHECK(rest[8]);
+  CHECK(rest[15]);  // after the ping
+  CHECK_FALSE(rest[23]); // after "tw", its message goes on
+  CHECK_FALSE(rest[29]); // after the pong inside it
+  CHECK(rest[36]);
+}
+
+TEST_CASE("sluice's own text frame reads back whole at every length form", "[gateway][websocket]") {
+  for (std::size_t n : {std::size_t(0), std::size_t(125), std::size_t(126), std::size_t(65535), std::size_t(65536),
+                        std::size_t(200000)}) {
+    INFO(n);
+    std::string payload(n, 'j');
+    auto text = websocket_text_frame(payload);
+    CHECK(text.size() == n + (n < 126 ? 2 : n < 65536 ? 4 : 10));
+    std::vector<unsigned char> wire(text.begin(), text.end());
+    websocket_scanner down(false, 0, false);
+    collecting_sink sink;
+    down.set_sink(&sink);
+    CHECK(feed(down, wire, 4096) == wire.size());
+    CHECK(down.error().empty());
+    REQUIRE(sink.messages.size() == 1);
+    CHECK(sink.messages[0] == payload);
+  }
+}
