@@ -159,6 +159,11 @@ public:
                                     const filters::policy &pol, outcome &o, verdict &v, std::string_view body);
   net::awaitable<filters::decision> consult_connect(outcome &o, const filters::policy &pol, std::string_view raw_host,
                                                     unsigned port);
+  // [decider] when = "all", for a connection the file allowed (rule o.rule) whose bytes sluice does
+  // not read (`protocol` "connect": an allowlist tunnel; "tcp": relayed TCP): put to the decider on
+  // its host and port, which may only narrow. "" to go on, else the refusal's reason (rule
+  // "decider"); `ask` is refused too: only a miss is held for a person.
+  net::awaitable<std::string_view> narrow_connection(outcome &o, const filters::policy &pol, std::string_view protocol);
   decider::asker asker_for(const filters::policy &pol) const;
   // consult's and consult_body's answer, folded into v.
   void fold_answer(const exchange::request &r, const tunnel_target *tunnel, const filters::policy &pol, outcome &o,

@@ -126,6 +126,26 @@ net::awaitable<filters::decision> session::consult_connect(outcome &o, const fil
   co_return filters::decision::deny(decider::refusal_of(a.kind), "decider");
 }
 
+net::awaitable<std::string_view> session::narrow_connection(outcome &o, const filters::policy &pol,
+                                                             std::string_view protocol) {
+  if (!pol.cfg().decider.all) co_return std::string_view{};
+  auto d = state_.decider.load();
+  if (!d) co_return std::string_view{};
+  auto a = co_await d->decide(decider::connect_question(o, asker_for(pol), protocol, &o.rule));
+  o.decided_by = "decider";
+  o.decider_message = a.message;
+  if (a.kind == decider::answer::allow) co_return std::string_view{};
+  if (a.kind == decider::answer::ask || a.kind == decider::answer::body) {
+    o.decider_message = a.kind == decider::answer::ask
+                            ? "the decider asked for a person about a connection the file allows; sluice holds only "
+                              "connections to hosts the allowlist does not name for a person"
+                            : "the decider asked for the body of a connection, which sluice does not read";
+    a.kind = a.kind == decider::answer::ask ? decider::answer::deny : decider::answer::unavailable;
+  }
+  if (a.kind == decider::answer::deny) o.decider_status = a.status;
+  co_return decider::refusal_of(a.kind);
+}
+
 net::awaitable<void> session::admit_budgets(verdict &v, outcome &o, const filters::policy &pol,
                                             std::uint64_t head_bytes, std::uint64_t body_bytes) {
   if (!v.reason.empty() || pol.budgets().empty()) co_return;

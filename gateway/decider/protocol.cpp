@@ -145,7 +145,8 @@ void add_body(js::object &q, std::string_view body) {
   q["body_base64"] = out;
 }
 
-js::object connect_question(const exchange::outcome &o, const asker &who) {
+js::object connect_question(const exchange::outcome &o, const asker &who, std::string_view protocol,
+                            const std::string *allowed_by) {
   js::object q;
   q["method"] = "CONNECT";
   q["scheme"] = o.scheme;
@@ -154,10 +155,14 @@ js::object connect_question(const exchange::outcome &o, const asker &who) {
   q["path"] = "";
   q["query"] = "";
   q["target"] = o.host + ":" + std::to_string(o.port);
-  q["protocol"] = "connect";
+  q["protocol"] = protocol;
   q["fields"] = js::object();
   add_asker(q, who);
-  q["file"] = js::object{{"decision", "deny"}, {"reason", "host_not_allowlisted"}};
+  if (allowed_by) {
+    q["file"] = js::object{{"decision", "allow"}, {"rule", *allowed_by}};
+  } else {
+    q["file"] = js::object{{"decision", "deny"}, {"reason", "host_not_allowlisted"}};
+  }
   return q;
 }
 

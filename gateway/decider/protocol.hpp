@@ -30,8 +30,11 @@ struct asker {
 // own verdict ({decision, reason, rule}).
 boost::json::object question(const exchange::request &r, const exchange::verdict &v, const exchange::outcome &o,
                              const asker &who);
-// A CONNECT (or a captured connection) the allowlist does not name: host and port only.
-boost::json::object connect_question(const exchange::outcome &o, const asker &who);
+// A CONNECT (or a captured connection) the allowlist does not name: host and port only. With
+// `allowed_by` (when = "all"), a connection the file allows under that rule, whose bytes sluice
+// does not read (an allowlist tunnel, `protocol` "connect", or relayed TCP, "tcp").
+boost::json::object connect_question(const exchange::outcome &o, const asker &who, std::string_view protocol = "connect",
+                                     const std::string *allowed_by = nullptr);
 // The request's body, for a decider that asked for it: "body" as text where it is UTF-8, else
 // "body_base64"; "body_bytes" its length either way.
 void add_body(boost::json::object &question, std::string_view body);

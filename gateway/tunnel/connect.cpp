@@ -205,6 +205,11 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
   if (d.would_deny) o.would_deny = d.reason;
 
   if (!filters::terminates_tls(pol.mode())) {
+    // No request inside will be judged: with when = "all" the decider is asked about the tunnel.
+    if (auto no = co_await narrow_connection(o, pol, "connect"); !no.empty()) {
+      co_await deny(s, o, no, "decider", false);
+      co_return;
+    }
     co_await pass_through(s, buf, o, parsed.host->ip);
     co_return;
   }

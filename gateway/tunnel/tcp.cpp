@@ -103,6 +103,10 @@ net::awaitable<void> session::relay_tcp(Stream &s, beast::flat_buffer &buf, outc
     co_return;
   }
   if (d.would_deny) o.would_deny = d.reason;
+  if (auto no = co_await narrow_connection(o, pol, "tcp"); !no.empty()) { // [decider] when = "all"
+    co_await deny(s, o, no, "decider", false);
+    co_return;
+  }
   o.scheme = "tcp";
   o.protocol = "tcp";
   tcp_slot slot(state_.tcp_open, cfg().limits.max_tcp_connections);

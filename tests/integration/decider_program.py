@@ -7,7 +7,7 @@ By path: /deny refuses (a reason; /deny-451 with status 451), /ask hands to a pe
 answers in time, /crash exits, /headers allows and edits fields, /cached/... is allowed and cached
 by host and path; a path holding /inspect asks for the body, then refuses a body holding
 "forbidden" and allows the rest; one holding /greedy asks for the body even when it has it;
-anything else is allowed."""
+a tunnel or relayed TCP connection to a host named blocked.* is refused; anything else is allowed."""
 import base64
 import json
 import sys
@@ -26,6 +26,8 @@ def answer(qid, result):
 
 def decide(q):
     path = q["path"]
+    if q["protocol"] in ("connect", "tcp") and q["host"].startswith("blocked."):
+        return {"decision": "deny", "reason": "team rule 9: no tunnels to blocked hosts"}
     has_body = "body" in q or "body_base64" in q
     if "/greedy" in path:
         return {"decision": "body"}

@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -43,7 +44,7 @@ def copy_program(d):
 
 class DeciderServe(unittest.TestCase):
 
-    def start(self, decider_extra="", policy_extra="", approvals=False, profile="network-read"):
+    def start(self, decider_extra="", policy_extra="", approvals=False, profile="network-read", allow_extra=""):
         self.procs = Processes()
         self.addCleanup(self.procs.stop_all)
         self.dir = tempfile.mkdtemp(dir=M["tmp"])
@@ -51,7 +52,8 @@ class DeciderServe(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.asked = os.path.join(self.dir, "asked.jsonl")
         program = copy_program(self.dir)
-        cfg = (f'profile = "{profile}"\n[policy]\nallow = ["other.test:8443"]\ndeny = ["denied.test"]\n' + policy_extra +
+        cfg = (f'profile = "{profile}"\n[policy]\nallow = ["other.test:8443"{allow_extra}]\ndeny = ["denied.test"]\n' +
+               policy_extra +
                '[decider]\ncommand = "%s %s %s"\ntimeout = "1s"\n' % (PYTHON, program, self.asked) + decider_extra)
         if approvals:
             self.token_file = os.path.join(self.dir, "token")
@@ -59,7 +61,9 @@ class DeciderServe(unittest.TestCase):
                 f.write(os.urandom(16).hex() + "\n")
             cfg += '[approvals]\nhosts = ["nothing.test"]\ntoken_file = "%s"\n' % self.token_file
         cfg += trust_and_upstream().replace('"other.test" = "198.18.0.2"\n',
-                                            '"other.test" = "198.18.0.2"\n"denied.test" = "198.18.0.2"\n')
+                                            '"other.test" = "198.18.0.2"\n"denied.test" = "198.18.0.2"\n'
+                                            '"blocked.test" = "198.18.0.2"\n"blocked.tcp.test" = "198.18.0.2"\n'
+                                            '"ok.tcp.test" = "198.18.0.2"\n')
         self.gw = Gateway(self.procs, self.dir, cfg, "decider")
 
     def questions(self):
@@ -241,6 +245,31 @@ class DeciderServe(unittest.TestCase):
         self.assertEqual(c.returncode, 1, c.stdout + c.stderr)
         self.assertIn("decider: body", c.stdout)
         self.assertIn("decider: deny (the body says forbidden (15 bytes))", c.stdout)
+
+    def test_when_all_asks_about_tunnels_and_tcp_whose_bytes_are_not_read(self):
+        # allowlist: a tunnel is passed through unopened, and relayed TCP is never read: with
+        # when = "all" each connection the file allows is put to the decider, which may refuse it.
+        self.start(decider_extra='when = "all"\n', profile="allowlist", allow_extra=', "blocked.test:8443"',
+                   policy_extra='tcp = [{ host = "blocked.tcp.test", port = 8443 }, { host = "ok.tcp.test", port = 8443 }]\n')
+        p = curl(self.gw, "https://other.test:8443/tunnel-ok")
+        self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr)
+        p = curl(self.gw, "https://blocked.test:8443/tunnel-refused")
+        self.assertIn(b"CONNECT tunnel failed, response 403", p.stderr)
+        asked = [(q["host"], q["port"], q["protocol"], q["file"]) for q in self.questions()]
+        self.assertIn(("other.test", 8443, "connect", {"decision": "allow", "rule": "other.test:8443"}), asked)
+        self.assertIn(("blocked.test", 8443, "connect", {"decision": "allow", "rule": "blocked.test:8443"}), asked)
+        line = [l for l in self.gw.access_log() if l["host"] == "blocked.test"][-1]
+        self.assertEqual((line["decision"], line["reason"], line["rule"], line.get("decided_by")),
+                         ("deny", "decider_denied", "decider", "decider"))
+        # Relayed TCP, asked for by CONNECT: refused for blocked.tcp.test, relayed for ok.tcp.test.
+        for host, code in (("blocked.tcp.test", b"403"), ("ok.tcp.test", b"200")):
+            with socket.create_connection(("127.0.0.1", self.gw.port), timeout=10) as s:
+                s.sendall(b"CONNECT %s:8443 HTTP/1.1\r\nHost: %s:8443\r\n\r\n" % (host.encode(), host.encode()))
+                self.assertEqual(s.recv(4096).split(b"\r\n")[0].split(b" ")[1], code, host)
+        self.assertIn(("blocked.tcp.test", 8443, "tcp", {"decision": "allow", "rule": "tcp://blocked.tcp.test:8443"}),
+                      [(q["host"], q["port"], q["protocol"], q["file"]) for q in self.questions()])
+        self.assertTrue(self.gw.logged(lambda l: l["host"] == "blocked.tcp.test" and l["reason"] == "decider_denied"),
+                        self.gw.access_log())
 
     def test_h2_streams_are_asked_too(self):
         self.start()
