@@ -38,10 +38,15 @@ struct ws_shared {
 };
 
 // Waits for the client's write turn (and, with `own_frame`, for the stream to the client to be at
-// rest), then takes it; end_client_turn gives it back.
-net::awaitable<void> client_turn(ws_shared &st, bool own_frame) {
-  while (st.client_writing || (own_frame && !st.client_at_rest)) co_await st.turn->async_wait(use_tuple);
+// rest), then takes it; end_client_turn gives it back. False: an own frame cannot go, the origin's
+// direction having ended (perhaps inside one of the server's frames).
+net::awaitable<bool> client_turn(ws_shared &st, bool own_frame) {
+  while (st.client_writing || (own_frame && !st.client_at_rest)) {
+    if (own_frame && st.open < 2) co_return false;
+    co_await st.turn->async_wait(use_tuple);
+  }
   st.client_writing = true;
+  co_return true;
 }
 void end_client_turn(ws_shared &st) {
   st.client_writing = false;
@@ -160,7 +165,10 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
         held.clear();
         const std::string frame = websocket_text_frame(mcp->reply);
         mcp->reply.clear();
-        co_await client_turn(st, true);
+        if (!co_await client_turn(st, true)) { // the origin's side is gone: so is the connection
+          shutdown_both(from, to);
+          co_return false;
+        }
         lowest(from).expires_after(io);
         auto [ec, wn] = co_await net::async_write(from, net::buffer(frame), use_tuple);
         end_client_turn(st);
@@ -219,6 +227,7 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
     }
   }
   if (--st.open == 0) st.watchdog->cancel();
+  st.turn->cancel(); // a direction waiting for the client's turn sees this one has ended
 }
 
 // [scan]: the client's messages go through the request's scan before they are forwarded.
