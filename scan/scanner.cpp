@@ -120,6 +120,11 @@ void scanner::end(std::string_view location) {
   for (auto &st : streams_) {
     if (!st->ended && st->location == location) close_stream(*st);
   }
+  // An ended stream is done with (a later feed to its location opens another), and its findings
+  // keep their own location: let it go, so that a connection of many messages, each a stream of
+  // its own, holds only its open ones (and finds each in constant time) rather than every message
+  // it ever carried.
+  std::erase_if(streams_, [](const std::unique_ptr<stream> &st) { return st->ended; });
 }
 
 void scanner::finish() {

@@ -81,6 +81,8 @@ public:
   void end(std::string_view location);
   // Ends every open stream.
   void finish();
+  // Streams held: the open ones (an ended one is let go at end()).
+  std::size_t streams_held() const { return streams_.size(); }
 
   const std::vector<finding> &findings() const { return findings_; }
   // The blocking finding that decides the request (a canary before an own secret before a custom

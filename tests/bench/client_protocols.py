@@ -17,7 +17,7 @@ Every round runs every row once, in turn (so a slow minute of the machine touche
 alike); the table shows the median of the rounds, their spread (min-max), the ratio to direct and,
 for each binary, h2's ratio to HTTP/1.1 through the same binary; then sluice's CPU per unit of work.
 
-usage (root): tests/bench/client_protocols.py [--repeat 3] [--requests 20000]
+usage (root): tests/bench/client_protocols.py [--repeat 3] [--requests 20000] [--perf DIR]
                   [--sluice NAME=PATH ...]   (default: one binary, build/release or build/default)"""
 import argparse
 import os
@@ -117,12 +117,29 @@ allow = ["{NAME}"]
             for _ in range(self.args.repeat):
                 for name, proto, t in rows:
                     before = cpu_times(t["pid"]) if "pid" in t else None
+                    rec = self.perf_record(t, name, w)
                     v, work = self.workload(t, proto, w)
+                    if rec:
+                        rec.send_signal(2)
+                        rec.wait(60)
                     rates[(name, w)].append(v)
                     client[(name, w)].append(self.client_cpu / work)
                     if before is not None and v is not None:
                         cpu[(name, w)].append((sum(cpu_times(t["pid"])) - sum(before)) / work)
         self.report(rows, workloads, rates, cpu, client)
+
+    def perf_record(self, t, name, workload):
+        """With --perf DIR: `perf record -g` on the sluice process for this row's workload (the
+        last round's profile is kept, one file per row and workload)."""
+        if not self.args.perf or "pid" not in t:
+            return None
+        os.makedirs(self.args.perf, exist_ok=True)
+        out = os.path.join(self.args.perf, "%s-%s.data" % (name.replace(" ", "_").replace(",", "").replace("/", ""),
+                                                          workload))
+        p = subprocess.Popen(["perf", "record", "-q", "-g", "-p", str(t["pid"]), "-o", out],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)  # attached before the first request
+        return p
 
     def report(self, rows, workloads, rates, cpu, client):
         print("\n%s, %d cores, %d rounds, keep-alive %d x 1 KiB, bulk %d x 10 MiB, %d in parallel" % (
@@ -168,6 +185,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests", type=int, default=20000, help="keep-alive GETs of 1 KiB per round")
+    ap.add_argument("--perf", metavar="DIR", help="record each sluice row with perf record -g into DIR")
     ap.add_argument("--sluice", action="append", default=[],
                     help="NAME=PATH of a sluice binary to measure (repeatable: before=..., after=...)")
     args = ap.parse_args()

@@ -6,12 +6,15 @@
   TLS) on a test host at 198.18.0.2: direct, and inside `sluice exec --sandbox-profile publish`
   (h2load knows no proxy; the capture takes its connections, sluice speaks h2 to it and HTTP/1.1,
   pooled, to nginx).
-- WebSocket echo (python3-websockets, 4 connections, each sending messages and awaiting their
-  echo, 64 in flight) against an echo origin on the test host: direct, and through `sluice serve`
-  (publish) by CONNECT.
+- WebSocket echo, both ends in C++ (tests/bench/ws_echo_bench.cpp, Beast: neither end is the
+  bottleneck, as the python client was): 4 connections, each sending 100-byte messages with 16
+  awaiting their echo, against its echo origin on the test host: direct, and through `sluice serve`
+  (publish) by CONNECT, with sluice's CPU per message.
 
-usage (root): tests/bench/protocols.py [--repeat 3] [--requests 20000] [--messages 20000] [--binary PATH]"""
+usage (root): tests/bench/protocols.py [--repeat 3] [--requests 20000] [--messages 100000]
+                  [--only h2load|websocket] [--binary PATH] [--ws-bench PATH] [--perf FILE]"""
 import argparse
+import json
 import os
 import re
 import resource
@@ -32,73 +35,22 @@ NAME = "origin.test"
 HOSTS_MARK = "# sluice-bench-protocols"
 PYTHON = "/usr/bin/python3"
 
-WS_CLIENT = r'''
-import asyncio, os, ssl, socket, sys, time, urllib.parse
-import websockets
-url, total = sys.argv[1], int(sys.argv[2])
-conns, window = 4, 16
-
-def via_proxy(host, port):
-    p = urllib.parse.urlparse(os.environ["HTTPS_PROXY"])
-    s = socket.create_connection((p.hostname, p.port))
-    s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += s.recv(4096)
-    assert head.startswith(b"HTTP/1.1 200"), head
-    return s
-
-async def one(n):
-    u = urllib.parse.urlparse(url)
-    kw = {"ssl": ssl.create_default_context(cafile=os.environ["WS_CA"]), "compression": None,
-          "max_size": None, "ping_interval": None}
-    if os.environ.get("HTTPS_PROXY"):
-        kw.update(sock=via_proxy(u.hostname, u.port), server_hostname=u.hostname)
-    async with websockets.connect(url, **kw) as ws:
-        msg = b"x" * 100
-        sent = got = 0
-        while got < n:
-            while sent < n and sent - got < window:
-                await ws.send(msg)
-                sent += 1
-            back = await ws.recv()
-            assert back == msg
-            got += 1
-
-async def main():
-    t0 = time.monotonic()
-    await asyncio.gather(*(one(total // conns) for _ in range(conns)))
-    print("%.3f" % (time.monotonic() - t0))
-
-asyncio.run(main())
-'''
-
-WS_ORIGIN = r'''
-import asyncio, ssl, sys
-import websockets
-async def echo(ws, path):
-    async for m in ws:
-        await ws.send(m)
-async def main():
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-    async with websockets.serve(echo, "198.18.0.2", 9443, ssl=ctx, max_size=None, compression=None,
-                                ping_interval=None):
-        print("ready", flush=True)
-        await asyncio.Future()
-asyncio.run(main())
-'''
-
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests", type=int, default=20000)
-    ap.add_argument("--messages", type=int, default=20000)
+    ap.add_argument("--messages", type=int, default=100000)
+    ap.add_argument("--only", choices=["h2load", "websocket"], help="run one workload's rows")
+    ap.add_argument("--perf", metavar="FILE", help="perf record -g sluice serve in the WebSocket row into FILE")
+    ap.add_argument("--ws-bench", help="the ws_echo_bench binary (default: beside the sluice binary's build)")
     ap.add_argument("--extra-config", default="", help="TOML put before the [tls] section of both policies")
     ap.add_argument("--binary", default=os.path.join(HERE, "../../build/default/sluice"))
     args = ap.parse_args()
     sluice = os.path.abspath(args.binary)
+    ws_bench = os.path.abspath(args.ws_bench or os.path.join(os.path.dirname(sluice), "tests", "ws_echo_bench"))
+    if args.only != "h2load" and not os.path.exists(ws_bench):
+        raise SystemExit("%s missing: TARGET=ws_echo_bench scripts/build.sh" % ws_bench)
     for tool, pkg in (("h2load", "nghttp2-client"), ("nginx", "nginx-light")):
         if not shutil.which(tool):
             run(["apt-get", "install", "-y", "-qq", pkg])
@@ -137,7 +89,7 @@ http {{
             f.write("%s %s %s\n" % (ORIGIN, NAME, HOSTS_MARK))
         host = TestHost("sluice-bench-proto")
         nginx = host.start("nginx", "-c", conf)  # `ip netns exec` execs: this is nginx's master
-        p = host.start(PYTHON, "-c", WS_ORIGIN, pem, key)
+        p = host.start(ws_bench, "server", ORIGIN, "9443", pem, key)
         assert p.stdout.readline().strip() == b"ready"
         time.sleep(0.5)
         upstream = f"""{args.extra_config}
@@ -190,33 +142,57 @@ allow_addresses = ["198.18.0.0/15"]
                                                                           out[-1500:], errors))
             return float(m.group(3))
 
-        def ws(env):
-            out = subprocess.run([PYTHON, "-c", WS_CLIENT, "wss://%s:9443/" % NAME, str(args.messages)],
-                                 capture_output=True, text=True, env=env)
+        def ws(through):
+            cmd = [ws_bench, "client", "wss://%s:9443/" % NAME, "--messages", str(args.messages),
+                   "--connections", "4", "--window", "16", "--size", "100"]
+            cmd += ["--ca", gw.ca, "--proxy", "127.0.0.1:%d" % gw.port] if through else ["--ca", ca[0]]
+            s0 = cpu_seconds(gw.proc.pid)
+            rec = None
+            if through and args.perf:  # the last round's profile is kept
+                rec = subprocess.Popen(["perf", "record", "-q", "-g", "-p", str(gw.proc.pid), "-o", args.perf],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(0.3)
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if rec:
+                rec.send_signal(2)
+                rec.wait(60)
             if out.returncode != 0:
                 raise RuntimeError("websocket client failed:\n" + out.stderr[-2000:])
-            return args.messages / float(out.stdout.strip())
+            r = json.loads(out.stdout)
+            ws_cpu[through].append((r["client_cpu"] * 1e6 / r["messages"],
+                                    (cpu_seconds(gw.proc.pid) - s0) * 1e6 / r["messages"]))
+            return r["rate"]
 
         exec_log = os.path.join(d, "exec-access.log")
         exec_prefix = [sluice, "exec", "--policy", policy, "--sandbox-profile", "publish",
                        "--confirm-external-side-effects", "--access-log", exec_log, "--"]
         cpu = {False: [], True: []}
-        rows = {"h2load direct": [], "h2load through sluice exec": [],
-                "websocket direct": [], "websocket through sluice serve": []}
-        env_direct = dict(os.environ, WS_CA=ca[0])
-        env_direct.pop("HTTPS_PROXY", None)
-        env_gw = dict(os.environ, WS_CA=gw.ca, HTTPS_PROXY=gw.proxy)
+        ws_cpu = {False: [], True: []}
+        rows = {}
+        if args.only != "websocket":
+            rows.update({"h2load direct": [], "h2load through sluice exec": []})
+        if args.only != "h2load":
+            rows.update({"websocket direct": [], "websocket through sluice serve": []})
         for _ in range(args.repeat):  # rows in turn each round: the machine's swings hit all alike
-            rows["h2load direct"].append(h2load([]))
-            rows["h2load through sluice exec"].append(h2load(exec_prefix))
-            rows["websocket direct"].append(ws(env_direct))
-            rows["websocket through sluice serve"].append(ws(env_gw))
+            if args.only != "websocket":
+                rows["h2load direct"].append(h2load([]))
+                rows["h2load through sluice exec"].append(h2load(exec_prefix))
+            if args.only != "h2load":
+                rows["websocket direct"].append(ws(False))
+                rows["websocket through sluice serve"].append(ws(True))
         print("| workload | median per second | runs | ratio to direct |")
         print("|---|---|---|---|")
         for name, values in rows.items():
             med = statistics.median(values)
             base = statistics.median(rows[("h2load" if name.startswith("h2load") else "websocket") + " direct"])
             print("| %s | %.0f | %s | %.2f |" % (name, med, ", ".join("%.0f" % v for v in values), med / base))
+        if ws_cpu[True]:
+            print("\nCPU per WebSocket message, in microseconds (medians): the client %.1f direct, %.1f through "
+                  "sluice; sluice serve %.1f" % (statistics.median(c for c, _ in ws_cpu[False]),
+                                                 statistics.median(c for c, _ in ws_cpu[True]),
+                                                 statistics.median(g for _, g in ws_cpu[True])))
+        if not cpu[False]:
+            return
         client = statistics.median(c for c, _ in cpu[False])
         through = statistics.median(c for c, _ in cpu[True])
         print("\nCPU per h2load request, in microseconds (medians; this machine has %d cores):" % os.cpu_count())

@@ -49,6 +49,26 @@ TEST_CASE("locations stream apart; a later feed to an ended location starts anew
   CHECK(s.findings()[0].offset == 0);
 }
 
+TEST_CASE("a connection of many messages holds only its open stream", "[scan][stream]") {
+  auto db = builtin_database();
+  auto token = github_token();
+  scanner s(db, scratch::this_thread(), {false, "", host_mode::enforce});
+  for (int i = 1; i <= 5000; ++i) {
+    const std::string location = "message:" + std::to_string(i);
+    s.feed(location, "{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(i) + "}");
+    CHECK(s.streams_held() == 1);
+    s.end(location);
+    CHECK(s.streams_held() == 0);
+  }
+  CHECK(s.findings().empty());
+  s.feed("message:5001", token.substr(0, 7)); // a token split over a message's pieces, after them all
+  s.feed("message:5001", token.substr(7));
+  s.end("message:5001");
+  REQUIRE(s.findings().size() == 1);
+  CHECK(s.findings()[0].location == "message:5001");
+  CHECK(s.streams_held() == 0);
+}
+
 TEST_CASE("the target: path and query parameters, raw and percent-decoded", "[scan][target]") {
   auto db = builtin_database();
   auto token = github_token();
