@@ -237,10 +237,16 @@ void scanner::record(std::uint32_t entry, std::string_view encoding, std::uint64
                                      l[st.location.size()] == ':');
     if (hits_[i].entry == entry && same) return; // one finding per rule and location
   }
+  const auto act = e.kind != kind::canary && opts_.mode == host_mode::report ? action::report : e.action;
+  // A long WebSocket in report mode may find something in every message, each a location of its
+  // own: past this many, only a finding that blocks is kept (the decision and the log line need
+  // no more), so that the list stays bounded.
+  constexpr std::size_t most_findings = 256;
+  if (findings_.size() >= most_findings && act != action::block) return;
   finding f;
   f.rule = e.rule;
   f.kind = e.kind;
-  f.action = e.kind != kind::canary && opts_.mode == host_mode::report ? action::report : e.action;
+  f.action = act;
   f.location = st.location;
   f.offset = start;
   f.name = e.name;

@@ -67,6 +67,15 @@ TEST_CASE("a connection of many messages holds only its open stream", "[scan][st
   REQUIRE(s.findings().size() == 1);
   CHECK(s.findings()[0].location == "message:5001");
   CHECK(s.streams_held() == 0);
+  // Report mode, a finding in every message: the list stops growing; a blocking finding still counts.
+  scanner r(db, scratch::this_thread(), {false, "", host_mode::report});
+  for (int i = 1; i <= 1000; ++i) {
+    const std::string location = "message:" + std::to_string(i);
+    r.feed(location, "token " + token + " end");
+    r.end(location);
+  }
+  CHECK(r.findings().size() == 256);
+  CHECK(r.blocking() == nullptr);
 }
 
 TEST_CASE("the target: path and query parameters, raw and percent-decoded", "[scan][target]") {
