@@ -6,6 +6,8 @@
   TLS) on a test host at 198.18.0.2: direct, and inside `sluice exec --sandbox-profile publish`
   (h2load knows no proxy; the capture takes its connections, sluice speaks h2 to it and HTTP/1.1,
   pooled, to nginx).
+- h2load the same way through nghttpx (Debian nghttp2-proxy, one worker, TLS and h2 on both legs):
+  the reference for h2 (issue #56, item 2), with each proxy's CPU per request.
 - WebSocket echo, both ends in C++ (tests/bench/ws_echo_bench.cpp, Beast: neither end is the
   bottleneck, as the python client was): 4 connections, each sending 100-byte messages with 16
   awaiting their echo, against its echo origin on the test host: direct, and through `sluice serve`
@@ -36,13 +38,29 @@ HOSTS_MARK = "# sluice-bench-protocols"
 PYTHON = "/usr/bin/python3"
 
 
+NGHTTPX_PORT = 3443
+
+
+def start_nghttpx(procs, d, pem, key, ca):
+    """nghttpx (Debian nghttp2-proxy), the reference for h2 on both legs: TLS and h2 to h2load on
+    127.0.0.1, TLS (verified against the origin's CA) and h2 to nginx, one worker."""
+    if not shutil.which("nghttpx"):
+        run(["apt-get", "install", "-y", "-qq", "nghttp2-proxy"])
+    p = procs.start(["nghttpx", "-f", "127.0.0.1,%d" % NGHTTPX_PORT,
+                          "-b", "%s,443;;tls;proto=h2;sni=%s" % (ORIGIN, NAME), "--cacert", ca, "--workers", "1",
+                          "--no-ocsp", "--errorlog-file", os.path.join(d, "nghttpx.log"), key, pem])
+    wait_port(NGHTTPX_PORT, p)
+    return p
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--messages", type=int, default=100000)
     ap.add_argument("--only", choices=["h2load", "websocket"], help="run one workload's rows")
-    ap.add_argument("--perf", metavar="FILE", help="perf record -g sluice serve in the WebSocket row into FILE")
+    ap.add_argument("--perf", metavar="FILE", help="perf record -g sluice serve in the WebSocket row into FILE, "
+                    "sluice exec in the h2load row into FILE.h2load")
     ap.add_argument("--ws-bench", help="the ws_echo_bench binary (default: beside the sluice binary's build)")
     ap.add_argument("--extra-config", default="", help="TOML put before the [tls] section of both policies")
     ap.add_argument("--binary", default=os.path.join(HERE, "../../build/default/sluice"))
@@ -120,18 +138,30 @@ allow_addresses = ["198.18.0.0/15"]
                 workers = [int(w) for w in f.read().split()]
             return cpu_seconds(nginx.pid) + sum(cpu_seconds(w) for w in workers)
 
+        def tree_cpu(pid):
+            """A process's CPU seconds and its children's, still running (nghttpx's master and worker)."""
+            total = cpu_seconds(pid)
+            try:
+                with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                    total += sum(tree_cpu(int(c)) for c in f.read().split())
+            except OSError:
+                pass
+            return total
+
         def children_cpu():
             r = resource.getrusage(resource.RUSAGE_CHILDREN)
             return r.ru_utime + r.ru_stime
 
-        def h2load(prefix):
+        def h2load(prefix, row, url="https://%s/1k" % NAME, proxy_pid=None):
             c0, n0 = children_cpu(), nginx_cpu()
-            out = subprocess.run(prefix + ["h2load", "-c", "10", "-m", "10", "-n", str(args.requests),
-                                           "https://%s/1k" % NAME], capture_output=True, text=True).stdout
+            p0 = tree_cpu(proxy_pid) if proxy_pid else 0
+            out = subprocess.run(prefix + ["h2load", "-c", "10", "-m", "10", "-n", str(args.requests), url],
+                                 capture_output=True, text=True).stdout
             # CPU per request: the client (with sluice exec, which waits for it, for the row through
-            # sluice) and nginx. On a machine of few cores the rows share, this is what bounds the ratio.
-            cpu[prefix != []].append(((children_cpu() - c0) * 1e6 / args.requests,
-                                      (nginx_cpu() - n0) * 1e6 / args.requests))
+            # sluice), nginx, and a proxy of its own (nghttpx). On a machine of few cores the rows
+            # share, this is what bounds the ratio.
+            cpu[row].append(((children_cpu() - c0) * 1e6 / args.requests, (nginx_cpu() - n0) * 1e6 / args.requests,
+                             ((tree_cpu(proxy_pid) - p0) * 1e6 / args.requests) if proxy_pid else 0.0))
             m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", out)
             ok = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
             if not m or not ok or int(ok.group(1)) != args.requests:
@@ -166,17 +196,21 @@ allow_addresses = ["198.18.0.0/15"]
         exec_log = os.path.join(d, "exec-access.log")
         exec_prefix = [sluice, "exec", "--policy", policy, "--sandbox-profile", "publish",
                        "--confirm-external-side-effects", "--access-log", exec_log, "--"]
-        cpu = {False: [], True: []}
+        cpu = {"direct": [], "sluice": [], "nghttpx": []}
         ws_cpu = {False: [], True: []}
         rows = {}
         if args.only != "websocket":
-            rows.update({"h2load direct": [], "h2load through sluice exec": []})
+            rows.update({"h2load direct": [], "h2load through sluice exec": [], "h2load through nghttpx": []})
+            nghttpx = start_nghttpx(procs, d, pem, key, ca[0])
         if args.only != "h2load":
             rows.update({"websocket direct": [], "websocket through sluice serve": []})
         for _ in range(args.repeat):  # rows in turn each round: the machine's swings hit all alike
             if args.only != "websocket":
-                rows["h2load direct"].append(h2load([]))
-                rows["h2load through sluice exec"].append(h2load(exec_prefix))
+                rows["h2load direct"].append(h2load([], "direct"))
+                perf = ["perf", "record", "-q", "-g", "-o", args.perf + ".h2load", "--"] if args.perf else []
+                rows["h2load through sluice exec"].append(h2load(perf + exec_prefix, "sluice"))
+                rows["h2load through nghttpx"].append(h2load([], "nghttpx", "https://127.0.0.1:%d/1k" % NGHTTPX_PORT,
+                                                              nghttpx.pid))
             if args.only != "h2load":
                 rows["websocket direct"].append(ws(False))
                 rows["websocket through sluice serve"].append(ws(True))
@@ -191,15 +225,18 @@ allow_addresses = ["198.18.0.0/15"]
                   "sluice; sluice serve %.1f" % (statistics.median(c for c, _ in ws_cpu[False]),
                                                  statistics.median(c for c, _ in ws_cpu[True]),
                                                  statistics.median(g for _, g in ws_cpu[True])))
-        if not cpu[False]:
+        if not cpu["direct"]:
             return
-        client = statistics.median(c for c, _ in cpu[False])
-        through = statistics.median(c for c, _ in cpu[True])
+        med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in cpu.items()}
         print("\nCPU per h2load request, in microseconds (medians; this machine has %d cores):" % os.cpu_count())
-        print("| row | h2load (+ sluice exec) | nginx |\n|---|---|---|")
-        print("| direct | %.1f | %.1f |" % (client, statistics.median(n for _, n in cpu[False])))
-        print("| through sluice exec | %.1f | %.1f |" % (through, statistics.median(n for _, n in cpu[True])))
-        print("| sluice's share (difference) | %.1f | |" % (through - client))
+        print("| row | h2load (+ sluice exec) | nginx | nghttpx |\n|---|---|---|---|")
+        print("| direct | %.1f | %.1f | |" % tuple(med["direct"][:2]))
+        print("| through sluice exec | %.1f | %.1f | |" % tuple(med["sluice"][:2]))
+        print("| through nghttpx | %.1f | %.1f | %.1f |" % tuple(med["nghttpx"]))
+        print("| sluice's share (difference) | %.1f | | |" % (med["sluice"][0] - med["direct"][0]))
+        print("| sluice against nghttpx: rate %.2f, CPU per request %.2f | | | |" % (
+            statistics.median(rows["h2load through sluice exec"]) / statistics.median(rows["h2load through nghttpx"]),
+            (med["sluice"][0] - med["direct"][0]) / med["nghttpx"][2]))
     finally:
         procs.stop_all()
         if host:
