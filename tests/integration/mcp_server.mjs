@@ -6,27 +6,13 @@
 // usage: node mcp_server.mjs ADDRESS PORT CERT KEY RECEIVED
 import fs from 'node:fs';
 import https from 'node:https';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { z } from 'zod';
+import { testServer } from './mcp_tools.mjs';
 
 const [address, port, cert, key, received] = process.argv.slice(2);
 const note = (o) => fs.appendFileSync(received, JSON.stringify(o) + '\n');
 
-function server() {
-  const s = new McpServer({ name: 'sluice-test-server', version: '1.0.0' });
-  s.registerTool('echo', { description: 'Echoes its text (reads nothing, writes nothing)', inputSchema: { text: z.string() } },
-    async ({ text }) => {
-      note({ ran: 'echo', text });
-      return { content: [{ type: 'text', text: 'echo: ' + text }] };
-    });
-  s.registerTool('write_note', { description: 'Writes a note (a write)', inputSchema: { text: z.string() } },
-    async ({ text }) => {
-      note({ ran: 'write_note', text });
-      return { content: [{ type: 'text', text: 'written: ' + text }] };
-    });
-  return s;
-}
+const server = () => testServer('sluice-test-server', note);
 
 https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, async (req, res) => {
   const chunks = [];

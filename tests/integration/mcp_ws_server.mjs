@@ -1,5 +1,5 @@
-// A real MCP server over WebSocket for test_mcp.py: the SDK's McpServer (the same two tools as
-// mcp_server.mjs: `echo`, a read, and `write_note`, a write) behind a server transport over the
+// A real MCP server over WebSocket for test_mcp.py: the SDK's McpServer (mcp_tools.mjs: `echo`, a
+// read, and `write_note`, a write) behind a server transport over the
 // `ws` package, over TLS on the test host, speaking MCP's "mcp" subprotocol as the SDK's
 // WebSocketClientTransport does. The SDK ships that client transport but no server one; this file's
 // transport only moves JSON-RPC messages between the socket and the server. Every message that
@@ -7,27 +7,14 @@
 // usage: node mcp_ws_server.mjs ADDRESS PORT CERT KEY RECEIVED
 import fs from 'node:fs';
 import https from 'node:https';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { WebSocketServer } from 'ws';
-import { z } from 'zod';
+import { testServer } from './mcp_tools.mjs';
 
 const [address, port, cert, key, received] = process.argv.slice(2);
 const note = (o) => fs.appendFileSync(received, JSON.stringify(o) + '\n');
 
-function server() {
-  const s = new McpServer({ name: 'sluice-test-ws-server', version: '1.0.0' });
-  s.registerTool('echo', { description: 'Echoes its text', inputSchema: { text: z.string() } }, async ({ text }) => {
-    note({ ran: 'echo', text });
-    return { content: [{ type: 'text', text: 'echo: ' + text }] };
-  });
-  s.registerTool('write_note', { description: 'Writes a note (a write)', inputSchema: { text: z.string() } },
-    async ({ text }) => {
-      note({ ran: 'write_note', text });
-      return { content: [{ type: 'text', text: 'written: ' + text }] };
-    });
-  return s;
-}
+const server = () => testServer('sluice-test-ws-server', note);
 
 // The SDK's Transport interface (start, send, close; onmessage, onclose, onerror) over one socket.
 class WebSocketServerTransport {

@@ -56,7 +56,7 @@ def node_dir(where, modules):
     packages from the script's own folder up), where the sandbox can see it."""
     d = os.path.join(where, "mcp-node")
     os.makedirs(d, exist_ok=True)
-    for name in ("mcp_server.mjs", "mcp_ws_server.mjs", "mcp_client.mjs"):
+    for name in ("mcp_tools.mjs", "mcp_server.mjs", "mcp_ws_server.mjs", "mcp_client.mjs"):
         shutil.copy(os.path.join(HERE, name), d)
     if not os.path.exists(os.path.join(d, "node_modules")):
         shutil.copytree(modules, os.path.join(d, "node_modules"), symlinks=True)
@@ -359,55 +359,46 @@ class McpReportServe(unittest.TestCase):
 class McpExecAsRoot(base.ExecCase):
     """`sluice exec` under network-read with the route in the skill's allow_domains."""
 
-    def test_exec_runs_the_sdk_client_through_the_rule(self):
+    def run_client(self, route, url, *tools):
+        """The SDK client inside `sluice exec` (network-read, `route` in the skill's allow_domains):
+        its JSON line, the access log's lines, and what reached the server meanwhile."""
         d = node_dir(self.work, M["mcp_modules"])
         policy = os.path.join(self.work, "policy.toml")
         with open(policy, "w") as f:
-            f.write('[skills.default]\ndefault_profile = "network-read"\n'
-                    'allow_domains = [{ host = "mcp.test:8444", paths = ["/mcp"], %s }]\n' % RULE + trust_and_upstream())
-        os.chmod(policy, 0o644)
-        log = os.path.join(self.work, "access.log")
-        before = len(received())
-        p = subprocess.run(self.prefix() + [SLUICE, "exec", "--policy", policy, "--access-log", log, "--", NODE,
-                                            os.path.join(d, "mcp_client.mjs"), URL, "echo", "write_note"],
-                           capture_output=True, env=self.env(), timeout=120, cwd=self.work)
-        self.assertEqual(p.returncode, 0, p.stderr.decode())
-        out = json.loads(p.stdout.decode().strip().splitlines()[-1])
-        self.assertNotIn("error", out, out)
-        echo, write = out["calls"]
-        self.assertEqual(echo["text"], "echo: hi", out)
-        self.assertEqual(write["code"], -32001, out)
-        self.assertIn("mcp_tool_denied", write["message"])
-        self.assertNotIn("write_note", [r.get("ran") for r in received()[before:]])
-        with open(log) as f:
-            lines = [json.loads(l) for l in f if l.strip() and '"checkpoint"' not in l]
-        self.assertIn(("deny", "mcp_tool_denied", "write_note"),
-                      [(l["decision"], l["reason"], l.get("mcp_tool")) for l in lines])
-        self.assertIn(("allow", "echo"), [(l["decision"], l.get("mcp_tool")) for l in lines])
-
-
-    def test_exec_runs_the_sdk_client_over_websocket(self):
-        d = node_dir(self.work, M["mcp_modules"])
-        policy = os.path.join(self.work, "policy.toml")
-        with open(policy, "w") as f:
-            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = [%s]\n' % WS_ROUTE +
+            f.write('[skills.default]\ndefault_profile = "network-read"\nallow_domains = [%s]\n' % route +
                     trust_and_upstream())
         os.chmod(policy, 0o644)
         log = os.path.join(self.work, "access.log")
         before = len(received())
         p = subprocess.run(self.prefix() + [SLUICE, "exec", "--policy", policy, "--access-log", log, "--", NODE,
-                                            os.path.join(d, "mcp_client.mjs"), WS_URL, "write_note", "echo"],
+                                            os.path.join(d, "mcp_client.mjs"), url, *tools],
                            capture_output=True, env=self.env(), timeout=120, cwd=self.work)
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         out = json.loads(p.stdout.decode().strip().splitlines()[-1])
         self.assertNotIn("error", out, out)
+        with open(log) as f:
+            lines = [json.loads(l) for l in f if l.strip() and '"checkpoint"' not in l]
+        return out, lines, received()[before:]
+
+    def test_exec_runs_the_sdk_client_through_the_rule(self):
+        out, lines, arrived = self.run_client('{ host = "mcp.test:8444", paths = ["/mcp"], %s }' % RULE, URL,
+                                              "echo", "write_note")
+        echo, write = out["calls"]
+        self.assertEqual(echo["text"], "echo: hi", out)
+        self.assertEqual(write["code"], -32001, out)
+        self.assertIn("mcp_tool_denied", write["message"])
+        self.assertNotIn("write_note", [r.get("ran") for r in arrived])
+        self.assertIn(("deny", "mcp_tool_denied", "write_note"),
+                      [(l["decision"], l["reason"], l.get("mcp_tool")) for l in lines])
+        self.assertIn(("allow", "echo"), [(l["decision"], l.get("mcp_tool")) for l in lines])
+
+    def test_exec_runs_the_sdk_client_over_websocket(self):
+        out, lines, arrived = self.run_client(WS_ROUTE, WS_URL, "write_note", "echo")
         write, echo = out["calls"]
         self.assertEqual(write["code"], -32001, out)
         self.assertIn("mcp_tool_denied", write["message"])
         self.assertEqual(echo["text"], "echo: hi", out)
-        self.assertNotIn("write_note", [r.get("ran") for r in received()[before:]])
-        with open(log) as f:
-            lines = [json.loads(l) for l in f if l.strip() and '"checkpoint"' not in l]
+        self.assertNotIn("write_note", [r.get("ran") for r in arrived])
         self.assertIn(("allow", "websocket", "write_note,echo", 1),
                       [(l["decision"], l.get("protocol"), l.get("mcp_tool"), l.get("mcp_refused")) for l in lines])
 
