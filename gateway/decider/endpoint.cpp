@@ -1,7 +1,8 @@
 // A decider endpoint (transports.hpp): each question POSTed as {"input": ...} to an https:// URL,
 // reached as any origin is (the [tls] trust, [upstream] pins and address rules), and answered with
 // {"result": ...}: the shape of OPA's data API (POST /v1/data/PATH). A few threads of its own make
-// the calls, so a slow endpoint never holds a gateway worker; the deadline is the client's.
+// the calls, each over a connection it keeps (https_session), so a slow endpoint never holds a
+// gateway worker; the deadline is the client's.
 #include "gateway/decider/transports.hpp"
 #include "gateway/https_post.hpp"
 
@@ -10,6 +11,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <thread>
 
 namespace sluice::gateway::decider {
@@ -50,10 +52,10 @@ public:
   }
 
 private:
-  answer call(const std::string &body) {
+  answer call(https_session &session, const std::string &body) {
     answer a;
     try {
-      auto r = https_post(url_, body, "application/json", {}, whole_, "decider");
+      auto r = session.post(body, "application/json");
       if (r.status != 200) {
         a.message = "the decider endpoint answered HTTP " + std::to_string(r.status);
         return a;
@@ -78,6 +80,14 @@ private:
   }
 
   void run() {
+    // This thread's connection to the endpoint, kept between questions (a TLS handshake and a name
+    // lookup per question otherwise); the URL was checked when the policy loaded.
+    std::optional<https_session> session;
+    try {
+      session.emplace(url_, whole_, "decider");
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "sluice: [decider] %s\n", e.what());
+    }
     for (;;) {
       std::pair<std::uint64_t, std::string> job;
       {
@@ -87,7 +97,12 @@ private:
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      auto a = call(job.second);
+      answer a;
+      if (session) {
+        a = call(*session, job.second);
+      } else {
+        a.message = "the decider endpoint's URL or trust did not load";
+      }
       if (a.kind == answer::unavailable) std::fprintf(stderr, "sluice: [decider] %s\n", a.message.c_str());
       owner_.deliver(job.first, std::move(a));
     }

@@ -306,13 +306,18 @@ class DeciderServe(unittest.TestCase):
         self.assertIn(b"/nonexistent/decider", p.stderr)
 
 
+# HTTP/1.1 with keep-alive; each question's client port is appended to argv[3] (a connection is a
+# port); a question for a path starting /bye is answered, then its connection closed without a word.
 OPA = r"""
 import http.server, json, ssl, sys
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
     def log_message(self, *a): pass
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         q = json.loads(self.rfile.read(n))["input"]
+        with open(sys.argv[3], "a") as f:
+            f.write("%d %s\n" % (self.client_address[1], q["path"]))
         if self.path != "/v1/data/sluice/decision":
             body = {}
         elif q["path"].startswith("/deny"):
@@ -325,6 +330,8 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+        if q["path"].startswith("/bye"):
+            self.close_connection = True
 s = http.server.ThreadingHTTPServer(("198.18.0.2", 8181), H)
 c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])
 s.socket = c.wrap_socket(s.socket, server_side=True)
@@ -339,7 +346,9 @@ class DeciderEndpoint(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         d = M["tmp"]
-        cls.opa = M["host"].start(PYTHON, "-c", OPA, os.path.join(d, "origin.test.pem"), os.path.join(d, "origin.test.key"))
+        cls.seen = os.path.join(d, "opa-seen.txt")
+        cls.opa = M["host"].start(PYTHON, "-c", OPA, os.path.join(d, "origin.test.pem"), os.path.join(d, "origin.test.key"),
+                                  cls.seen)
         assert cls.opa.stdout.readline().strip() == b"ready"
 
     @classmethod
@@ -360,6 +369,17 @@ class DeciderEndpoint(unittest.TestCase):
         p = curl(gw, "https://origin.test:8443/deny")
         self.assertEqual(status_of(p.stderr.decode()), 403)
         self.assertIn(b"opa says no", p.stdout)
+        # Questions go over kept connections (at most one per endpoint thread, four), and a connection
+        # the endpoint closed without a word is dialled again, the question asked again on it.
+        for i in range(8):
+            path = "/bye-%d" % i if i in (2, 5) else "/keep-%d" % i
+            p = curl(gw, "https://origin.test:8443" + path)
+            self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr)
+        with open(self.seen) as f:
+            seen = [l.split() for l in f if "/keep-" in l or "/bye-" in l]
+        self.assertEqual(sorted(q for _, q in seen), sorted(["/bye-2", "/bye-5"] + ["/keep-%d" % i for i in range(8)
+                                                                                   if i not in (2, 5)]))
+        self.assertLessEqual(len({port for port, _ in seen}), 4 + 2, seen)
         # An undefined rule (OPA answers {}): refused, never let through.
         gw.write_config(cfg.replace("/v1/data/sluice/decision", "/v1/data/sluice/nothing"))
         gw.proc.send_signal(1)
