@@ -258,6 +258,7 @@ class DeciderServe(unittest.TestCase):
         asked = [(q["host"], q["port"], q["protocol"], q["file"]) for q in self.questions()]
         self.assertIn(("other.test", 8443, "connect", {"decision": "allow", "rule": "other.test:8443"}), asked)
         self.assertIn(("blocked.test", 8443, "connect", {"decision": "allow", "rule": "blocked.test:8443"}), asked)
+        self.assertTrue(self.gw.logged(lambda l: l["host"] == "blocked.test"), self.gw.access_log())
         line = [l for l in self.gw.access_log() if l["host"] == "blocked.test"][-1]
         self.assertEqual((line["decision"], line["reason"], line["rule"], line.get("decided_by")),
                          ("deny", "decider_denied", "decider", "decider"))
