@@ -100,6 +100,33 @@ struct mcp_sink final : websocket_payload_sink {
   }
 };
 
+// 1009: too big; 1008: a policy violation ([scan] found a secret); 1002: a broken frame.
+unsigned close_code_for(std::string_view reason) {
+  if (reason == "websocket_message_too_large") return 1009;
+  return reason == "secret_detected" || reason == "canary_detected" ? 1008 : 1002;
+}
+
+// An MCP refusal's answer, a frame of sluice's own, to the client (`client`; `origin` is the other
+// side) in the client's write turn. False: the connection ends (the origin's direction has, or the
+// write failed).
+template <class Client, class Origin>
+net::awaitable<bool> answer_client(Client &client, Origin &origin, ws_shared &st, std::string frame,
+                                   std::chrono::milliseconds io) {
+  if (!co_await client_turn(st, true)) { // the origin's side is gone: so is the connection
+    shutdown_both(client, origin);
+    co_return false;
+  }
+  lowest(client).expires_after(io);
+  auto [ec, wn] = co_await net::async_write(client, net::buffer(frame), use_tuple);
+  end_client_turn(st);
+  if (ec) {
+    st.reset = st.reset || !st.idle;
+    shutdown_both(client, origin);
+    co_return false;
+  }
+  co_return true;
+}
+
 // One direction: reads from `from` (first what `pre` holds), scans, writes to `to`. The other
 // direction is the only writer to `from`, so a close frame for the side that broke a rule is
 // sent by it (woken by cancelling its read, or at its next turn); the one exception, an MCP
@@ -163,18 +190,7 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
       }
       if (!mcp->reply.empty()) {
         held.clear();
-        const std::string frame = websocket_text_frame(mcp->reply);
-        mcp->reply.clear();
-        if (!co_await client_turn(st, true)) { // the origin's side is gone: so is the connection
-          shutdown_both(from, to);
-          co_return false;
-        }
-        lowest(from).expires_after(io);
-        auto [ec, wn] = co_await net::async_write(from, net::buffer(frame), use_tuple);
-        end_client_turn(st);
-        if (ec) {
-          st.reset = st.reset || !st.idle;
-          shutdown_both(from, to);
+        if (!co_await answer_client(from, to, st, websocket_text_frame(std::exchange(mcp->reply, {})), io)) {
           co_return false;
         }
       } else if (scan.at_rest()) {
@@ -216,10 +232,7 @@ net::awaitable<void> ws_pipe(From &from, beast::flat_buffer &pre, To &to, websoc
     if (pre.size()) pre.consume(pre.size());
     if (!scan.error().empty() || !held_too_long.empty()) {
       st.reason = !scan.error().empty() ? scan.error() : held_too_long;
-      // 1009: too big; 1008: a policy violation ([scan] found a secret); 1002: a broken frame.
-      st.stop_code = st.reason == "websocket_message_too_large"                          ? 1009
-                     : st.reason == "secret_detected" || st.reason == "canary_detected" ? 1008
-                                                                                         : 1002;
+      st.stop_code = close_code_for(st.reason);
       co_await send_close(st.stop_code, "sluice: " + std::string(st.reason));
       error_code ignored;
       lowest(to).socket().cancel(ignored); // wakes the other direction, which answers `from`
