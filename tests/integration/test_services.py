@@ -162,7 +162,10 @@ class ServicesAsRoot(base.ExecCase):
         self.assertEqual((line["host"], line["port"], line["decision"], line["rule"], line["entry"]),
                          ("db.test", 5432, "allow", "tcp://db.test:5432", "capture"))
         self.assertEqual((line["db_protocol"], line["db_user"], line["db_name"]), ("postgresql", "app", "appdb"))
-        self.assertEqual(line["closed_by"], "client")
+        # psql sends Terminate, then closes; PostgreSQL closes on reading Terminate too: whichever
+        # end's close sluice reads first is the one logged (a clean-clone CI run read the server's),
+        # never an error, the idle or the whole-connection deadline.
+        self.assertIn(line["closed_by"], ("client", "server"))
         self.assertGreater(line["bytes_in"], 0)
         self.assertGreater(line["bytes_out"], 0)
         self.assertIn("tcp://db.test:5432", summary["tcp"])
