@@ -20,6 +20,8 @@
 #include <re2/re2.h>
 #include <algorithm>
 #include <atomic>
+#include <system_error>
+#include <thread>
 #include <climits>
 #include <cstdlib>
 
@@ -145,19 +147,34 @@ struct database_builder {
         som = som || (flags[i] & HS_FLAG_SOM_LEFTMOST);
       }
       if (ex.empty()) break;
+      // Whole values are scanned in block mode, which costs less per call; without it they take
+      // the streaming database too. The two compile side by side (Hyperscan's compiler is
+      // thread-safe): the gateway waits for them before it takes its first request.
+      hs_database_t *block = nullptr;
+      auto compile_block = [&] {
+        hs_compile_error_t *berr = nullptr;
+        if (hs_compile_multi(ex.data(), fl.data(), ids.data(), static_cast<unsigned>(ex.size()), HS_MODE_BLOCK,
+                             nullptr, &block, &berr) != HS_SUCCESS) {
+          hs_free_compile_error(berr);
+          block = nullptr;
+        }
+      };
+      std::thread block_compile;
+      try {
+        block_compile = std::thread(compile_block);
+      } catch (const std::system_error &) {
+        compile_block(); // no thread to be had: one after the other
+      }
       hs_compile_error_t *err = nullptr;
       unsigned mode = HS_MODE_STREAM | (som ? HS_MODE_SOM_HORIZON_LARGE : 0);
-      if (hs_compile_multi(ex.data(), fl.data(), ids.data(), static_cast<unsigned>(ex.size()), mode, nullptr,
-                           &db.hs_, &err) == HS_SUCCESS) {
-        // Whole values are scanned in block mode, which costs less per call; without it they
-        // take the streaming database too.
-        if (hs_compile_multi(ex.data(), fl.data(), ids.data(), static_cast<unsigned>(ex.size()), HS_MODE_BLOCK,
-                             nullptr, &db.hs_block_, &err) != HS_SUCCESS) {
-          hs_free_compile_error(err);
-          db.hs_block_ = nullptr;
-        }
+      const auto rc = hs_compile_multi(ex.data(), fl.data(), ids.data(), static_cast<unsigned>(ex.size()), mode,
+                                       nullptr, &db.hs_, &err);
+      if (block_compile.joinable()) block_compile.join();
+      if (rc == HS_SUCCESS) {
+        db.hs_block_ = block;
         break;
       }
+      if (block) hs_free_database(block);
       std::string message = err->message;
       int at = err->expression;
       hs_free_compile_error(err);
