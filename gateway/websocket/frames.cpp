@@ -38,11 +38,7 @@ std::size_t websocket_scanner::scan(const unsigned char *data, std::size_t n) {
       remaining_ -= take;
       payload_ += take;
       i += take;
-      if (remaining_ == 0) end_frame();
-      if (message_ended_) {
-        message_ended_ = false;
-        return i;
-      }
+      if (remaining_ == 0 && end_frame()) return i; // a data message's end, where the caller pauses
       continue;
     }
     if (header_have_ == 0) frame_start = i;
@@ -57,11 +53,7 @@ std::size_t websocket_scanner::scan(const unsigned char *data, std::size_t n) {
     if (!begin_frame()) return frame_start;
     if (remaining_ == 0) {
       if (sink_ && opcode_ < 8 && fin_ && !to_sink(data, 0, true)) return frame_start;
-      end_frame();
-      if (message_ended_) {
-        message_ended_ = false;
-        return i;
-      }
+      if (end_frame()) return i;
     } else {
       in_payload_ = true;
     }
@@ -174,7 +166,7 @@ std::string_view websocket_scanner::inflate_to_sink(std::string_view compressed,
   return sink_->piece({}, true);
 }
 
-void websocket_scanner::end_frame() {
+bool websocket_scanner::end_frame() {
   in_payload_ = false;
   if (opcode_ == 8) {
     close_code_ = payload_offset_ >= 2 ? (close_bytes_[0] << 8) | close_bytes_[1] : 1005;
@@ -183,8 +175,9 @@ void websocket_scanner::end_frame() {
     ++messages_;
     in_message_ = false;
     message_size_ = 0;
-    message_ended_ = pause_;
+    return pause_;
   }
+  return false;
 }
 
 std::string websocket_text_frame(std::string_view payload) {

@@ -63,8 +63,9 @@ public:
 private:
   // Parses the header in header_ once complete; false where a rule is broken.
   bool begin_frame();
-  // The current frame's payload has passed.
-  void end_frame();
+  // The current frame's payload has passed. True where it ended a data message and scan() pauses
+  // there (pause_at_message_end).
+  bool end_frame();
 
   bool from_client_;
   std::uint64_t max_message_;
@@ -86,8 +87,7 @@ private:
   std::uint64_t messages_ = 0;
   std::uint64_t payload_ = 0;
   websocket_payload_sink *sink_ = nullptr;
-  bool pause_ = false;         // pause_at_message_end
-  bool message_ended_ = false; // a data message ended in the current scan() (with pause_)
+  bool pause_ = false; // pause_at_message_end
   bool compressed_ = false; // the current message has RSV1 (permessage-deflate): inflated for sink_
   // The direction's inflater, made at its first compressed message and kept: permessage-deflate's
   // window runs on from message to message (context takeover).
