@@ -156,26 +156,22 @@ body_refusal judge_mcp(const filters::mcp_rule &rule, outcome &o, const filters:
 }
 
 mcp_messages::judged mcp_messages::judge(std::string_view message) {
-  // The connection's outcome keeps what every message named; judge_mcp writes one message's.
-  std::string methods = std::move(o_.mcp_method), tools = std::move(o_.mcp_tool);
-  const std::string_view would_deny_before = o_.would_deny;
-  o_.would_deny = {};
+  // One message's judging writes into an outcome of its own; the connection's keeps what every
+  // message named, once each, and the first would_deny.
+  outcome one;
+  one.rule = o_.rule;
   static const field_list no_fields;
   judged out;
-  out.refusal = judge_mcp(rule_, o_, pol_, no_fields, message);
+  out.refusal = judge_mcp(rule_, one, pol_, no_fields, message);
   if (!out.refusal.reason.empty() && out.refusal.jsonrpc.empty()) {
     out.refusal = malformed(-32600, "it is over " + std::to_string(max_mcp_body_bytes >> 20) + " MiB", o_.rule);
   }
-  out.decision = !out.refusal.reason.empty() ? "deny" : !o_.would_deny.empty() ? "would_deny" : "allow";
-  if (o_.would_deny.empty()) o_.would_deny = would_deny_before;
-  out.tool_labels = std::move(o_.mcp_tool_labels);
-  o_.mcp_tool_labels.clear();
+  out.decision = !out.refusal.reason.empty() ? "deny" : !one.would_deny.empty() ? "would_deny" : "allow";
+  if (o_.would_deny.empty()) o_.would_deny = one.would_deny;
+  out.tool_labels = std::move(one.mcp_tool_labels);
   if (!out.refusal.reason.empty()) ++o_.mcp_refused;
-  std::string one_methods = std::move(o_.mcp_method), one_tools = std::move(o_.mcp_tool);
-  o_.mcp_method = std::move(methods);
-  o_.mcp_tool = std::move(tools);
-  remember(methods_, one_methods, o_.mcp_method);
-  remember(tools_, one_tools, o_.mcp_tool);
+  remember(methods_, one.mcp_method, o_.mcp_method);
+  remember(tools_, one.mcp_tool, o_.mcp_tool);
   return out;
 }
 
