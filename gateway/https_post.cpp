@@ -39,7 +39,6 @@ struct https_session::state {
   std::unique_ptr<net::io_context> ioc = std::make_unique<net::io_context>();
   std::unique_ptr<ssl::stream<beast::tcp_stream>> stream; // the kept connection, or none
   beast::flat_buffer buf;
-  unsigned dialled = 0;
 
   void drop() {
     stream.reset();
@@ -68,7 +67,6 @@ struct https_session::state {
                 "it to [upstream] allow_addresses)";
     }
     if (dec) co_return "the name " + host + " did not resolve";
-    ++dialled;
     auto s = std::make_unique<ssl::stream<beast::tcp_stream>>(ex, tls);
     const unsigned p = static_cast<unsigned>(std::stoul(port));
     if (co_await upstream::connect_first(beast::get_lowest_layer(*s), addresses, p, cfg.timeouts.connect)) {
@@ -157,8 +155,6 @@ https_session::https_session(const std::string &url, const filters::config &cfg,
 https_session::~https_session() {
   if (s_) s_->drop(); // the connection before its io_context
 }
-
-unsigned https_session::connections() const { return s_->dialled; }
 
 post_result https_session::post(std::string body, const std::string &content_type,
                                 const std::vector<std::pair<std::string, std::string>> &headers) {

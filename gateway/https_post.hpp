@@ -38,8 +38,6 @@ public:
 
   post_result post(std::string body, const std::string &content_type,
                    const std::vector<std::pair<std::string, std::string>> &headers = {});
-  // Connections dialled so far (the first, and every one after a close or failure).
-  unsigned connections() const;
 
 private:
   struct state;

@@ -20,10 +20,10 @@
 #include <re2/re2.h>
 #include <algorithm>
 #include <atomic>
-#include <system_error>
-#include <thread>
 #include <climits>
 #include <cstdlib>
+#include <system_error>
+#include <thread>
 
 namespace sluice::scan {
 namespace {
