@@ -2,13 +2,16 @@
 // requests (a scanner each: target, five fields, the body), with the built-in rules, 20 own secrets
 // and the canaries. Prints numbers; asserts nothing. Usage: scan_bench [MiB], or
 // scan_bench --per-rule FILE: each built-in rule alone on FILE's bytes; --without-each FILE: all
-// the built-in rules but each one in turn.
+// the built-in rules but each one in turn; --compile: what compiling each part of a run's database
+// costs (the built-in rules alone, a run's literals alone: the canaries and 20 own secrets, both).
 #include "scan/body.hpp"
 #include "scan/canary.hpp"
 #include "scan/database.hpp"
 #include "scan/scanner.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -107,8 +110,44 @@ void per_rule(const std::string &body, bool drop) {
   }
 }
 
+// Compile time (wall and this process's CPU, both Hyperscan modes) of each part, median of `rounds`.
+void compile_parts(int rounds) {
+  auto literals = [](database_spec &spec) {
+    spec.canaries = make_canaries().values;
+    for (int i = 0; i < 20; ++i) {
+      spec.own_secrets.push_back({"SECRET_" + std::to_string(i), "value-" + std::to_string(i * 7919) + "-Qx9zLk2", {}});
+    }
+  };
+  struct part {
+    const char *what;
+    bool rules, secrets;
+  };
+  for (const part &p : {part{"built-in rules", true, false}, part{"canaries + 20 own secrets", false, true},
+                        part{"both (a run's database)", true, true}}) {
+    std::vector<double> wall, cpu;
+    for (int i = 0; i < rounds; ++i) {
+      database_spec spec;
+      if (p.rules) spec.rules = builtin_rules();
+      if (p.secrets) literals(spec);
+      auto t = clock_type::now();
+      auto c = std::clock();
+      auto db = database::compile(std::move(spec));
+      cpu.push_back(double(std::clock() - c) / CLOCKS_PER_SEC * 1e3);
+      wall.push_back(seconds_since(t) * 1e3);
+    }
+    std::sort(wall.begin(), wall.end());
+    std::sort(cpu.begin(), cpu.end());
+    std::printf("%-28s compile %6.1f ms wall, %6.1f ms CPU (median of %d)\n", p.what, wall[wall.size() / 2],
+                cpu[cpu.size() / 2], rounds);
+  }
+}
+
 int main(int argc, char **argv) {
   const std::string mode = argc > 2 ? argv[1] : "";
+  if (argc > 1 && std::string(argv[1]) == "--compile") {
+    compile_parts(argc > 2 ? std::atoi(argv[2]) : 5);
+    return 0;
+  }
   if (mode == "--per-rule" || mode == "--without-each") { // scan_bench --per-rule|--without-each FILE
     std::FILE *f = std::fopen(argv[2], "rb");
     if (!f) {
