@@ -175,6 +175,7 @@ proxy = "127.0.0.1:{port}"
 allow = ["{NAME}"]
 {self.origin_trust()}[limits]
 max_connections = 50000
+{self.args.extra_config.replace(chr(92) + "n", chr(10))}
 """)
         cafile = os.path.join(d, "sluice-ca.pem")
         cmd = [self.sluice, "serve", "--config", conf, "--ca-out", cafile]
@@ -324,7 +325,9 @@ allow_domains = ["{NAME}"]
 
     def idle_curve(self, t, counts):
         """RSS of the gateway at each count of idle terminated TLS tunnels, opened one after the
-        other on the same gateway: [(count, MiB)]; None for the counts it could not reach."""
+        other on the same gateway: [(count, (MiB, of which anonymous MiB))]; None for the counts it
+        could not reach. The anonymous part is the gateway's own memory; the rest is pages of its
+        binary and libraries, shared with every other process that maps them and reclaimable."""
         import ssl
         ctx = ssl.create_default_context(cafile=t["cafile"])
         socks, out = [], []
@@ -339,8 +342,8 @@ allow_domains = ["{NAME}"]
                     socks.append(ctx.wrap_socket(s, server_hostname=NAME))
                 time.sleep(1)
                 with open("/proc/%d/status" % t["pid"]) as f:
-                    rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS")][0]
-                out.append((want, rss / 1024.0))
+                    kib = {l.split(":")[0]: int(l.split()[1]) for l in f if l.startswith(("VmRSS", "RssAnon"))}
+                out.append((want, (kib["VmRSS"] / 1024.0, kib["RssAnon"] / 1024.0)))
         except OSError as e:
             print("idle curve stopped at %d tunnels: %s" % (len(socks), e), file=sys.stderr)
             out.extend((n, None) for n in sorted(set(counts)) if n not in dict(out))
@@ -407,7 +410,7 @@ allow_domains = ["{NAME}"]
                 wanted = [int(c) for c in self.args.idle_curve.split(",")] if self.args.idle_curve else []
                 curve = dict(self.idle_curve(t, wanted + ([self.args.idle] if self.args.idle else [])))
                 if self.args.idle:
-                    results[name]["idle"] = (curve[self.args.idle], "MiB RSS")
+                    results[name]["idle"] = (curve[self.args.idle] and curve[self.args.idle][0], "MiB RSS")
                 if wanted:
                     results[name]["idle-curve"] = [(n, curve[n]) for n in sorted(set(wanted))]
         self.report(results, workloads)
@@ -428,7 +431,7 @@ allow_domains = ["{NAME}"]
         curve = results.get("sluice", {}).get("idle-curve")
         if curve:
             print("\nsluice RSS with idle terminated tunnels: " + ", ".join(
-                "%d: %s" % (n, "FAILED" if v is None else "%.1f MiB" % v) for n, v in curve))
+                "%d: %s" % (n, "FAILED" if v is None else "%.1f MiB (%.1f anonymous)" % v) for n, v in curve))
         if spread:  # how far apart the repeated runs were: read ratios with this in mind
             print("\nspread of the %d runs (min-max)" % self.args.repeat)
             for name, r in spread.items():
@@ -515,6 +518,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests", type=int, default=8000,
                     help="keep-alive GETs per run; handshake-bound runs an eighth of it")
+    ap.add_argument("--extra-config", default="", help="TOML added at the end of sluice serve's configuration "
+                    "(a written \\n is a line break: '[scan]\\nenabled = false' is the gateway without its scanner)")
     ap.add_argument("--idle", type=int, default=0, help="also measure RSS with this many idle tunnels")
     ap.add_argument("--idle-curve", default="",
                     help="also measure sluice's RSS at these counts of idle tunnels, e.g. 1000,10000,50000 "
