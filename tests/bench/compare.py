@@ -373,7 +373,7 @@ allow_domains = ["{NAME}"]
                   "tinyproxy": self.target_tinyproxy, "squid-bump": self.target_squid,
                   "mitmproxy": self.target_mitmproxy, "srt": self.target_srt,
                   "srt-tls": lambda: self.target_srt(terminate=True)}
-        workloads = ["keep-alive", "handshake", "bulk"]
+        workloads = self.args.workloads.split(",")
         results, spread, cpus, startups = {}, {}, {}, []
         for name in self.args.targets.split(","):
             try:
@@ -418,7 +418,7 @@ allow_domains = ["{NAME}"]
             self.startup_table(startups)
         if cpus:  # the proxy's own CPU (process and children, /proc/PID/stat): less noisy than rates
             print("\nproxy CPU per unit of work (median of the runs; direct has no proxy)")
-            print("%-14s%24s%24s%24s" % ("target", "keep-alive us/req", "handshake us/req", "bulk ms/MiB"))
+            print("%-14s" % "target" + "".join("%24s" % (w + (" ms/MiB" if w == "bulk" else " us/req")) for w in workloads))
             for name, c in cpus.items():
                 print("%-14s" % name + "".join(
                     "%24s" % ("%.1f" % (c[w] * (1e3 if w == "bulk" else 1e6)) if w in c else "-")
@@ -530,6 +530,7 @@ def main():
     ap.add_argument("--sluice-threads", type=int, default=1, help="sluice worker threads (0: one per core)")
     ap.add_argument("--startup-runs", type=int, default=31,
                     help="rounds of the start-up table (`true` in each sandbox; 0: none)")
+    ap.add_argument("--workloads", default="keep-alive,handshake,bulk", help="which of the workloads to run, in order")
     ap.add_argument("--targets", default="direct,sluice,sluice-exec,tinyproxy,squid-bump,mitmproxy,srt,srt-tls")
     ap.add_argument("--no-build", action="store_true", help="use the sluice already built")
     ap.add_argument("--sluice", default=None, help="the sluice binary (default: the release build, else the default one)")

@@ -97,9 +97,10 @@ class Bench(fleet_clients.Bench):
             f.write(text)
         return conf, port
 
-    def upload_rate(self, port):
-        """The best of three uploads through sluice on `port` (None: straight to the sink), MiB/s."""
-        best = 0.0
+    def upload_rate(self, port, pid=None):
+        """The best of three uploads through sluice on `port` (None: straight to the sink), MiB/s;
+        with sluice's `pid`, also its CPU per MiB and its share of one core over the three."""
+        best, cpu0, t_all = 0.0, fleet_clients.cpu_seconds(pid) if pid else 0.0, time.monotonic()
         proxy = ["-x", "http://127.0.0.1:%d" % port] if port else ["--connect-to", "origin.test:%d:%s:%d" % (
             SINK_PORT, fleet_clients.ORIGIN, SINK_PORT)]
         for _ in range(3):
@@ -111,6 +112,9 @@ class Bench(fleet_clients.Bench):
             if p.stdout != "204":
                 raise SystemExit("the upload through sluice failed: %s %s" % (p.stdout, p.stderr))
             best = max(best, os.path.getsize(self.upload) / (1024 * 1024) / took)
+        if pid:
+            cpu = fleet_clients.cpu_seconds(pid) - cpu0
+            self.upload_cpu.append((cpu / (3 * self.args.upload_mib) * 1e3, cpu / (time.monotonic() - t_all)))
         return best
 
     def one_kind(self, kind):
@@ -121,18 +125,20 @@ class Bench(fleet_clients.Bench):
         try:
             wait_port(port, p, timeout=20)
             perf = self.perf_start(p.pid, "upload-" + kind)
-            self.uploads[kind].append(self.upload_rate(port))
+            self.uploads[kind].append(self.upload_rate(port, p.pid))
             self.perf_stop(perf)
         finally:
             p.kill()
             p.wait()
-        res["note"] = "upload %.0f MiB/s" % self.uploads[kind][-1]
+        ms, share = self.upload_cpu[-1]
+        res["note"] = "upload %.0f MiB/s, sluice %.2f ms of CPU a MiB, %.0f%% of a core" % (
+            self.uploads[kind][-1], ms, share * 100)
         return res
 
     def run(self):
         self.setup_origin()
         self.start_sink()
-        self.uploads = {"off": [], "on": []}
+        self.uploads, self.upload_cpu = {"off": [], "on": []}, []
         direct = self.upload_rate(None)
         print("upload straight to the sink: %.0f MiB/s" % direct, flush=True)
         med = self.side_by_side(("off", "on"), "scanner", "-")
