@@ -155,8 +155,9 @@ allow_addresses = ["198.18.0.0/15"]
         def h2load(prefix, row, url="https://%s/1k" % NAME, proxy_pid=None):
             c0, n0 = children_cpu(), nginx_cpu()
             p0 = tree_cpu(proxy_pid) if proxy_pid else 0
-            out = subprocess.run(prefix + ["h2load", "-c", "10", "-m", "10", "-n", str(args.requests), url],
-                                 capture_output=True, text=True).stdout
+            run = subprocess.run(prefix + ["h2load", "-c", "10", "-m", "10", "-n", str(args.requests), url],
+                                 capture_output=True, text=True)
+            out = run.stdout
             # CPU per request: the client (with sluice exec, which waits for it, for the row through
             # sluice), nginx, and a proxy of its own (nghttpx). On a machine of few cores the rows
             # share, this is what bounds the ratio.
@@ -168,8 +169,8 @@ allow_addresses = ["198.18.0.0/15"]
                 errors = open(os.path.join(d, "nginx-error.log")).read()[-1500:]
                 if prefix and os.path.exists(exec_log):
                     errors += "\nsluice: " + open(exec_log).read()[-600:]
-                raise RuntimeError("h2load %s failed:\n%s\nnginx: %s" % (" ".join(prefix[:2]) or "direct",
-                                                                          out[-1500:], errors))
+                raise RuntimeError("h2load %s failed (exit %d):\n%s\n%s\nnginx: %s" % (
+                    " ".join(prefix[:2]) or "direct", run.returncode, out[-1500:], run.stderr[-1500:], errors))
             return float(m.group(3))
 
         def ws(through):
