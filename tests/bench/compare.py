@@ -6,6 +6,11 @@ serving 1 KiB and 10 MiB files. The same curl clients (`-Z --parallel-max N`) go
 each target; every response is checked for status 200 and full length, and a target with errors is
 reported as failed, not as fast. Prints a table of medians with each target's ratio to direct.
 
+Where sluice terminates TLS it offers h2 and HTTP/1.1 (ALPN): curl takes h2, multiplexing its
+transfers on one connection, in the rows `sluice` and `sluice-exec`; the rows `sluice-http1.1` and
+`sluice-exec-http1.1` are the same with `--http1.1` (a connection per transfer, as the origin and the
+other proxies are reached). The origin speaks HTTP/1.1 only.
+
 Sandbox targets (srt, srt-tls, sluice-exec) run the same curl inside the sandbox and time it there,
 so their start-up is not counted; start-up is a table of its own: `true` in each sandbox, beside
 bubblewrap's empty sandbox and a bare `unshare`, every row once a round in turn, with the page
@@ -281,7 +286,7 @@ allow_domains = ["{NAME}"]
     # --- workloads -----------------------------------------------------------------------
     def curl(self, t, url, count, parallel, extra=()):
         cmd = ["curl", "-s", "-Z", "--parallel-max", str(parallel), "-o", "/dev/null",
-               "-w", "%{http_code} %{size_download}\\n"] + list(extra)
+               "-w", "%{http_code} %{size_download}\\n"] + list(extra) + t.get("curl", [])
         if "wrap" in t:
             if t.get("cafile"):
                 cmd += ["--cacert", t["cafile"]]
@@ -368,7 +373,10 @@ allow_domains = ["{NAME}"]
             self.args.idle_curve = ",".join(str(c) for c in capped)
         install()
         self.setup_origin()
+        h1 = {"curl": ["--http1.1"]}
         makers = {"direct": lambda: {}, "sluice": self.target_sluice, "sluice-exec": self.target_sluice_exec,
+                  "sluice-http1.1": lambda: {**self.target_sluice(), **h1},
+                  "sluice-exec-http1.1": lambda: {**self.target_sluice_exec(), **h1},
                   "sluice-allowlist": lambda: self.target_sluice("allowlist"),
                   "tinyproxy": self.target_tinyproxy, "squid-bump": self.target_squid,
                   "mitmproxy": self.target_mitmproxy, "srt": self.target_srt,
@@ -402,7 +410,7 @@ allow_domains = ["{NAME}"]
                     cpus[name][w + " kernel"] = statistics.median(kernel)
                 if None not in vals and len(vals) > 1:
                     spread.setdefault(name, {})[w] = (min(vals), max(vals), unit)
-            if "wrap" in t:
+            if "wrap" in t and "curl" not in t:  # one start-up row per sandbox, not per client protocol
                 startups.append((name, t["wrap"]("true"), t.get("env")))
             if name == "sluice" and (self.args.idle or self.args.idle_curve):
                 # One pass, the counts in rising order: the heap keeps its peak after tunnels close,
@@ -531,7 +539,7 @@ def main():
     ap.add_argument("--startup-runs", type=int, default=31,
                     help="rounds of the start-up table (`true` in each sandbox; 0: none)")
     ap.add_argument("--workloads", default="keep-alive,handshake,bulk", help="which of the workloads to run, in order")
-    ap.add_argument("--targets", default="direct,sluice,sluice-exec,tinyproxy,squid-bump,mitmproxy,srt,srt-tls")
+    ap.add_argument("--targets", default="direct,sluice,sluice-http1.1,sluice-exec,sluice-exec-http1.1,tinyproxy,squid-bump,mitmproxy,srt,srt-tls")
     ap.add_argument("--no-build", action="store_true", help="use the sluice already built")
     ap.add_argument("--sluice", default=None, help="the sluice binary (default: the release build, else the default one)")
     args = ap.parse_args()
