@@ -6,6 +6,8 @@
   TLS) on a test host at 198.18.0.2: direct, and inside `sluice exec --sandbox-profile publish`
   (h2load knows no proxy; the capture takes its connections, sluice speaks h2 to it and HTTP/1.1,
   pooled, to nginx).
+- the same three rows with `h2load --h1` (HTTP/1.1 over TLS to nginx, to sluice and to nghttpx; 10
+  requests pipelined on each connection): both client protocols wherever sluice terminates.
 - h2load the same way through nghttpx (Debian nghttp2-proxy, one worker, TLS and h2 on both legs):
   the reference for h2 (issue #56, item 2), with each proxy's CPU per request.
 - WebSocket echo, both ends in C++ (tests/bench/ws_echo_bench.cpp, Beast: neither end is the
@@ -14,7 +16,7 @@
   (publish) by CONNECT, with sluice's CPU per message.
 
 usage (root): tests/bench/protocols.py [--repeat 3] [--requests 20000] [--messages 100000]
-                  [--only h2load|websocket] [--binary PATH] [--ws-bench PATH] [--perf FILE]"""
+                  [--only h2load|websocket] [--clients h2,h1] [--binary PATH] [--ws-bench PATH] [--perf FILE]"""
 import argparse
 import json
 import os
@@ -59,6 +61,8 @@ def main():
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--messages", type=int, default=100000)
     ap.add_argument("--only", choices=["h2load", "websocket"], help="run one workload's rows")
+    ap.add_argument("--clients", default="h2,h1", help="the protocols h2load speaks, each a set of rows: h2, "
+                    "h1 (--h1: HTTP/1.1 over TLS, 10 requests pipelined per connection)")
     ap.add_argument("--perf", metavar="FILE", help="perf record -g sluice serve in the WebSocket row into FILE, "
                     "sluice exec in the h2load row into FILE.h2load")
     ap.add_argument("--ws-bench", help="the ws_echo_bench binary (default: beside the sluice binary's build)")
@@ -152,16 +156,18 @@ allow_addresses = ["198.18.0.0/15"]
             r = resource.getrusage(resource.RUSAGE_CHILDREN)
             return r.ru_utime + r.ru_stime
 
-        def h2load(prefix, row, url="https://%s/1k" % NAME, proxy_pid=None):
+        def h2load(prefix, row, url="https://%s/1k" % NAME, proxy_pid=None, client="h2"):
             c0, n0 = children_cpu(), nginx_cpu()
             p0 = tree_cpu(proxy_pid) if proxy_pid else 0
-            run = subprocess.run(prefix + ["h2load", "-c", "10", "-m", "10", "-n", str(args.requests), url],
+            # --h1: HTTP/1.1 over TLS (ALPN http/1.1), -m 10 requests pipelined on each connection
+            flags = ["--h1"] if client == "h1" else []
+            run = subprocess.run(prefix + ["h2load"] + flags + ["-c", "10", "-m", "10", "-n", str(args.requests), url],
                                  capture_output=True, text=True)
             out = run.stdout
             # CPU per request: the client (with sluice exec, which waits for it, for the row through
             # sluice), nginx, and a proxy of its own (nghttpx). On a machine of few cores the rows
             # share, this is what bounds the ratio.
-            cpu[row].append(((children_cpu() - c0) * 1e6 / args.requests, (nginx_cpu() - n0) * 1e6 / args.requests,
+            cpu[(client, row)].append(((children_cpu() - c0) * 1e6 / args.requests, (nginx_cpu() - n0) * 1e6 / args.requests,
                              ((tree_cpu(proxy_pid) - p0) * 1e6 / args.requests) if proxy_pid else 0.0))
             m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", out)
             ok = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
@@ -197,21 +203,28 @@ allow_addresses = ["198.18.0.0/15"]
         exec_log = os.path.join(d, "exec-access.log")
         exec_prefix = [sluice, "exec", "--policy", policy, "--sandbox-profile", "publish",
                        "--confirm-external-side-effects", "--access-log", exec_log, "--"]
-        cpu = {"direct": [], "sluice": [], "nghttpx": []}
+        clients = args.clients.split(",")
+        cpu = {(c, r): [] for c in clients for r in ("direct", "sluice", "nghttpx")}
         ws_cpu = {False: [], True: []}
         rows = {}
+
+        def h2load_rows(client):
+            tag = "h2load" if client == "h2" else "h2load --h1"
+            return tag + " direct", tag + " through sluice exec", tag + " through nghttpx"
         if args.only != "websocket":
-            rows.update({"h2load direct": [], "h2load through sluice exec": [], "h2load through nghttpx": []})
+            for c in clients:
+                rows.update({name: [] for name in h2load_rows(c)})
             nghttpx = start_nghttpx(procs, d, pem, key, ca[0])
         if args.only != "h2load":
             rows.update({"websocket direct": [], "websocket through sluice serve": []})
         for _ in range(args.repeat):  # rows in turn each round: the machine's swings hit all alike
-            if args.only != "websocket":
-                rows["h2load direct"].append(h2load([], "direct"))
-                perf = ["perf", "record", "-q", "-g", "-o", args.perf + ".h2load", "--"] if args.perf else []
-                rows["h2load through sluice exec"].append(h2load(perf + exec_prefix, "sluice"))
-                rows["h2load through nghttpx"].append(h2load([], "nghttpx", "https://127.0.0.1:%d/1k" % NGHTTPX_PORT,
-                                                              nghttpx.pid))
+            for c in (clients if args.only != "websocket" else []):
+                direct, through, peer = h2load_rows(c)
+                rows[direct].append(h2load([], "direct", client=c))
+                perf = ["perf", "record", "-q", "-g", "-o", "%s.h2load-%s" % (args.perf, c), "--"] if args.perf else []
+                rows[through].append(h2load(perf + exec_prefix, "sluice", client=c))
+                rows[peer].append(h2load([], "nghttpx", "https://127.0.0.1:%d/1k" % NGHTTPX_PORT, nghttpx.pid,
+                                         client=c))
             if args.only != "h2load":
                 rows["websocket direct"].append(ws(False))
                 rows["websocket through sluice serve"].append(ws(True))
@@ -219,25 +232,27 @@ allow_addresses = ["198.18.0.0/15"]
         print("|---|---|---|---|")
         for name, values in rows.items():
             med = statistics.median(values)
-            base = statistics.median(rows[("h2load" if name.startswith("h2load") else "websocket") + " direct"])
+            base = statistics.median(rows[name.split(" through ")[0].replace(" direct", "") + " direct"])
             print("| %s | %.0f | %s | %.2f |" % (name, med, ", ".join("%.0f" % v for v in values), med / base))
         if ws_cpu[True]:
             print("\nCPU per WebSocket message, in microseconds (medians): the client %.1f direct, %.1f through "
                   "sluice; sluice serve %.1f" % (statistics.median(c for c, _ in ws_cpu[False]),
                                                  statistics.median(c for c, _ in ws_cpu[True]),
                                                  statistics.median(g for _, g in ws_cpu[True])))
-        if not cpu["direct"]:
-            return
-        med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in cpu.items()}
-        print("\nCPU per h2load request, in microseconds (medians; this machine has %d cores):" % os.cpu_count())
-        print("| row | h2load (+ sluice exec) | nginx | nghttpx |\n|---|---|---|---|")
-        print("| direct | %.1f | %.1f | |" % tuple(med["direct"][:2]))
-        print("| through sluice exec | %.1f | %.1f | |" % tuple(med["sluice"][:2]))
-        print("| through nghttpx | %.1f | %.1f | %.1f |" % tuple(med["nghttpx"]))
-        print("| sluice's share (difference) | %.1f | | |" % (med["sluice"][0] - med["direct"][0]))
-        print("| sluice against nghttpx: rate %.2f, CPU per request %.2f | | | |" % (
-            statistics.median(rows["h2load through sluice exec"]) / statistics.median(rows["h2load through nghttpx"]),
-            (med["sluice"][0] - med["direct"][0]) / med["nghttpx"][2]))
+        for c in (clients if args.only != "websocket" else []):
+            med = {r: [statistics.median(x[i] for x in cpu[(c, r)]) for i in range(3)]
+                   for r in ("direct", "sluice", "nghttpx")}
+            direct, through, peer = h2load_rows(c)
+            print("\nCPU per %s request, in microseconds (medians; this machine has %d cores):" % (
+                direct.replace(" direct", ""), os.cpu_count()))
+            print("| row | h2load (+ sluice exec) | nginx | nghttpx |\n|---|---|---|---|")
+            print("| direct | %.1f | %.1f | |" % tuple(med["direct"][:2]))
+            print("| through sluice exec | %.1f | %.1f | |" % tuple(med["sluice"][:2]))
+            print("| through nghttpx | %.1f | %.1f | %.1f |" % tuple(med["nghttpx"]))
+            print("| sluice's share (difference) | %.1f | | |" % (med["sluice"][0] - med["direct"][0]))
+            print("| sluice against nghttpx: rate %.2f, CPU per request %.2f | | | |" % (
+                statistics.median(rows[through]) / statistics.median(rows[peer]),
+                (med["sluice"][0] - med["direct"][0]) / med["nghttpx"][2]))
     finally:
         procs.stop_all()
         if host:
