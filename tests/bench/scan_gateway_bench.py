@@ -65,6 +65,14 @@ while True:
 '''
 
 
+def machine_jiffies():
+    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
 class Bench(fleet_clients.Bench):
 
     def start_sink(self):
@@ -99,8 +107,10 @@ class Bench(fleet_clients.Bench):
 
     def upload_rate(self, port, pid=None):
         """The best of three uploads through sluice on `port` (None: straight to the sink), MiB/s;
-        with sluice's `pid`, also its CPU per MiB and its share of one core over the three."""
+        with sluice's `pid`, also its CPU per MiB, its share of one core and how busy the machine's
+        CPUs were (sluice, curl, the sink and the rest together) over the three."""
         best, cpu0, t_all = 0.0, fleet_clients.cpu_seconds(pid) if pid else 0.0, time.monotonic()
+        busy0, total0 = machine_jiffies()
         proxy = ["-x", "http://127.0.0.1:%d" % port] if port else ["--connect-to", "origin.test:%d:%s:%d" % (
             SINK_PORT, fleet_clients.ORIGIN, SINK_PORT)]
         for _ in range(3):
@@ -112,9 +122,11 @@ class Bench(fleet_clients.Bench):
             if p.stdout != "204":
                 raise SystemExit("the upload through sluice failed: %s %s" % (p.stdout, p.stderr))
             best = max(best, os.path.getsize(self.upload) / (1024 * 1024) / took)
+        busy1, total1 = machine_jiffies()
         if pid:
             cpu = fleet_clients.cpu_seconds(pid) - cpu0
-            self.upload_cpu.append((cpu / (3 * self.args.upload_mib) * 1e3, cpu / (time.monotonic() - t_all)))
+            self.upload_cpu.append((cpu / (3 * self.args.upload_mib) * 1e3, cpu / (time.monotonic() - t_all),
+                                    (busy1 - busy0) / max(total1 - total0, 1)))
         return best
 
     def one_kind(self, kind):
@@ -130,9 +142,9 @@ class Bench(fleet_clients.Bench):
         finally:
             p.kill()
             p.wait()
-        ms, share = self.upload_cpu[-1]
-        res["note"] = "upload %.0f MiB/s, sluice %.2f ms of CPU a MiB, %.0f%% of a core" % (
-            self.uploads[kind][-1], ms, share * 100)
+        ms, share, machine = self.upload_cpu[-1]
+        res["note"] = "upload %.0f MiB/s, sluice %.2f ms of CPU a MiB, %.0f%% of a core; all CPUs %.0f%% busy" % (
+            self.uploads[kind][-1], ms, share * 100, machine * 100)
         return res
 
     def run(self):
