@@ -45,12 +45,14 @@ NGHTTPX_PORT = 3443
 
 def start_nghttpx(procs, d, pem, key, ca):
     """nghttpx (Debian nghttp2-proxy), the reference for h2 on both legs: TLS and h2 to h2load on
-    127.0.0.1, TLS (verified against the origin's CA) and h2 to nginx, one worker."""
+    127.0.0.1, TLS (verified against the origin's CA) and h2 to nginx, one worker; an access log
+    line per request, as sluice exec writes one (--access-log)."""
     if not shutil.which("nghttpx"):
         run(["apt-get", "install", "-y", "-qq", "nghttp2-proxy"])
     p = procs.start(["nghttpx", "-f", "127.0.0.1,%d" % NGHTTPX_PORT,
                           "-b", "%s,443;;tls;proto=h2;sni=%s" % (ORIGIN, NAME), "--cacert", ca, "--workers", "1",
-                          "--no-ocsp", "--errorlog-file", os.path.join(d, "nghttpx.log"), key, pem])
+                          "--no-ocsp", "--errorlog-file", os.path.join(d, "nghttpx.log"),
+                          "--accesslog-file", os.path.join(d, "nghttpx-access.log"), key, pem])
     wait_port(NGHTTPX_PORT, p)
     return p
 
