@@ -6,8 +6,9 @@
   TLS) on a test host at 198.18.0.2: direct, and inside `sluice exec --sandbox-profile publish`
   (h2load knows no proxy; the capture takes its connections, sluice speaks h2 to it and HTTP/1.1,
   pooled, to nginx).
-- the same three rows with `h2load --h1` (HTTP/1.1 over TLS to nginx, to sluice and to nghttpx; 10
-  requests pipelined on each connection): both client protocols wherever sluice terminates.
+- the same three rows with `-c 1 -m 100`, and with `h2load --h1` (HTTP/1.1 over TLS to nginx, to
+  sluice and to nghttpx; 10 requests pipelined on each of 10 connections): both client protocols
+  wherever sluice terminates (`--clients`).
 - h2load the same way through nghttpx (Debian nghttp2-proxy, one worker, TLS and h2 on both legs):
   the reference for h2 (issue #56, item 2), with each proxy's CPU per request.
 - WebSocket echo, both ends in C++ (tests/bench/ws_echo_bench.cpp, Beast: neither end is the
@@ -16,7 +17,7 @@
   (publish) by CONNECT, with sluice's CPU per message.
 
 usage (root): tests/bench/protocols.py [--repeat 3] [--requests 20000] [--messages 100000]
-                  [--only h2load|websocket] [--clients h2,h1] [--binary PATH] [--ws-bench PATH] [--perf FILE]"""
+                  [--only h2load|websocket] [--clients h2,h2:1x100,h1] [--binary PATH] [--ws-bench PATH] [--perf FILE]"""
 import argparse
 import json
 import os
@@ -57,14 +58,26 @@ def start_nghttpx(procs, d, pem, key, ca):
     return p
 
 
+def h2load_flags(client):
+    """h2load's options for one entry of --clients: PROTOCOL[:CxM], h2 or h1 (--h1: HTTP/1.1 over
+    TLS, ALPN http/1.1, the M requests of a connection pipelined), C connections, M requests in
+    flight on each (10x10 when not given)."""
+    proto, _, setting = client.partition(":")
+    if proto not in ("h2", "h1") or not re.fullmatch(r"(\d+x\d+)?", setting):
+        raise SystemExit("--clients: %r is not PROTOCOL[:CxM] (h2 or h1, say h2:1x100)" % client)
+    c, m = (setting or "10x10").split("x")
+    return (["--h1"] if proto == "h1" else []) + ["-c", c, "-m", m]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--messages", type=int, default=100000)
     ap.add_argument("--only", choices=["h2load", "websocket"], help="run one workload's rows")
-    ap.add_argument("--clients", default="h2,h1", help="the protocols h2load speaks, each a set of rows: h2, "
-                    "h1 (--h1: HTTP/1.1 over TLS, 10 requests pipelined per connection)")
+    ap.add_argument("--clients", default="h2,h2:1x100,h1", help="h2load's settings, each a set of rows: "
+                    "PROTOCOL[:CxM], h2 or h1 (--h1: HTTP/1.1 over TLS, pipelined), C connections with M "
+                    "requests in flight on each (default 10x10)")
     ap.add_argument("--perf", metavar="FILE", help="perf record -g sluice serve in the WebSocket row into FILE, "
                     "sluice exec in the h2load row into FILE.h2load")
     ap.add_argument("--ws-bench", help="the ws_echo_bench binary (default: beside the sluice binary's build)")
@@ -161,9 +174,7 @@ allow_addresses = ["198.18.0.0/15"]
         def h2load(prefix, row, url="https://%s/1k" % NAME, proxy_pid=None, client="h2"):
             c0, n0 = children_cpu(), nginx_cpu()
             p0 = tree_cpu(proxy_pid) if proxy_pid else 0
-            # --h1: HTTP/1.1 over TLS (ALPN http/1.1), -m 10 requests pipelined on each connection
-            flags = ["--h1"] if client == "h1" else []
-            run = subprocess.run(prefix + ["h2load"] + flags + ["-c", "10", "-m", "10", "-n", str(args.requests), url],
+            run = subprocess.run(prefix + ["h2load"] + h2load_flags(client) + ["-n", str(args.requests), url],
                                  capture_output=True, text=True)
             out = run.stdout
             # CPU per request: the client (with sluice exec, which waits for it, for the row through
@@ -211,7 +222,9 @@ allow_addresses = ["198.18.0.0/15"]
         rows = {}
 
         def h2load_rows(client):
-            tag = "h2load" if client == "h2" else "h2load --h1"
+            flags = h2load_flags(client)
+            tag = " ".join(["h2load"] + [f for f in flags if f == "--h1"] +
+                           ([] if flags[-4:] == ["-c", "10", "-m", "10"] else flags[-4:]))
             return tag + " direct", tag + " through sluice exec", tag + " through nghttpx"
         if args.only != "websocket":
             for c in clients:
@@ -223,7 +236,10 @@ allow_addresses = ["198.18.0.0/15"]
             for c in (clients if args.only != "websocket" else []):
                 direct, through, peer = h2load_rows(c)
                 rows[direct].append(h2load([], "direct", client=c))
-                perf = ["perf", "record", "-q", "-g", "-o", "%s.h2load-%s" % (args.perf, c), "--"] if args.perf else []
+                # -N: no hard link to the binary in perf's build-id cache (~/.debug), which the next
+                # sluice exec here would refuse as a workspace file linked to outside the workspace
+                perf = ["perf", "record", "-q", "-N", "-g", "-o", "%s.h2load-%s" % (args.perf, c.replace(":", "-")),
+                        "--"] if args.perf else []
                 rows[through].append(h2load(perf + exec_prefix, "sluice", client=c))
                 rows[peer].append(h2load([], "nghttpx", "https://127.0.0.1:%d/1k" % NGHTTPX_PORT, nghttpx.pid,
                                          client=c))
