@@ -56,6 +56,7 @@ bool valid_rule_id(std::string_view id) {
 // compile, moving to RE2 any expression Hyperscan refuses.
 struct database_builder {
   database &db;
+  bool block_database; // database_spec::block_database
   std::vector<std::string> expressions; // parallel to db.patterns_
   std::vector<unsigned> flags;
   std::vector<bool> to_re2;
@@ -161,7 +162,7 @@ struct database_builder {
       };
       std::thread block_compile;
       try {
-        block_compile = std::thread(compile_block);
+        if (block_database) block_compile = std::thread(compile_block);
       } catch (const std::system_error &) {
         compile_block(); // no thread to be had: one after the other
       }
@@ -208,7 +209,7 @@ std::shared_ptr<const database> database::compile(database_spec spec) {
     throw compile_error("this CPU lacks SSSE3, which Hyperscan (the scanner's engine) needs");
   }
   std::shared_ptr<database> db(new database());
-  database_builder b{*db, {}, {}, {}};
+  database_builder b{*db, spec.block_database, {}, {}, {}};
   try {
     for (const auto &r : spec.rules) b.add_rule(r);
     for (auto &s : spec.canaries) b.add_secret("canary", kind::canary, spec.canary_action, s);

@@ -91,6 +91,7 @@ scan::database_ptr compile_scan(const filters::policy &pol, const scan_inputs &i
     if (cc.aws && !cc.aws->placeholder_secret.empty()) spec.placeholders.push_back(cc.aws->placeholder_secret);
   });
   if (spec.rules.empty() && spec.own_secrets.empty() && spec.canaries.empty()) return nullptr;
+  spec.block_database = !in.one_run;
   return scan::database::compile(std::move(spec));
 }
 
@@ -105,6 +106,7 @@ std::size_t scan_inputs_hash(const filters::policy &pol, const scan_inputs &in) 
   add(c.canaries ? "1" : "0");
   add(c.caller_secrets ? "1" : "0");
   add(c.builtin_rules ? "1" : "0");
+  add(in.one_run ? "1" : "0");
   for (const auto *a : {&c.format, &c.custom, &c.own_secret, &c.canary}) add(*a);
   for (const auto &[id, a] : c.actions) {
     add(id);

@@ -23,6 +23,9 @@ namespace sluice::gateway::exchange {
 struct scan_inputs {
   std::vector<scan::secret> own_secrets;
   std::vector<scan::secret> canaries;
+  // The database serves one run of sluice exec, compiled while its command starts: the streaming
+  // database alone (scan::database_spec::block_database), 49 instead of 130 ms of CPU a run.
+  bool one_run = false;
 };
 
 // The compiled database for `pol`: its [scan] settings, sluice's rule set, the values of its

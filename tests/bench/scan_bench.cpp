@@ -3,7 +3,8 @@
 // and the canaries. Prints numbers; asserts nothing. Usage: scan_bench [MiB], or
 // scan_bench --per-rule FILE: each built-in rule alone on FILE's bytes; --without-each FILE: all
 // the built-in rules but each one in turn; --compile: what compiling each part of a run's database
-// costs (the built-in rules alone, a run's literals alone: the canaries and 20 own secrets, both).
+// costs (the built-in rules alone, a run's literals alone: the canaries and 20 own secrets, both,
+// and both without the block-mode database).
 #include "scan/body.hpp"
 #include "scan/canary.hpp"
 #include "scan/database.hpp"
@@ -121,13 +122,15 @@ void compile_parts(int rounds) {
   };
   struct part {
     const char *what;
-    bool rules, secrets;
+    bool rules, secrets, block;
   };
-  for (const part &p : {part{"built-in rules", true, false}, part{"canaries + 20 own secrets", false, true},
-                        part{"both (a run's database)", true, true}}) {
+  for (const part &p : {part{"built-in rules", true, false, true}, part{"canaries + 20 own secrets", false, true, true},
+                        part{"both (a run's database)", true, true, true},
+                        part{"both, streaming database only", true, true, false}}) {
     std::vector<double> wall, cpu;
     for (int i = 0; i < rounds; ++i) {
       database_spec spec;
+      spec.block_database = p.block;
       if (p.rules) spec.rules = builtin_rules();
       if (p.secrets) literals(spec);
       auto t = clock_type::now();
@@ -138,7 +141,7 @@ void compile_parts(int rounds) {
     }
     std::sort(wall.begin(), wall.end());
     std::sort(cpu.begin(), cpu.end());
-    std::printf("%-28s compile %6.1f ms wall, %6.1f ms CPU (median of %d)\n", p.what, wall[wall.size() / 2],
+    std::printf("%-30s compile %6.1f ms wall, %6.1f ms CPU (median of %d)\n", p.what, wall[wall.size() / 2],
                 cpu[cpu.size() / 2], rounds);
   }
 }

@@ -298,3 +298,36 @@ TEST_CASE("one scratch serves databases compiled after it was fitted", "[scan][s
   CHECK(rules_of(a) == std::vector<std::string>{"github_token"});
   CHECK(rules_of(b) == std::vector<std::string>{"own_secret"});
 }
+
+TEST_CASE("without the block-mode database, whole values are found alike (a run of sluice exec)", "[scan][block]") {
+  auto with = builtin_database();
+  database_spec spec;
+  spec.rules = builtin_rules();
+  spec.block_database = false;
+  auto without = database::compile(std::move(spec));
+  REQUIRE(with->hs_block() != nullptr);
+  REQUIRE(without->hs_block() == nullptr);
+  auto token = github_token();
+  auto basic = "Basic " + base64_encode("x-access-token:" + token);
+  auto aws = std::string("AKIA") + of("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16);
+  using fields = std::vector<std::pair<std::string_view, std::string_view>>;
+  const fields head{{"User-Agent", "curl/8.0"}, {"Authorization", basic}, {"X-Note", aws}};
+  auto found = [&](const database_ptr &db) {
+    scanner_options every; // every finding, not only the first certain block
+    every.stop_at_block = false;
+    scanner s(db, scratch::this_thread(), every);
+    // the same scanner's whole-value stream serves one value after another, each on its own
+    s.scan_target("/search/issues?page=2&q=" + token + "&per_page=10");
+    s.scan_target("/repos/o/r");
+    s.scan_fields(head);
+    s.scan_field("X-End", "ends in AKIA"); // a prefix at a value's end: no match carried over
+    s.scan_field("X-Next", of("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16));
+    std::vector<std::string> out;
+    for (const auto &f : s.findings()) out.push_back(f.rule + "@" + f.location + ":" + std::to_string(f.offset));
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto a = found(with), b = found(without);
+  CHECK(a == b);
+  CHECK(a.size() == 3);
+}
