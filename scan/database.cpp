@@ -148,9 +148,10 @@ struct database_builder {
         som = som || (flags[i] & HS_FLAG_SOM_LEFTMOST);
       }
       if (ex.empty()) break;
-      // Whole values are scanned in block mode, which costs less per call; without it they take
-      // the streaming database too. The two compile side by side (Hyperscan's compiler is
-      // thread-safe): the gateway waits for them before it takes its first request.
+      // Whole values are scanned in block mode, which costs less per call; without it (a spec
+      // that asks for none) they take the streaming database too. The two compile side by side
+      // (Hyperscan's compiler is thread-safe): the gateway waits for them before it takes its
+      // first request.
       hs_database_t *block = nullptr;
       auto compile_block = [&] {
         hs_compile_error_t *berr = nullptr;
