@@ -2,7 +2,9 @@
 """Benchmark: wall time and minor page faults of `sluice exec ... -- true`, network-read and
 offline, against a bare `true`, sluice's own load (`--version`), a bare `unshare` (user + network
 namespaces, no gateway) and bubblewrap's empty sandbox (`bwrap --unshare-all`), every row once a
-round in turn; the loader's relocation count for sluice. Prints medians; asserts nothing.
+round in turn; the loader's relocation count for sluice. With curl installed, one more row: a
+command's first request (network-read, a GET the gateway refuses itself), which waits for the
+gateway and its scanner's database. Prints medians; asserts nothing.
 
 usage: exec_startup.py [--runs N] [--sluice PATH] [--against PATH] [--user UID] [--files N]
 
@@ -137,6 +139,12 @@ def main():
         ("offline --cache npm,pip,cargo", [s, "exec", "--sandbox-profile", "offline", "--cache", "npm",
                                            "--cache", "pip", "--cache", "cargo", "--", "true"], cache_env),
     ]
+    if shutil.which("curl"):
+        # What a command's first request waits for: the sandbox, the gateway and its scanner's
+        # database (compiled for the run), then a GET that the gateway refuses itself (403, a host
+        # not allowed: no origin, no network). Not counted in the x bwrap comparisons.
+        rows.append(("network-read, first request", [s, "exec", "--sandbox-profile", "network-read", "--",
+                                                      "curl", "-s", "-o", "/dev/null", "http://refused.example/"]))
     if a.against:
         b = os.path.realpath(a.against)
         rows += [(name + " [against]", [b if part == s else part for part in cmd], *rest)
