@@ -4,13 +4,15 @@
 
 - h2load (Debian nghttp2-client), multiplexed (`-c 10 -m 10`), against nginx (h2 and HTTP/1.1 over
   TLS) on a test host at 198.18.0.2: direct, and inside `sluice exec --sandbox-profile publish`
-  (h2load knows no proxy; the capture takes its connections, sluice speaks h2 to it and HTTP/1.1,
-  pooled, to nginx).
+  (h2load knows no proxy; the capture takes its connections, and sluice speaks h2 to it and to
+  nginx, which offers h2).
+- h2load the same way through nghttpx (Debian nghttp2-proxy, one worker, TLS and h2 on both legs,
+  an access log as sluice exec writes one): the reference for h2 (issue #56, item 2), with each
+  proxy's CPU per request (h2load runs under /usr/bin/time, so that in the row through sluice exec
+  h2load's own CPU is told apart from sluice's).
 - the same three rows with `-c 1 -m 100`, and with `h2load --h1` (HTTP/1.1 over TLS to nginx, to
   sluice and to nghttpx; 10 requests pipelined on each of 10 connections): both client protocols
   wherever sluice terminates (`--clients`).
-- h2load the same way through nghttpx (Debian nghttp2-proxy, one worker, TLS and h2 on both legs):
-  the reference for h2 (issue #56, item 2), with each proxy's CPU per request.
 - WebSocket echo, both ends in C++ (tests/bench/ws_echo_bench.cpp, Beast: neither end is the
   bottleneck, as the python client was): 4 connections, each sending 100-byte messages with 16
   awaiting their echo, against its echo origin on the test host: direct, and through `sluice serve`
