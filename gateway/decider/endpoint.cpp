@@ -83,10 +83,11 @@ private:
     // This thread's connection to the endpoint, kept between questions (a TLS handshake and a name
     // lookup per question otherwise); the URL was checked when the policy loaded.
     std::optional<https_session> session;
+    std::string unusable; // why there is no session: each question's answer says it
     try {
       session.emplace(url_, whole_, "decider");
     } catch (const std::exception &e) {
-      std::fprintf(stderr, "sluice: [decider] %s\n", e.what());
+      unusable = e.what();
     }
     for (;;) {
       std::pair<std::uint64_t, std::string> job;
@@ -101,7 +102,7 @@ private:
       if (session) {
         a = call(*session, job.second);
       } else {
-        a.message = "the decider endpoint's URL or trust did not load";
+        a.message = unusable;
       }
       if (a.kind == answer::unavailable) std::fprintf(stderr, "sluice: [decider] %s\n", a.message.c_str());
       owner_.deliver(job.first, std::move(a));
