@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../integration"))
 from harness import Gateway, Processes, make_ca, make_leaf, run, wait_port  # noqa: E402
 from netns import TestHost  # noqa: E402
+from compare import cpu_times  # noqa: E402
 
 ORIGIN = "198.18.0.2"
 NAME = "origin.test"
@@ -91,20 +92,8 @@ http {{
 
 
 def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(pid):
-    """A process's CPU seconds and its children's, still running (nghttpx's master and worker)."""
-    total = cpu_seconds(pid)
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            total += sum(tree_cpu(int(c)) for c in f.read().split())
-    except OSError:
-        pass
-    return total
+    """CPU seconds of `pid` and every process below it (nginx's and nghttpx's master and worker)."""
+    return sum(cpu_times(pid))
 
 
 def children_cpu():
@@ -178,15 +167,10 @@ allow_addresses = ["198.18.0.0/15"]
         if self.clients:
             self.nghttpx = start_nghttpx(self.procs, d, self.pem, self.key, self.ca[0])
 
-    def nginx_cpu(self):
-        with open("/proc/%d/task/%d/children" % (self.nginx.pid, self.nginx.pid)) as f:
-            workers = [int(w) for w in f.read().split()]
-        return cpu_seconds(self.nginx.pid) + sum(cpu_seconds(w) for w in workers)
-
     def h2load(self, prefix, row, url="https://%s/1k" % NAME, proxy_pid=None, client="h2"):
         n = self.args.requests
-        c0, n0 = children_cpu(), self.nginx_cpu()
-        p0 = tree_cpu(proxy_pid) if proxy_pid else 0
+        c0, n0 = children_cpu(), cpu_seconds(self.nginx.pid)
+        p0 = cpu_seconds(proxy_pid) if proxy_pid else 0
         # /usr/bin/time says what h2load itself spent (inside the sandbox too): the rest of what this
         # process's children spent in the row through sluice is sluice exec's own
         run = subprocess.run(prefix + ["/usr/bin/time", "-f", "h2load-cpu %U %S", "h2load"] + h2load_flags(client) +
@@ -198,8 +182,8 @@ allow_addresses = ["198.18.0.0/15"]
         # proxy of its own (nghttpx). On a machine of few cores the rows share, this is what bounds
         # the ratio.
         self.cpu[(client, row)].append((client_cpu * 1e6 / n, (children_cpu() - c0 - client_cpu) * 1e6 / n,
-                                        (self.nginx_cpu() - n0) * 1e6 / n,
-                                        ((tree_cpu(proxy_pid) - p0) * 1e6 / n) if proxy_pid else 0.0))
+                                        (cpu_seconds(self.nginx.pid) - n0) * 1e6 / n,
+                                        ((cpu_seconds(proxy_pid) - p0) * 1e6 / n) if proxy_pid else 0.0))
         m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", out)
         ok = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
         if not m or not ok or int(ok.group(1)) != n:
