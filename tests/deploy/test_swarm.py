@@ -197,6 +197,17 @@ def wait_through_lb(timeout=60):
         time.sleep(0.5)
 
 
+def lb_log():
+    """HAProxy's own lines (servers up, down, in and out of DNS), the last 60: why a request found
+    no replica."""
+    e = M["engine"]
+    lines = []
+    for cid in e.docker(["ps", "-aq", "--filter", "label=com.docker.swarm.service.name=%s_lb" % STACK]).stdout.split():
+        r = e.docker(["logs", "--timestamps", cid], timeout=60, check=False)
+        lines += (r.stdout + r.stderr).splitlines()
+    return "\n".join(sorted(lines)[-60:])
+
+
 class SwarmStack(unittest.TestCase):
     def test_a_tasks_are_restricted(self):
         e = M["engine"]
@@ -258,7 +269,8 @@ class SwarmStack(unittest.TestCase):
             # A client still inside a request has not failed yet, and has not succeeded either.
             self.assertFalse(l.is_alive(), "client %s is stuck in request %d" % (l.client, l.paths[-1] + 1
                                                                                 if l.paths else 1))
-            self.assertEqual(l.failed, [], "client %s: %d requests failed" % (l.client, len(l.failed)))
+            self.assertEqual(l.failed, [], "client %s: %d requests failed; HAProxy's view of the replicas:\n%s" % (
+                l.client, len(l.failed), lb_log()) if l.failed else "")
             self.assertGreater(l.ok, 100, l.client)
             for name, t0, t1 in events:  # and kept sending through every event
                 self.assertGreater(sum(1 for _, s, e in l.done if s <= t1 and e >= t0), 10, (l.client, name))
