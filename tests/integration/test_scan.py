@@ -423,6 +423,36 @@ hosts = ["api.example.test"]
         self.assertTrue(self.gw.logged(lambda r: r["path"] == "/echo/b-split" and r.get("scan_rule") == "github_token"))
         self.assertEqual(completed("/echo/b-split"), [])
 
+    def test_large_bodies_are_scanned_whole_and_arrive_intact(self):
+        # Bodies of megabytes, relayed in many pieces, each scanned before it leaves: the clean one
+        # arrives byte for byte, a secret anywhere in one (deep inside, or as its very last bytes)
+        # is refused at its offset and the body never arrives whole; over HTTP/1.1 and h2.
+        import hashlib
+        url = "https://%s" % ORIGIN
+        text = (b"ordinary text of a large upload, line after line; " * 21 + b"\n") * 4096  # 4.3 MiB
+        at = 2 * 1024 * 1024 + 64 * 1024 - 18  # across a 64 KiB boundary of the body, where reads often split it
+        bodies = {
+            "clean": text,
+            "inside": text[:at] + b" " + GITHUB.encode() + b" " + text[at:],
+            "at-end": text + b" " + GITHUB.encode(),
+        }
+        for name, body in bodies.items():
+            path = os.path.join(M["tmp"], "large-" + name)
+            with open(path, "wb") as f:
+                f.write(body)
+            for proto in ("--http1.1", "--http2"):
+                target = "/echo/large-%s%s" % (name, proto.replace("--http", "-"))
+                if name == "clean":
+                    p = curl(self.gw, url + target, proto, "-X", "POST", "--data-binary", "@" + path)
+                    self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr.decode()[-2000:])
+                    self.assertEqual(hashlib.sha256(p.stdout).hexdigest(), hashlib.sha256(body).hexdigest(), proto)
+                    self.assertEqual([r["bytes"] for r in completed(target)], [len(body)], proto)
+                else:
+                    p = curl(self.gw, url + target, proto, "-X", "POST", "--data-binary", "@" + path)
+                    self.refused(p, target, "github_token", "body")
+                    line = [r for r in self.gw.access_log() if r["path"] == target][-1]
+                    self.assertEqual(line["scan_location"], "body@%d" % ((at if name == "inside" else len(text)) + 1))
+
     def test_a_websocket_message_with_a_secret_closes_the_connection(self):
         script = os.path.join(M["tmp"], "ws_scan_client.py")
         with open(script, "w") as f:
