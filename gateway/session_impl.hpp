@@ -38,6 +38,9 @@ namespace sluice::gateway::detail {
 using clock = std::chrono::steady_clock;
 inline constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
 inline constexpr std::size_t chunk_size = 64 * 1024;
+// A request body this long or longer is relayed in pieces of up to large_piece (http1/forward.cpp).
+inline constexpr std::uint64_t large_body = 1024 * 1024;
+inline constexpr std::size_t large_piece = 512 * 1024;
 // How long a terminated tunnel waits for its next request with its coroutine frames (about 5 KiB)
 // before it parks without them: long enough that a keep-alive client's next request, which
 // usually follows within a millisecond, never pays for parking; short enough that a burst of
