@@ -10,6 +10,8 @@
 /cut-head  sends half a response head, then closes (over TLS: without close_notify, a truncation)
 /silent    reads the request and closes without a byte
 /big-head  answers a head of 64 KiB (above the gateways' 16 KiB max_header_bytes)
+/upload    reads a request body as it comes and never answers; GET /received says how many of its
+           body bytes have arrived so far (all /upload requests together)
 anything else: a normal small response. Also counts connections (GET /count on the same port).
 Usage: bad_origin.py PORT [ADDRESS [CERT KEY]]: with CERT and KEY, it speaks TLS (http/1.1 in ALPN)."""
 import socket
@@ -19,10 +21,11 @@ import threading
 import time
 
 count = 0
+received = 0  # body bytes of /upload requests
 
 
 def serve(conn):
-    global count
+    global count, received
     try:
         data = b""
         while b"\r\n\r\n" not in data:
@@ -31,11 +34,18 @@ def serve(conn):
                 return
             data += chunk
         path = data.split(b" ")[1]
-        if not path.endswith(b"/count"):
+        if not path.endswith(b"/count") and not path.endswith(b"/received"):
             count += 1  # connections that carried a real request; count queries excluded
-        if path.endswith(b"/count"):
-            body = str(count).encode()
+        if path.endswith(b"/count") or path.endswith(b"/received"):
+            body = str(count if path.endswith(b"/count") else received).encode()
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        elif path.endswith(b"/upload"):
+            received += len(data.split(b"\r\n\r\n", 1)[1])
+            while True:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                received += len(chunk)
         elif path.endswith(b"/garbage"):
             conn.sendall(b"SSH-2.0-not-http\r\n\r\n")
         elif path.endswith(b"/cut-head"):

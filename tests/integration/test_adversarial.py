@@ -377,6 +377,27 @@ max_header_bytes = 16384
         s.close()
         self.still_serving(self.pub)
 
+    def test_a_large_body_goes_on_as_it_comes(self):
+        # A request body of 1 MiB or more is relayed in pieces of up to 512 KiB: a piece is what
+        # one read brings, so the first bytes of a slow upload reach the origin at once, not once
+        # 512 KiB have come.
+        s = socket.create_connection(("127.0.0.1", self.pub.port), timeout=10)
+        s.sendall(f"POST http://bad.test:{self.bad}/upload HTTP/1.1\r\nHost: bad.test:{self.bad}\r\n"
+                  f"Content-Length: {2 * 1024 * 1024}\r\n\r\n".encode())
+        time.sleep(0.3)  # the head goes on alone; the bytes below come in a read of their own
+        s.sendall(b"u" * 1000)
+        try:
+            got, deadline = None, time.time() + 1.2  # within the adversarial gateway's io timeout
+            while time.time() < deadline:
+                got = curl(self.pub, f"http://bad.test:{self.bad}/received").stdout
+                if got == b"1000":
+                    break
+                time.sleep(0.1)
+            self.assertEqual(got, b"1000")
+        finally:
+            s.close()
+        self.still_serving(self.pub)
+
     def test_many_idle_connections(self):
         socks = []
         n = min(2000, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 3)
