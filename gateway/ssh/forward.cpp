@@ -51,6 +51,9 @@ bool relay::move(ssh_channel src, ssh_session dst_s, ssh_channel dst, int is_std
   return moved;
 }
 
+// The longest a relay sleeps before it looks at both sessions again, whatever their sockets say.
+constexpr auto recheck = std::chrono::milliseconds(250);
+
 // Relays the command's bytes until the origin's channel ends, the client goes, or nothing moves
 // for the idle deadline; then passes on the exit status.
 void relay::forward() {
@@ -94,9 +97,12 @@ void relay::forward() {
     auto deadline = quiet_since + job_.idle;
     if (origin_done) deadline = std::min(deadline, quiet_since + std::chrono::seconds(2));
     // Sleep only when nothing moved: bytes may wait in libssh's channel buffers with nothing
-    // new on either socket (a peer blocked on a window that only their moving opens).
+    // new on either socket (a peer blocked on a window that only their moving opens). And never
+    // longer than recheck: libssh keeps state of its own (packets read but not yet handled, a
+    // window to announce) that no socket event may follow; a relay found with both peers waiting
+    // and both sockets quiet (a CI run's `git ls-remote`, 90 s) is looked at again each recheck.
     if (!moved) {
-      if (!wait_sessions({d_.s, u_.s}, deadline) && clock::now() >= deadline) {
+      if (!wait_sessions({d_.s, u_.s}, std::min(deadline, clock::now() + recheck)) && clock::now() >= deadline) {
         if (!origin_done) {
           r_.decision = "error";
           r_.reason = "ssh_idle_timeout";
