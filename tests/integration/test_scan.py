@@ -7,6 +7,7 @@ secret-looking variables. The origin (origin.py on a test host at 198.18.0.2) re
 it; nothing refused arrives whole. The corpus: every built-in rule's fake secret in every placement
 of a request's head and body, over HTTP/1.1 and h2."""
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -427,7 +428,6 @@ hosts = ["api.example.test"]
         # Bodies of megabytes, relayed in many pieces, each scanned before it leaves: the clean one
         # arrives byte for byte, a secret anywhere in one (deep inside, or as its very last bytes)
         # is refused at its offset and the body never arrives whole; over HTTP/1.1 and h2.
-        import hashlib
         url = "https://%s" % ORIGIN
         text = (b"ordinary text of a large upload, line after line; " * 21 + b"\n") * 4096  # 4.3 MiB
         at = 2 * 1024 * 1024 + 64 * 1024 - 18  # across a 64 KiB boundary of the body, where reads often split it
@@ -442,13 +442,12 @@ hosts = ["api.example.test"]
                 f.write(body)
             for proto in ("--http1.1", "--http2"):
                 target = "/echo/large-%s%s" % (name, proto.replace("--http", "-"))
+                p = curl(self.gw, url + target, proto, "-X", "POST", "--data-binary", "@" + path)
                 if name == "clean":
-                    p = curl(self.gw, url + target, proto, "-X", "POST", "--data-binary", "@" + path)
                     self.assertEqual(status_of(p.stderr.decode()), 200, p.stderr.decode()[-2000:])
                     self.assertEqual(hashlib.sha256(p.stdout).hexdigest(), hashlib.sha256(body).hexdigest(), proto)
                     self.assertEqual([r["bytes"] for r in completed(target)], [len(body)], proto)
                 else:
-                    p = curl(self.gw, url + target, proto, "-X", "POST", "--data-binary", "@" + path)
                     self.refused(p, target, "github_token", "body")
                     line = [r for r in self.gw.access_log() if r["path"] == target][-1]
                     self.assertEqual(line["scan_location"], "body@%d" % ((at if name == "inside" else len(text)) + 1))
