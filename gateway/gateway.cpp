@@ -152,6 +152,8 @@ void gateway::start() {
   if (ttl) refresher_ = std::thread([this] { refresh_credentials(); });
   for (auto &w : workers_) {
     threads_.emplace_back([&ioc = w->ioc] {
+      // This worker's access log lines are written together after the handlers it has ready.
+      metrics::access_log::defer_flushes_here([&ioc](std::function<void()> f) { net::post(ioc, std::move(f)); });
       for (;;) {
         try {
           ioc.run();
@@ -284,6 +286,7 @@ void gateway::join() {
   }
   if (refresher_.joinable()) refresher_.join();
   threads_.clear();
+  log_->flush(); // what a stopped worker's deferred flush did not write
 }
 
 } // namespace sluice::gateway

@@ -45,9 +45,42 @@ access_log::~access_log() {
   if (owned_) std::fclose(file_);
 }
 
+namespace {
+thread_local access_log::flush_deferrer this_thread_deferrer;
+} // namespace
+
+void access_log::defer_flushes_here(flush_deferrer post) { this_thread_deferrer = std::move(post); }
+
+// A line is held when this thread's event loop can flush it after the work it has ready now: with
+// many requests ready at once (an h2 connection's streams, many keep-alive connections), their
+// lines go out in one write instead of one each, and the last one within microseconds.
 void access_log::emit_locked(std::string_view line) {
-  std::fwrite(line.data(), 1, line.size(), file_);
+  auto now = std::chrono::steady_clock::now();
+  if (held_.empty()) held_since_ = now;
+  held_.append(line);
+  if (file_ == stderr || !this_thread_deferrer || held_.size() >= flush_at || now - held_since_ >= max_hold) {
+    flush_locked();
+    return;
+  }
+  if (!flush_asked_) {
+    flush_asked_ = true;
+    this_thread_deferrer([this] { flush(); });
+  }
+}
+
+void access_log::flush_locked() {
+  if (held_.empty()) return;
+  std::fwrite(held_.data(), 1, held_.size(), file_);
   std::fflush(file_);
+  held_.clear();
+  if (held_.capacity() > 4 * flush_at) held_.shrink_to_fit();
+}
+
+void access_log::flush() {
+  if (!file_) return;
+  std::lock_guard lock(mutex_);
+  flush_asked_ = false;
+  flush_locked();
 }
 
 // The chain's fields go in under the mutex, where the order of lines is decided: writer, seq and
@@ -86,9 +119,10 @@ void access_log::write_checkpoint_locked(bool final) {
 }
 
 void access_log::checkpoint_if_due() {
-  if (!file_ || !chain_.on) return;
+  if (!file_) return;
   std::lock_guard lock(mutex_);
-  if (closed_ || seq_ == checkpointed_seq_) return;
+  flush_locked(); // a second at most, whatever became of a deferred flush
+  if (!chain_.on || closed_ || seq_ == checkpointed_seq_) return;
   if (std::chrono::steady_clock::now() - last_checkpoint_ < chain_.checkpoint_interval) return;
   write_checkpoint_locked(false);
 }
@@ -101,6 +135,7 @@ std::string access_log::reopen() {
   if (!next) return "cannot open access log '" + path_ + "' again; still writing to the file it was";
   // The old file's part of the chain ends signed; the new file's first line links to it.
   if (chain_.on && seq_ != checkpointed_seq_) write_checkpoint_locked(false);
+  flush_locked(); // every line of the old file's part goes to the old file
   std::fclose(file_);
   file_ = next;
   return {};
@@ -112,6 +147,7 @@ void access_log::close() {
   if (closed_) return;
   closed_ = true;
   if (chain_.on && seq_ > 0) write_checkpoint_locked(true);
+  flush_locked();
 }
 
 namespace {

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,8 +75,21 @@ class line_hasher;
 // thrown into the data path. With the chain on, every line carries writer, seq and the SHA-256 of
 // the line before it (prev_hash), all set under the mutex that orders the writes, and checkpoint
 // lines sign the chain (metrics/audit_chain.hpp).
+//
+// Lines written on a thread that runs an event loop (one that called defer_flushes_here) go to the
+// file together: the first line after a flush asks that loop for a flush after the work it has
+// ready now, and every line written until then goes out in the same write(2). Elsewhere (stderr,
+// other threads) each line is written at once. A line is never held longer than max_hold, nor
+// more than flush_at bytes of them.
 class access_log {
 public:
+  // Runs a function on this thread's event loop after what it has ready now (Asio's post).
+  using flush_deferrer = std::function<void(std::function<void()>)>;
+  // Sets (or, with an empty function, clears) the deferrer of the calling thread.
+  static void defer_flushes_here(flush_deferrer post);
+  static constexpr std::size_t flush_at = 64 * 1024;
+  static constexpr std::chrono::milliseconds max_hold{100};
+
   // `destination`: "" (off), "-" (stderr) or a path opened for append.
   // `skill`: the exec skill (empty for serve), carried in every line with the command id.
   // Throws std::runtime_error naming the file or the key when either is unusable.
@@ -98,6 +112,8 @@ public:
   // A checkpoint when the interval has passed and records were written since the last one (serve
   // calls it every second; write() checks it too).
   void checkpoint_if_due();
+  // Writes what is held now (the gateway calls it once its workers have stopped).
+  void flush();
   // The closing checkpoint ("final": true) when records were written; later writes are dropped.
   // Idempotent.
   void close();
@@ -106,6 +122,7 @@ private:
   void put_chain_locked(std::string &line);
   void write_checkpoint_locked(bool final);
   void emit_locked(std::string_view line);
+  void flush_locked();
 
   std::FILE *file_ = nullptr;
   bool owned_ = false;
@@ -122,6 +139,9 @@ private:
   std::string last_hash_;                // SHA-256 hex of the last line written
   std::chrono::steady_clock::time_point last_checkpoint_;
   bool closed_ = false;
+  std::string held_;                         // lines not yet written to file_
+  std::chrono::steady_clock::time_point held_since_;
+  bool flush_asked_ = false;                 // a deferred flush is on some event loop
   std::mutex mutex_;
 };
 
