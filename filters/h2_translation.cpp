@@ -221,16 +221,18 @@ std::string_view translate_h2_request(const std::vector<h2_field> &in, h2_reques
   return {};
 }
 
-std::vector<std::pair<std::string, std::string>>
-h2_response_fields(unsigned status,
-                   const std::vector<std::pair<std::string_view, std::string_view>> &h1_fields) {
-  // The names Connection lists are hop-by-hop too (RFC 9110 section 7.6.1). Kept lowercased and
-  // sorted: an upstream's head may hold thousands of tokens and of fields, so no pairwise compare.
+namespace {
+
+// The names a head's Connection fields list, hop-by-hop too (RFC 9110 section 7.6.1). Kept
+// lowercased and sorted: an upstream's head may hold thousands of tokens and of fields, so no
+// pairwise compare.
+template <class Fields> std::vector<std::string> connection_named(const Fields &fields) {
   std::vector<std::string> named;
-  for (auto [name, value] : h1_fields) {
+  for (const auto &[name, raw] : fields) {
     if (!iequals(name, "connection")) {
       continue;
     }
+    std::string_view value = raw;
     for (std::size_t start = 0; start <= value.size();) {
       auto comma = std::min(value.find(',', start), value.size());
       if (auto token = trim(value.substr(start, comma - start)); !token.empty()) {
@@ -240,20 +242,55 @@ h2_response_fields(unsigned status,
     }
   }
   std::sort(named.begin(), named.end());
+  return named;
+}
+
+// Whether a field with this name and (trimmed) value goes into an h2 head: a token name, a value
+// without CR, LF or NUL (HTTP/2 cannot carry either), and none of the fields that end at a hop.
+bool h2_keeps(std::string_view lowered_name, std::string_view value, const std::vector<std::string> &named) {
+  if (!is_token(lowered_name) ||
+      std::any_of(value.begin(), value.end(), [](char c) { return c == '\r' || c == '\n' || c == '\0'; })) {
+    return false; // not expressible in HTTP/2; the parser before should not have let it through
+  }
+  return !std::binary_search(named.begin(), named.end(), lowered_name) && lowered_name != "te" &&
+         !is_connection_specific(lowered_name);
+}
+
+} // namespace
+
+std::vector<std::pair<std::string, std::string>>
+h2_response_fields(unsigned status,
+                   const std::vector<std::pair<std::string_view, std::string_view>> &h1_fields) {
+  auto named = connection_named(h1_fields);
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(h1_fields.size() + 1);
   out.emplace_back(":status", std::to_string(status));
   for (auto [name, raw_value] : h1_fields) {
     auto value = trim(raw_value);
-    if (!is_token(name) || value.find_first_of(std::string_view("\r\n\0", 3)) != value.npos) {
-      continue; // not expressible in HTTP/2; the HTTP/1.1 parser should not have let it through
-    }
     std::string n = lower(name);
-    if (std::binary_search(named.begin(), named.end(), n) || n == "te" ||
-        is_connection_specific(n)) {
-      continue;
+    if (h2_keeps(n, value, named)) {
+      out.emplace_back(std::move(n), std::string(value));
     }
-    out.emplace_back(std::move(n), std::string(value));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>>
+h2_response_fields_from_h2(unsigned status, std::vector<std::pair<std::string, std::string>> &&h2_head) {
+  auto named = connection_named(h2_head);
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(h2_head.size() + 1);
+  out.emplace_back(":status", std::to_string(status));
+  for (auto &[name, value] : h2_head) {
+    std::transform(name.begin(), name.end(), name.begin(), ascii_lower);
+    auto trimmed = trim(value);
+    if (!h2_keeps(name, trimmed, named)) {
+      continue; // pseudo-headers too: ":status" is put first above
+    }
+    if (trimmed.size() != value.size()) {
+      value = std::string(trimmed);
+    }
+    out.emplace_back(std::move(name), std::move(value));
   }
   return out;
 }

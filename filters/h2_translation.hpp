@@ -49,6 +49,11 @@ std::vector<std::pair<std::string, std::string>>
 h2_response_fields(unsigned status,
                    const std::vector<std::pair<std::string_view, std::string_view>> &h1_fields);
 
+// The same for an h2 origin's head (its ":status" among them, which is replaced by `status`),
+// whose strings it takes over instead of copying them.
+std::vector<std::pair<std::string, std::string>>
+h2_response_fields_from_h2(unsigned status, std::vector<std::pair<std::string, std::string>> &&h2_head);
+
 // A response's trailer fields (HTTP/2 from an h2 origin, or an HTTP/1.1 chunked trailer section)
 // -> the trailer list sent to an h2 client: the same fields left out as for a head, and also
 // pseudo-headers and the fields a trailer section must not carry (RFC 9110 section 6.5.1: framing,

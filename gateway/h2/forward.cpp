@@ -537,7 +537,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
       grpc_status(st->head); // a trailers-only answer carries it in the head
       bool body = !(st->origin_ended && st->body_out.empty() && st->trailers.empty()) && req.method != "HEAD";
       if (!body) st->response_ended = true;
-      submit(*st, code, filters::h2_response_fields(code, head), body);
+      submit(*st, code, filters::h2_response_fields_from_h2(code, std::move(st->head)), body);
     }
     if (st->submitted && !st->body_out.empty()) {
       nghttp2_session_resume_data(ng_, st->id);
@@ -556,9 +556,11 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
         if (!st->submitted) co_return fail(*st, ge);
         co_return cut(st->origin_too_large ? "response_too_large" : "response_incomplete");
       }
-      auto trailers = views(st->trailers);
-      st->trailers = filters::h2_trailer_fields(trailers);
-      grpc_status(st->trailers);
+      if (!st->trailers.empty()) { // most responses end without: nothing to copy
+        auto trailers = views(st->trailers);
+        st->trailers = filters::h2_trailer_fields(trailers);
+        grpc_status(st->trailers);
+      }
       st->response_ended = true;
       nghttp2_session_resume_data(ng_, st->id); // the rest of the body, then the trailers (read_body)
       kick();

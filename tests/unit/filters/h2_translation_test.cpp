@@ -4,6 +4,7 @@
 
 using namespace sluice::filters;
 using namespace std::string_view_literals;
+using namespace std::string_literals;
 
 namespace {
 using fields = std::vector<h2_field>;
@@ -300,6 +301,29 @@ TEST_CASE("h1 response head to h2 header list", "[filters][h2]") {
     CHECK(h2_response_fields(204, odd) == h2_list{{":status", "204"}, {"x-pad", "v"}});
   }
   CHECK(h2_response_fields(304, {}) == h2_list{{":status", "304"}});
+}
+
+TEST_CASE("an h2 origin's response head to an h2 client, its strings taken over", "[filters][h2]") {
+  // What the h2 origin's session handed over: its own ":status" first, names as nghttp2 let them.
+  h2_list head{{":status", "200"},   {"content-type", "text/html"}, {"connection", "x-a"},
+               {"x-a", "1"},         {"keep-alive", "timeout=5"},   {"te", "trailers"},
+               {"x-pad", " v \t"},   {"x-nul", "a\0b"s},            {"set-cookie", "a=1"},
+               {"set-cookie", "b=2"}, {"content-length", "5"}};
+  // Names are lowercased all the same (a head from elsewhere may not be).
+  head.emplace_back("X-Upper", "u");
+  CHECK(h2_response_fields_from_h2(203, std::move(head)) == h2_list{{":status", "203"},
+                                                                    {"content-type", "text/html"},
+                                                                    {"x-pad", "v"},
+                                                                    {"set-cookie", "a=1"},
+                                                                    {"set-cookie", "b=2"},
+                                                                    {"content-length", "5"},
+                                                                    {"x-upper", "u"}});
+  // The same as the HTTP/1.1 head's list for the same fields.
+  h1_fields h1{{"Content-Type", "text/html"}, {"Connection", "close, X-B"}, {"X-B", "2"}, {"X-C", "3"}};
+  h2_list owned;
+  for (auto [n, v] : h1) owned.emplace_back(std::string(n), std::string(v));
+  CHECK(h2_response_fields_from_h2(200, std::move(owned)) == h2_response_fields(200, h1));
+  CHECK(h2_response_fields_from_h2(304, {}) == h2_list{{":status", "304"}});
 }
 
 TEST_CASE("trailer fields to an h2 client", "[filters][h2]") {
