@@ -2,6 +2,7 @@
 // that defers its flushes (a gateway worker), at once everywhere else, and never later than the
 // size and age bounds, a rotation or the log's close.
 #include "metrics/access_log.hpp"
+#include "temp_file.hpp"
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -16,24 +17,7 @@ using namespace sluice::metrics;
 
 namespace {
 
-struct temp_path {
-  std::string path;
-  temp_path() {
-    char p[] = "/tmp/sluice-flush-XXXXXX";
-    int fd = ::mkstemp(p);
-    REQUIRE(fd >= 0);
-    ::close(fd);
-    path = p;
-  }
-  ~temp_path() { ::unlink(path.c_str()); }
-};
-
-std::size_t lines_in(const std::string &path) {
-  std::ifstream in(path);
-  std::size_t n = 0;
-  for (std::string l; std::getline(in, l);) ++n;
-  return n;
-}
+std::size_t lines_in(const std::string &path) { return testing::lines_of(path).size(); }
 
 // Stands for a worker's event loop: what the log asks to run later is kept, and run when the test
 // says the loop got to it. Cleared when the test ends, as a worker's thread ends.
@@ -53,7 +37,7 @@ struct queued_loop {
 } // namespace
 
 TEST_CASE("a thread without a deferrer writes each line at once", "[metrics][access_log]") {
-  temp_path f;
+  testing::temp_file f;
   access_log log(f.path, "cmd", "", false);
   access_record r;
   log.write(r);
@@ -63,7 +47,7 @@ TEST_CASE("a thread without a deferrer writes each line at once", "[metrics][acc
 }
 
 TEST_CASE("a worker's lines go out together once its loop runs the flush it asked for once", "[metrics][access_log]") {
-  temp_path f;
+  testing::temp_file f;
   queued_loop loop;
   access_log log(f.path, "cmd", "", false);
   access_record r;
@@ -80,7 +64,7 @@ TEST_CASE("a worker's lines go out together once its loop runs the flush it aske
 }
 
 TEST_CASE("another thread's line joins the held ones; its own loop is not asked twice", "[metrics][access_log]") {
-  temp_path f;
+  testing::temp_file f;
   queued_loop loop;
   access_log log(f.path, "cmd", "", false);
   access_record r;
@@ -97,7 +81,7 @@ TEST_CASE("another thread's line joins the held ones; its own loop is not asked 
 
 TEST_CASE("held lines are written at the size bound, the age bound, flush(), a rotation and close",
           "[metrics][access_log]") {
-  temp_path f;
+  testing::temp_file f;
   access_record r;
   std::string long_target(2000, 'a');
   r.target = long_target;
@@ -131,7 +115,7 @@ TEST_CASE("held lines are written at the size bound, the age bound, flush(), a r
     CHECK(loop.asked.size() == 1);
   }
   SECTION("rotation: the old file gets its lines") {
-    temp_path rotated;
+    testing::temp_file rotated;
     queued_loop loop;
     {
       access_log log(f.path, "cmd", "", false);

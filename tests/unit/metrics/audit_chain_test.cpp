@@ -1,5 +1,6 @@
 #include "metrics/access_log.hpp"
 #include "metrics/audit_chain.hpp"
+#include "temp_file.hpp"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -11,27 +12,10 @@
 #include <vector>
 
 using namespace sluice::metrics;
+using sluice::metrics::testing::lines_of;
+using sluice::metrics::testing::temp_file;
 
 namespace {
-
-struct temp_file {
-  std::string path;
-  temp_file() {
-    char p[] = "/tmp/sluice-audit-XXXXXX";
-    int fd = ::mkstemp(p);
-    REQUIRE(fd >= 0);
-    ::close(fd);
-    path = p;
-  }
-  ~temp_file() { ::unlink(path.c_str()); }
-};
-
-std::vector<std::string> lines_of(const std::string &path) {
-  std::ifstream in(path);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
 
 void put_lines(const std::string &path, const std::vector<std::string> &lines) {
   std::ofstream out(path, std::ios::trunc);
