@@ -211,6 +211,7 @@ int h2_connection::on_header(nghttp2_session *, const nghttp2_frame *frame, cons
     st.too_large = true;
     return 0;
   }
+  if (st.fields.empty()) st.fields.reserve(16); // one allocation for a usual head, not five
   st.fields.emplace_back(std::string(reinterpret_cast<const char *>(name), namelen),
                          std::string(reinterpret_cast<const char *>(value), valuelen));
   return 0;

@@ -194,6 +194,7 @@ int h2_upstream::on_header(nghttp2_session *, const nghttp2_frame *frame, const 
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; // the stream is reset
   }
   auto &into = frame->headers.cat == NGHTTP2_HCAT_HEADERS && st.head_ready ? st.trailers : st.head;
+  if (into.empty()) into.reserve(16); // one allocation for a usual head, not five
   into.emplace_back(std::string(reinterpret_cast<const char *>(name), namelen),
                     std::string(reinterpret_cast<const char *>(value), valuelen));
   return 0;
