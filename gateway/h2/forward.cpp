@@ -530,8 +530,7 @@ net::awaitable<void> h2_connection::forward_h2(std::shared_ptr<stream> st, std::
       o.status = code;
       o.decision = "allow";
       o.reason = "allowed";
-      auto head = views(st->head);
-      for (auto &[n, v] : head) {
+      for (auto &[n, v] : st->head) {
         if (n == "content-type" && is_event_stream(v)) long_stream = true;
       }
       grpc_status(st->head); // a trailers-only answer carries it in the head

@@ -264,12 +264,20 @@ class Gateway:
     def logged(self, pred, timeout=5.0):
         """True once an access-log line satisfies `pred`: the line is written after the client has
         its answer, so a test that reads the log at once may be early (seen under ASan)."""
+        return bool(self.wait_log(lambda lines: any(pred(l) for l in lines), timeout))
+
+    def wait_log(self, ready, timeout=5.0):
+        """The access log's lines once `ready(lines)` holds, or, at the timeout, as they are then
+        (an empty list when `ready` never held). A line is written after the client has its answer,
+        and a worker writes its lines together after the work its loop has ready, so requests that
+        ran side by side (an h2 connection's streams) may reach the file in more than one write."""
         deadline = time.monotonic() + timeout
         while True:
-            if any(pred(l) for l in self.access_log()):
-                return True
+            lines = self.access_log()
+            if ready(lines):
+                return lines
             if time.monotonic() > deadline:
-                return False
+                return []
             time.sleep(0.05)
 
     def stderr_text(self):

@@ -339,7 +339,8 @@ hosts = ["api.example.test"]
                            env=env, timeout=240)
         self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
         got = json.loads(p.stdout)
-        log = self.gw.access_log()
+        paths = {prefix + rule for rule in CORPUS for prefix in ("/corpus-ws/", "/corpus.Rule/")}
+        log = self.gw.wait_log(lambda lines: paths <= {r["path"] for r in lines})
         for i, rule in enumerate(sorted(CORPUS)):
             with self.subTest(rule=rule):
                 ws = got[rule]["ws"]
