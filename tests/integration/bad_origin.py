@@ -34,10 +34,11 @@ def serve(conn):
                 return
             data += chunk
         path = data.split(b" ")[1]
-        if not path.endswith(b"/count") and not path.endswith(b"/received"):
+        query = next((q for q in (b"/count", b"/received") if path.endswith(q)), None)
+        if query is None:
             count += 1  # connections that carried a real request; count queries excluded
-        if path.endswith(b"/count") or path.endswith(b"/received"):
-            body = str(count if path.endswith(b"/count") else received).encode()
+        if query is not None:
+            body = str(count if query == b"/count" else received).encode()
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
         elif path.endswith(b"/upload"):
             received += len(data.split(b"\r\n\r\n", 1)[1])
