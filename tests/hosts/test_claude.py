@@ -582,10 +582,16 @@ class ClaudeProxyMode(ClaudeCase):
         self.sluice("adapter", "install", "claude", "--mode", "proxy", "--config", self.config,
                     "--ca-bundle", self.bundle)
 
-    def log_lines(self):
-        """The access log's records, without the chain's checkpoint lines (docs/metrics.md)."""
-        with open(self.log) as f:
-            return [r for r in (json.loads(l) for l in f if l.strip()) if r.get("type") != "checkpoint"]
+    def log_lines(self, ready, timeout=5):
+        """The access log's records, without the chain's checkpoint lines (docs/metrics.md), once
+        `ready(records)` holds or at the timeout: a line is written after the client has its answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log) as f:
+                log = [r for r in (json.loads(l) for l in f if l.strip()) if r.get("type") != "checkpoint"]
+            if ready(log) or time.monotonic() > deadline:
+                return log
+            time.sleep(0.05)
 
     def url(self, path):
         return "https://origin.test:%d%s" % (self.origin_port, path)
@@ -598,7 +604,8 @@ class ClaudeProxyMode(ClaudeCase):
         r2 = self.claude("Bash", self.bridged("curl -sS -m 10 --proxy socks5h://localhost:1080 -X DELETE %s"
                                               % self.url("/other")))
         r3 = self.claude("Bash", self.bridged("curl -sS -m 10 https://exfil.example.net/"))
-        log = self.log_lines()
+        log = self.log_lines(lambda log: len([l for l in log if l["method"] == "DELETE"]) >= 2
+                             and any(l["host"] == "exfil.example.net" for l in log))
         self.assertTrue(any(l["method"] == "GET" and l["path"] == "/hello" and l["decision"] == "allow" for l in log))
         self.assertTrue(any(l["host"] == "exfil.example.net" and l["decision"] == "deny" for l in log))
         deletes = {l["path"]: l for l in log if l["method"] == "DELETE"}
@@ -623,8 +630,8 @@ class ClaudeProxyMode(ClaudeCase):
         p = subprocess.run(other + ["curl", "-sS", "-m", "10", "--proxy", "http://127.0.0.1:%d" % self.agent_port,
                                     "--cacert", self.bundle, self.url("/borrowed")], capture_output=True)
         self.assertNotEqual(p.returncode, 0)
-        time.sleep(0.3)
-        log = self.log_lines()
+        log = self.log_lines(lambda log: any(l["reason"] == "agent_peer_refused" for l in log)
+                             and any(l["path"] == "/agent" for l in log))
         self.assertTrue(any(l["path"] == "/agent" and l["agent"] == "claude" and l["decision"] == "allow"
                             for l in log), log)
         self.assertFalse(any(l["path"] == "/borrowed" for l in log))

@@ -280,6 +280,17 @@ class Gateway:
                 return []
             time.sleep(0.05)
 
+    def lines_where(self, pred, at_least=1, timeout=5.0):
+        """The lines satisfying `pred` once `at_least` of them are in the file; at the timeout, those
+        there then, for the assertion to show. A test reads what it asserts on through this (or
+        `logged`), never the file at once: see `wait_log`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [l for l in self.access_log() if pred(l)]
+            if len(found) >= at_least or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
     def stderr_text(self):
         with open(self.stderr_path) as f:
             return f.read()

@@ -273,6 +273,13 @@ class FleetTest(LoopbackOrigins):
         for _ in range(3):
             self.assertEqual(via("runner").stdout, "200")
             self.assertEqual(via("expired").stdout, "407")
-        runner = [x for r in self.replicas for x in r.lines() if x["client"] == "runner"]
-        self.assertGreaterEqual(len(runner), 3)
-        self.assertTrue(any(x["reason"] == "client_certificate_invalid" for r in self.replicas for x in r.lines()))
+        def settled(lines):  # a line is written after its answer: wait for the six
+            return (len([x for x in lines if x["client"] == "runner"]) >= 3
+                    and len([x for x in lines if x["reason"] == "client_certificate_invalid"]) >= 3)
+        deadline = time.monotonic() + 5
+        lines = [x for r in self.replicas for x in r.lines()]
+        while not settled(lines) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            lines = [x for r in self.replicas for x in r.lines()]
+        self.assertGreaterEqual(len([x for x in lines if x["client"] == "runner"]), 3)
+        self.assertTrue(any(x["reason"] == "client_certificate_invalid" for x in lines))

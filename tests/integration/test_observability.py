@@ -66,6 +66,9 @@ deny = ["blocked.origin.test"]
 """ + loopback_upstream(cls.ca[0], dns, {"origin.test": "127.0.0.1", "down.test": "127.0.0.1"})
 
 
+TRAFFIC_LINES = 6  # a line a request of one round of traffic()
+
+
 def traffic(cls, gw, rounds=1):
     for _ in range(rounds):
         curl(gw, f"https://origin.test:{cls.https}/bytes/20000")
@@ -82,6 +85,7 @@ class ServeObservability(LoopbackOrigins):
         super().setUpClass()
         cls.gw = Gateway(cls.procs, cls.tmp.name, serve_config(cls), "obs")
         traffic(cls, cls.gw)
+        cls.gw.wait_log(lambda lines: len(lines) >= TRAFFIC_LINES)
 
     def log_lines(self, at_least=1, **match):
         """Log lines matching `match`, waiting up to 5 s for `at_least` of them: a line is written
@@ -236,8 +240,9 @@ uids = [0]
         self.assertEqual(p.stdout, b"")
         # The same user through the ordinary proxy port: not an agent's traffic.
         self.assertEqual(curl(self.gw, f"https://origin.test:{self.https}/bytes/10").returncode, 0)
-        time.sleep(0.3)
-        lines = self.gw.access_log()
+        lines = self.gw.wait_log(lambda ls: {("claude", "allowed"), ("claude", "agent_peer_refused"), ("", "allowed")}
+                                 <= {(l["agent"], l["reason"]) for l in ls if l["path"] in ("/bytes/10", "/bytes/100")
+                                     or l["reason"] == "agent_peer_refused"}) or self.gw.access_log()
         named = [(l["agent"], l["decision"], l["reason"]) for l in lines if l["agent"]]
         self.assertIn(("claude", "allow", "allowed"), named)
         self.assertIn(("claude", "deny", "agent_peer_refused"), named)
@@ -353,9 +358,8 @@ class OcsfAuditEvents(LoopbackOrigins):
         for gw in (cls.json_gw, cls.ocsf_gw):
             traffic(cls, gw)
             raw_exchange(gw.port, bytes.fromhex("16030100") + b"\x00" * 8, read_timeout=5)  # not HTTP
-        deadline = time.monotonic() + 5
-        while len(cls.ocsf_gw.access_log()) < len(cls.json_gw.access_log()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        for gw in (cls.json_gw, cls.ocsf_gw):  # each round's lines and the not-HTTP opening's
+            gw.wait_log(lambda lines: len(lines) >= TRAFFIC_LINES + 1)
 
     def test_every_event_is_valid_ocsf(self):
         events = self.ocsf_gw.access_log()

@@ -484,7 +484,7 @@ hosts = ["api.example.test"]
         self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
         out = json.loads(p.stdout)
         self.assertEqual(out, {"first": hello, "close": 1008, "extensions": ["PerMessageDeflate"]})
-        line = [r for r in self.gw.access_log() if r["path"] == "/scan-ws-deflate"][-1]
+        line = self.gw.lines_where(lambda r: r["path"] == "/scan-ws-deflate")[-1]
         self.assertEqual((line["decision"], line["reason"], line["scan_rule"]),
                          ("deny", "secret_detected", "github_token"), line)
         self.assertTrue(line["scan_location"].startswith("message:2"), line)
