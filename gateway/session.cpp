@@ -72,10 +72,45 @@ net::awaitable<void> session::resume(std::unique_ptr<session> self, error_code e
   } // else closed, reset or idled out: as serve_requests would have ended
   tls.expires_after(std::chrono::seconds(2));
   co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
+  co_await self->close_client(tls.socket());
   gateway_state &state = self->state_;
   self.reset();
   --state.in_flight;
   connection_closed(state);
+}
+
+namespace {
+
+// How long a closing connection's late bytes are read and dropped (close_client).
+constexpr auto linger_time = std::chrono::seconds(2);
+
+net::awaitable<void> drop_input(tcp::socket &s) {
+  std::array<char, 16384> scratch;
+  for (;;) {
+    auto [ec, n] = co_await s.async_read_some(net::buffer(scratch), use_tuple);
+    if (ec) co_return; // the client closed (eof), reset, or the wait was cancelled
+  }
+}
+
+net::awaitable<void> linger_expired(tcp::socket &s) {
+  net::steady_timer timer(s.get_executor(), linger_time);
+  co_await timer.async_wait(use_tuple);
+}
+
+} // namespace
+
+// The last step of a client connection. When sluice is the one closing after an answer (a request
+// refused before its body was read, a response with Connection: close), the client may still be
+// writing its body: closing at once with its bytes unread makes the kernel answer with a reset, and
+// a client that is still writing then reports "connection reset" instead of reading the answer
+// already sent to it (curl: "Send failure"). So sluice half-closes and reads and drops what still
+// comes, until the client closes or for at most linger_time (RFC 9112, section 9.6; nginx's
+// lingering close), with one 16 KiB buffer for that time only. Otherwise, a half-close.
+net::awaitable<void> session::close_client(tcp::socket &s) {
+  error_code ignored; // the client may already be gone
+  s.shutdown(tcp::socket::shutdown_send, ignored);
+  if (!linger_ || ignored) co_return;
+  co_await (drop_input(s) || linger_expired(s));
 }
 
 void connection_opened(gateway_state &state) {
@@ -96,8 +131,7 @@ net::awaitable<void> session::run() {
   co_await serve_requests(*client_, buffer_, nullptr);
   if (connect_) co_await connect_after_requests(*client_);
   if (park_) co_return;
-  error_code ignored; // the client may already be gone
-  client_->socket().shutdown(tcp::socket::shutdown_send, ignored);
+  co_await close_client(client_->socket());
 }
 
 net::awaitable<void> session::run_tls() {
@@ -127,6 +161,7 @@ net::awaitable<void> session::run_tls() {
   if (connect_) co_await connect_after_requests(tls);
   tls.expires_after(std::chrono::seconds(2));
   co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
+  co_await close_client(tls.socket());
 }
 
 void session::read_peer_certificate(SSL *ssl, int verify_error) {

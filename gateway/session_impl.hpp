@@ -118,6 +118,8 @@ public:
   // in a new coroutine; the connection stays counted (connections, in flight) while parked.
   bool parked() const { return park_; }
   static void park(std::unique_ptr<session> self);
+  // The end of a connection the client may still be writing to (linger_): see session.cpp.
+  net::awaitable<void> close_client(tcp::socket &s);
 
   // What a protocol wing that carries the connection's requests (h2_connection, for the streams of
   // an h2 tunnel) uses of its session: the policy and config it holds now, the worker and gateway
@@ -451,6 +453,7 @@ private:
   bool socks_pending_ = false;     // connect_ came by SOCKS5: its answer is a SOCKS reply
   bool captured_ = false;          // a captured connection (run_captured)
   bool silent_ = false;            // captured TLS before the handshake: denials close, write nothing
+  bool linger_ = false;            // sluice closes after an answer: the client may still be sending
   // Parking (park()): the terminated tunnel's TLS stream, which read_head may park unless it is
   // carried (its carrier lives in run_tls's frame), its authority and read buffer (empty while
   // parked); where the request loop resumes: its count and the deadline of the request it waits

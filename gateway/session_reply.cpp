@@ -63,6 +63,7 @@ net::awaitable<void> session::reply(Stream &s, outcome &o, unsigned status, std:
   res.keep_alive(keep_alive);
   res.prepare_payload();
   o.status = status;
+  if (!keep_alive) linger_ = true;
   lowest(s).expires_after(cfg().timeouts.io);
   co_await http::async_write(s, res, use_tuple);
 }

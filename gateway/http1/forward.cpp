@@ -353,6 +353,7 @@ net::awaitable<bool> session::relay_response(Stream &s, beast::flat_buffer &buf,
   o.status = code;
   o.decision = "allow";
   o.reason = "allowed";
+  if (!client_keep) linger_ = true; // an origin may answer before the request's body is all sent
 
   bool in_failed = false;
   bool complete = false;

@@ -106,8 +106,7 @@ net::awaitable<void> session::run_captured() {
     }
     o.settle();
   }
-  error_code ignored;
-  client_->socket().shutdown(tcp::socket::shutdown_send, ignored);
+  co_await close_client(client_->socket());
 }
 #pragma GCC diagnostic pop
 

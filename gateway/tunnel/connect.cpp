@@ -283,6 +283,7 @@ net::awaitable<void> session::handle_connect(Stream &s, beast::flat_buffer &buf,
   if (park_) co_return; // every caller returns too, and run_counted parks the session
   lowest(tls).expires_after(std::chrono::seconds(2));
   co_await tls.async_shutdown(use_tuple); // best effort: close_notify, then the socket closes
+  if (!tls.carried()) co_await close_client(tls.socket()); // a carried one: its carrier's end does
 }
 
 template net::awaitable<void> session::handle_connect<beast::tcp_stream>(beast::tcp_stream &, beast::flat_buffer &,

@@ -399,6 +399,44 @@ hosts = ["api.example.test"]
         self.assertIn("refused", table)
         self.assertNotIn(GITHUB, page)
 
+    def test_a_sender_still_writing_a_refused_body_reads_the_answer_not_a_reset(self):
+        """A client that goes on writing a body after the secret in it was refused (as curl does
+        with a large upload) gets to the end of its writes and reads the 403: sluice reads and
+        drops what still comes before it closes, instead of a reset that fails the client's next
+        write and loses the answer (CI saw curl's "Send failure: Connection reset by peer")."""
+        path = "/echo/linger"
+        rest = 16 * 1024 * 1024
+        first = b"x " + GITHUB.encode() + b" "
+        s = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        s.sendall(f"CONNECT {ORIGIN} HTTP/1.1\r\nHost: {ORIGIN}\r\n\r\n".encode())
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(4096)
+        t = ssl.create_default_context(cafile=self.gw.ca).wrap_socket(s, server_hostname="origin.test")
+        t.sendall(f"POST {path} HTTP/1.1\r\nHost: {ORIGIN}\r\nContent-Length: {len(first) + rest}\r\n"
+                  "Content-Type: text/plain\r\n\r\n".encode() + first)
+        self.assertTrue(self.gw.logged(lambda r: r["path"] == path and r.get("scan_rule") == "github_token"))
+        time.sleep(0.2)  # the answer sent and the connection ended on sluice's side
+        piece = b"ordinary text " * 4681
+        sent = 0
+        try:
+            while sent < rest:
+                sent += t.send(piece[:rest - sent])
+        except OSError as e:
+            self.fail("writing the rest of the body failed after %d bytes: %r" % (sent, e))
+        resp = b""
+        try:
+            while b"\r\n\r\n" not in resp:
+                chunk = t.recv(4096)
+                if not chunk:
+                    break
+                resp += chunk
+        finally:
+            t.close()
+        self.assertTrue(resp.startswith(b"HTTP/1.1 403 "), resp[:300])
+        self.assertIn(b"secret_detected", resp)
+        self.assertEqual(completed(path), [])
+
     def test_secrets_in_bodies_never_arrive_whole(self):
         url = "https://%s" % ORIGIN
         gz = os.path.join(M["tmp"], "body.gz")
