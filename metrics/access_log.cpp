@@ -9,6 +9,20 @@
 
 namespace sluice::metrics {
 
+namespace {
+
+// The log keeps its own buffer of whole lines (held_): the stream has none, so that a batch of lines
+// leaves in one write() and a reader of the file sees the lines a batch at a time, not cut at
+// stdio's 4 KiB. (A reader may still catch a write half done: the file's last line is whole only
+// once it ends in a newline.)
+std::FILE *open_for_appending(const std::string &path) {
+  std::FILE *f = std::fopen(path.c_str(), "ae");
+  if (f) std::setvbuf(f, nullptr, _IONBF, 0);
+  return f;
+}
+
+} // namespace
+
 access_log::access_log(const std::string &destination, std::string command_id, std::string skill,
                        bool redact_query, log_format format, chain_options chain)
     : path_(destination), command_id_(std::move(command_id)), skill_(std::move(skill)), redact_query_(redact_query),
@@ -32,7 +46,7 @@ access_log::access_log(const std::string &destination, std::string command_id, s
     file_ = stderr;
     return;
   }
-  file_ = std::fopen(destination.c_str(), "ae");
+  file_ = open_for_appending(destination);
   if (!file_) {
     throw std::runtime_error("cannot open access log '" + destination +
                              "' for appending; check the directory exists and is writable");
@@ -131,7 +145,7 @@ std::string access_log::reopen() {
   if (!owned_) return {};
   std::lock_guard lock(mutex_);
   if (closed_) return {};
-  std::FILE *next = std::fopen(path_.c_str(), "ae");
+  std::FILE *next = open_for_appending(path_);
   if (!next) return "cannot open access log '" + path_ + "' again; still writing to the file it was";
   // The old file's part of the chain ends signed; the new file's first line links to it.
   if (chain_.on && seq_ != checkpointed_seq_) write_checkpoint_locked(false);

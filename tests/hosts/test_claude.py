@@ -587,8 +587,9 @@ class ClaudeProxyMode(ClaudeCase):
         `ready(records)` holds or at the timeout: a line is written after the client has its answer."""
         deadline = time.monotonic() + timeout
         while True:
-            with open(self.log) as f:
-                log = [r for r in (json.loads(l) for l in f if l.strip()) if r.get("type") != "checkpoint"]
+            with open(self.log) as f:  # a last line without its newline is still being written
+                log = [r for r in (json.loads(l) for l in f if l.endswith("\n") and l.strip())
+                       if r.get("type") != "checkpoint"]
             if ready(log) or time.monotonic() > deadline:
                 return log
             time.sleep(0.05)
