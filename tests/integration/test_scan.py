@@ -116,16 +116,31 @@ def heads(path_prefix):
         return [r for r in map(json.loads, fh) if r["path"].startswith(path_prefix)]
 
 
-def chunked_post(gw, path, pieces):
-    """POST with a chunked body, each piece its own chunk sent after a pause, through the proxy
-    (CONNECT, then TLS with the gateway's CA): returns the status line's code."""
+def tunnel(gw):
+    """A TLS connection to ORIGIN through the proxy: CONNECT, then TLS with the gateway's CA."""
     s = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
     s.sendall(f"CONNECT {ORIGIN} HTTP/1.1\r\nHost: {ORIGIN}\r\n\r\n".encode())
     got = b""
     while b"\r\n\r\n" not in got:
         got += s.recv(4096)
-    ctx = ssl.create_default_context(cafile=gw.ca)
-    t = ctx.wrap_socket(s, server_hostname="origin.test")
+    return ssl.create_default_context(cafile=gw.ca).wrap_socket(s, server_hostname="origin.test")
+
+
+def read_head(t, end=b"\r\n"):
+    """What the server sent, read until `end` (the status line, by default) or its close."""
+    resp = b""
+    while end not in resp:
+        chunk = t.recv(4096)
+        if not chunk:
+            break
+        resp += chunk
+    return resp
+
+
+def chunked_post(gw, path, pieces):
+    """POST with a chunked body, each piece its own chunk sent after a pause, through the proxy
+    (CONNECT, then TLS with the gateway's CA): returns the status line's code."""
+    t = tunnel(gw)
     t.sendall(f"POST {path} HTTP/1.1\r\nHost: {ORIGIN}\r\nTransfer-Encoding: chunked\r\n"
               "Content-Type: text/plain\r\n\r\n".encode())
     for piece in pieces:
@@ -137,11 +152,7 @@ def chunked_post(gw, path, pieces):
         pass
     resp = b""
     try:
-        while b"\r\n" not in resp:
-            chunk = t.recv(4096)
-            if not chunk:
-                break
-            resp += chunk
+        resp = read_head(t)
     except OSError:
         pass
     t.close()
@@ -407,12 +418,7 @@ hosts = ["api.example.test"]
         path = "/echo/linger"
         rest = 16 * 1024 * 1024
         first = b"x " + GITHUB.encode() + b" "
-        s = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
-        s.sendall(f"CONNECT {ORIGIN} HTTP/1.1\r\nHost: {ORIGIN}\r\n\r\n".encode())
-        got = b""
-        while b"\r\n\r\n" not in got:
-            got += s.recv(4096)
-        t = ssl.create_default_context(cafile=self.gw.ca).wrap_socket(s, server_hostname="origin.test")
+        t = tunnel(self.gw)
         t.sendall(f"POST {path} HTTP/1.1\r\nHost: {ORIGIN}\r\nContent-Length: {len(first) + rest}\r\n"
                   "Content-Type: text/plain\r\n\r\n".encode() + first)
         self.assertTrue(self.gw.logged(lambda r: r["path"] == path and r.get("scan_rule") == "github_token"))
@@ -424,13 +430,8 @@ hosts = ["api.example.test"]
                 sent += t.send(piece[:rest - sent])
         except OSError as e:
             self.fail("writing the rest of the body failed after %d bytes: %r" % (sent, e))
-        resp = b""
         try:
-            while b"\r\n\r\n" not in resp:
-                chunk = t.recv(4096)
-                if not chunk:
-                    break
-                resp += chunk
+            resp = read_head(t, b"\r\n\r\n")
         finally:
             t.close()
         self.assertTrue(resp.startswith(b"HTTP/1.1 403 "), resp[:300])
