@@ -293,12 +293,8 @@ class Gateway:
         """The lines satisfying `pred` once `at_least` of them are in the file; at the timeout, those
         there then, for the assertion to show. A test reads what it asserts on through this (or
         `logged`), never the file at once: see `wait_log`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = [l for l in self.access_log() if pred(l)]
-            if len(found) >= at_least or time.monotonic() > deadline:
-                return found
-            time.sleep(0.05)
+        lines = self.wait_log(lambda ls: sum(1 for l in ls if pred(l)) >= at_least, timeout) or self.access_log()
+        return [l for l in lines if pred(l)]
 
     def stderr_text(self):
         with open(self.stderr_path) as f:

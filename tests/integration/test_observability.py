@@ -90,12 +90,7 @@ class ServeObservability(LoopbackOrigins):
     def log_lines(self, at_least=1, **match):
         """Log lines matching `match`, waiting up to 5 s for `at_least` of them: a line is written
         after the client has its answer, so reading at once may be early (seen under ASan)."""
-        deadline = time.monotonic() + 5
-        while True:
-            found = [l for l in self.gw.access_log() if all(l.get(k) == v for k, v in match.items())]
-            if len(found) >= at_least or time.monotonic() > deadline:
-                return found
-            time.sleep(0.05)
+        return self.gw.lines_where(lambda l: all(l.get(k) == v for k, v in match.items()), at_least)
 
     def test_every_log_line_has_the_documented_fields(self):
         lines = self.gw.access_log()
