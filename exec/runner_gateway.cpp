@@ -41,6 +41,7 @@ gateway::gateway_options gateway_options_for(const exec_plan &plan) {
   go.scan.canaries = plan.canaries.values;
   go.scan.own_secrets = plan.own_secrets;
   go.scan.one_run = true; // its database is compiled for this run alone: no block-mode copy
+  go.scan.rules_cache_dir = plan.scan_cache_dir;
   go.log_signing_key_pem = plan.log_key_pem;
   go.log_writer = plan.command_id; // one chain per run
   if (!plan.policy->cfg().ssh.empty()) {

@@ -63,6 +63,9 @@ struct exec_plan {
   scan::canary_set canaries;
   std::vector<std::string> canary_files;
   std::vector<scan::secret> own_secrets;
+  // Where the gateway keeps the policy's compiled rules between runs ("" for nowhere): a private
+  // directory of the caller's that nothing the command can write holds or lies in.
+  std::string scan_cache_dir;
   // --access-log: the Ed25519 key made for this run that signs the log's checkpoints (PEM), and
   // its public half (base64 raw) and id, which the summary gives for `sluice audit verify`.
   std::string log_key_pem, log_public_key, log_key_id;

@@ -1,13 +1,37 @@
 // What leaves ([scan], docs/policy.md "What leaves"), the run's half: the canaries planted in the
 // private home (and shown in place of the workspace's hidden files of the same names), and the caller's own secrets (its secret-looking variables the command was not
 // given), both handed to the gateway's scanner. The values never reach the log or the summary.
+#include "exec/mount_view.hpp"
 #include "exec/runner_impl.hpp"
+#include "exec/tool_cache.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <unistd.h>
 
 namespace sluice::exec::detail {
+
+namespace {
+
+// The directory for the compiled rules, unless the command could write there: a database put in
+// their place could match nothing, or attack the loader. The workspace, the granted writable
+// directories and every read-write bind (tool caches, an agent host's state) are kept apart from it
+// both ways; the private home the command sees is a tmpfs, not the caller's. "" when unsafe or
+// unusable (no home, a directory not the caller's): then the run compiles its rules itself.
+std::string rules_cache_dir(const exec_plan &plan) {
+  std::string dir = sluice_cache_dir(plan.caller_home, "scan");
+  if (dir.empty()) return {};
+  std::vector<std::string> writable = plan.guard.roots;
+  writable.push_back(plan.so.view.workspace);
+  writable.insert(writable.end(), plan.so.view.writable.begin(), plan.so.view.writable.end());
+  for (const auto &b : plan.so.view.binds) writable.push_back(b.first);
+  for (const auto &w : writable) {
+    if (!w.empty() && (is_under(dir, w) || is_under(w, dir))) return {};
+  }
+  return make_private_dirs(dir).empty() ? dir : std::string();
+}
+
+} // namespace
 
 void plan_scan(exec_plan &plan, const std::vector<std::string> &grants) {
   const auto &sc = plan.policy->cfg().scan;
@@ -29,6 +53,7 @@ void plan_scan(exec_plan &plan, const std::vector<std::string> &grants) {
       }
     }
   }
+  plan.scan_cache_dir = rules_cache_dir(plan);
   if (sc.caller_secrets) {
     for (char **e = environ; *e; ++e) {
       const char *eq = std::strchr(*e, '=');

@@ -33,39 +33,33 @@ const tool_cache *find_tool_cache(const std::string &name) {
   return nullptr;
 }
 
-std::string cache_root(const std::string &home) {
+std::string sluice_cache_dir(const std::string &home, const char *leaf) {
   const char *xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && xdg[0] == '/') return std::string(xdg) + "/sluice/caches";
+  if (xdg && xdg[0] == '/') return std::string(xdg) + "/sluice/" + leaf;
   if (home.empty() || home[0] != '/') return {};
-  return home + "/.cache/sluice/caches";
+  return home + "/.cache/sluice/" + leaf;
 }
 
-namespace {
+std::string cache_root(const std::string &home) { return sluice_cache_dir(home, "caches"); }
 
-// mkdir -p of `path` below an existing `/`: every component must be a directory the caller owns
-// (or root's, above it), never a symlink, so that no one else can point the cache elsewhere.
-void make_private_dirs(const std::string &path) {
+std::string make_private_dirs(const std::string &path) {
   std::size_t i = 1;
   while (i <= path.size()) {
     std::size_t next = path.find('/', i);
     if (next == std::string::npos) next = path.size();
     std::string part = path.substr(0, next);
     if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
-      throw refusal("--cache: cannot make " + part + ": " + std::strerror(errno) +
-                    "; set XDG_CACHE_HOME to a directory of yours");
+      return "cannot make " + part + ": " + std::strerror(errno);
     }
     struct stat st {};
     if (::lstat(part.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
         (st.st_uid != ::geteuid() && st.st_uid != 0) || (st.st_uid == 0 && ::geteuid() != 0 && (st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
-      throw refusal("--cache: " + part + " is not a directory of yours (or is a symlink); sluice "
-                    "keeps caches only in directories no one else controls. Remove it or set "
-                    "XDG_CACHE_HOME");
+      return part + " is not a directory of yours (or is a symlink)";
     }
     i = next + 1;
   }
+  return {};
 }
-
-} // namespace
 
 std::vector<std::pair<std::string, std::string>> cache_binds(const std::vector<std::string> &names,
                                                              const std::string &root,
@@ -88,7 +82,10 @@ std::vector<std::pair<std::string, std::string>> cache_binds(const std::vector<s
     seen.push_back(n);
     for (const char *rel : c->home_paths) {
       std::string dir = root + "/" + n + "/" + rel;
-      make_private_dirs(dir);
+      if (auto wrong = make_private_dirs(dir); !wrong.empty()) {
+        throw refusal("--cache: " + wrong + "; sluice keeps caches only in directories no one else controls. "
+                      "Remove it or set XDG_CACHE_HOME to a directory of yours");
+      }
       out.emplace_back(dir, home + "/" + rel);
     }
   }

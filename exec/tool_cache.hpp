@@ -30,4 +30,12 @@ std::vector<std::pair<std::string, std::string>> cache_binds(const std::vector<s
 // HOME/.cache/sluice/caches; "" without a usable home.
 std::string cache_root(const std::string &home);
 
+// $XDG_CACHE_HOME/sluice/LEAF, else HOME/.cache/sluice/LEAF; "" without a usable home.
+std::string sluice_cache_dir(const std::string &home, const char *leaf);
+
+// mkdir -p of `path` (0700): every component must end up a directory the caller owns (or root's,
+// above it), never a symlink, so that no one else can point it elsewhere. Returns what is wrong
+// ("" when the directory is there and sound), naming the component.
+std::string make_private_dirs(const std::string &path);
+
 } // namespace sluice::exec

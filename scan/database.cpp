@@ -14,6 +14,7 @@
 // previous one in front (scanner.cpp), so their matches across pieces are found up to that length.
 #include "scan/database.hpp"
 #include "scan/literals.hpp"
+#include "scan/rules_cache.hpp"
 
 #include <hs/hs.h>
 #include <openssl/crypto.h>
@@ -52,14 +53,18 @@ bool valid_rule_id(std::string_view id) {
   });
 }
 
-// Builds one database: the patterns in order (a pattern's index is its Hyperscan id), then one
-// compile, moving to RE2 any expression Hyperscan refuses.
+// Builds the databases: the patterns in order (a pattern's index is its Hyperscan id), then one
+// compile a part, moving to RE2 any expression Hyperscan refuses. Part 0 holds everything, or with
+// a rules cache the rules and placeholders (the same every run), and part 1 the run's values.
 struct database_builder {
   database &db;
-  bool block_database; // database_spec::block_database
+  bool block_database;   // database_spec::block_database
+  std::string cache_dir; // database_spec::rules_cache_dir
   std::vector<std::string> expressions; // parallel to db.patterns_
   std::vector<unsigned> flags;
   std::vector<bool> to_re2;
+  std::vector<int> part; // 0 or 1
+  int adding_part = 0;
 
   std::uint32_t add_entry(database::entry e) {
     db.entries_.push_back(std::move(e));
@@ -89,6 +94,7 @@ struct database_builder {
     expressions.push_back(std::move(expr));
     flags.push_back(f);
     to_re2.push_back(re2);
+    part.push_back(adding_part);
   }
 
   void note_re2(std::uint32_t entry, std::string reason) {
@@ -133,25 +139,37 @@ struct database_builder {
     db.placeholder_reach_ = std::max(db.placeholder_reach_, value.size());
   }
 
-  // One hs_compile_multi over the expressions Hyperscan took; an expression it refuses moves to
-  // RE2 (a rule's) or fails the compile (a literal's: never expected) and the rest is compiled again.
-  void compile() {
-    for (;;) {
+  // Part `p`'s database: Hyperscan's compile of the expressions it takes; an expression it refuses
+  // moves to RE2 (a rule's) or fails the compile (a literal's: never expected) and the rest is
+  // compiled again. With a cache, part 0 is read from it when it holds these expressions, and
+  // written to it when all of them compiled.
+  hs_database *compile_part(int p) {
+    const bool cached = p == 0 && !cache_dir.empty();
+    std::string cache_name;
+    for (bool first = true;; first = false) {
       std::vector<const char *> ex;
       std::vector<unsigned> fl, ids;
       bool som = false;
       for (std::size_t i = 0; i < expressions.size(); ++i) {
-        if (to_re2[i]) continue;
+        if (to_re2[i] || part[i] != p) continue;
         ex.push_back(expressions[i].c_str());
         fl.push_back(flags[i]);
         ids.push_back(static_cast<unsigned>(i));
         som = som || (flags[i] & HS_FLAG_SOM_LEFTMOST);
       }
-      if (ex.empty()) break;
+      if (ex.empty()) return nullptr;
+      unsigned mode = HS_MODE_STREAM | (som ? HS_MODE_SOM_HORIZON_LARGE : 0);
+      if (cached && first) {
+        cache_name = detail::rules_cache_name({ex, fl, ids, mode});
+        if (auto *loaded = detail::load_rules(cache_dir, cache_name)) {
+          db.rules_from_cache_ = true;
+          return loaded;
+        }
+      }
       // Whole values are scanned in block mode, which costs less per call; without it (a spec
-      // that asks for none) they take the streaming database too. The two compile side by side
-      // (Hyperscan's compiler is thread-safe): the gateway waits for them before it takes its
-      // first request.
+      // that asks for none, or a cache) they take the streaming database too. The two compile
+      // side by side (Hyperscan's compiler is thread-safe): the gateway waits for them before it
+      // takes its first request.
       hs_database_t *block = nullptr;
       auto compile_block = [&] {
         hs_compile_error_t *berr = nullptr;
@@ -163,18 +181,20 @@ struct database_builder {
       };
       std::thread block_compile;
       try {
-        if (block_database) block_compile = std::thread(compile_block);
+        if (block_database && cache_dir.empty()) block_compile = std::thread(compile_block);
       } catch (const std::system_error &) {
         compile_block(); // no thread to be had: one after the other
       }
       hs_compile_error_t *err = nullptr;
-      unsigned mode = HS_MODE_STREAM | (som ? HS_MODE_SOM_HORIZON_LARGE : 0);
+      hs_database_t *stream = nullptr;
       const auto rc = hs_compile_multi(ex.data(), fl.data(), ids.data(), static_cast<unsigned>(ex.size()), mode,
-                                       nullptr, &db.hs_, &err);
+                                       nullptr, &stream, &err);
       if (block_compile.joinable()) block_compile.join();
       if (rc == HS_SUCCESS) {
         db.hs_block_ = block;
-        break;
+        // Only a set that compiled whole is kept: a cache hit then means no rule of it went to RE2.
+        if (cached && first) detail::save_rules(cache_dir, cache_name, stream);
+        return stream;
       }
       if (block) hs_free_database(block);
       std::string message = err->message;
@@ -187,6 +207,19 @@ struct database_builder {
       to_re2[ids[at]] = true;
       note_re2(db.patterns_[ids[at]].entry, message);
     }
+  }
+
+  // Into db.hs_streams_ in the order a scan takes them: the run's values (part 1) before the rules
+  // (part 0), so that a scan stopped early by the rules has seen every canary and own secret.
+  void compile() {
+    for (int p = cache_dir.empty() ? 0 : 1; p >= 0; --p) {
+      if (auto *hs = compile_part(p)) {
+        db.hs_streams_.push_back(hs);
+        std::size_t bytes = 0;
+        hs_stream_size(hs, &bytes);
+        db.stream_bytes_ += bytes;
+      }
+    }
     for (std::size_t i = 0; i < expressions.size(); ++i) {
       if (!to_re2[i]) continue;
       RE2::Options o;
@@ -194,14 +227,13 @@ struct database_builder {
       db.fallbacks_.push_back({std::make_unique<RE2>(expressions[i], o), db.patterns_[i].entry});
     }
     for (auto &e : expressions) wipe(e);
-    if (db.hs_) hs_stream_size(db.hs_, &db.stream_bytes_);
   }
 };
 
 database::database() : generation_(++generations) {}
 
 database::~database() {
-  if (hs_) hs_free_database(hs_);
+  for (auto *hs : hs_streams_) hs_free_database(hs);
   if (hs_block_) hs_free_database(hs_block_);
 }
 
@@ -210,9 +242,13 @@ std::shared_ptr<const database> database::compile(database_spec spec) {
     throw compile_error("this CPU lacks SSSE3, which Hyperscan (the scanner's engine) needs");
   }
   std::shared_ptr<database> db(new database());
-  database_builder b{*db, spec.block_database, {}, {}, {}};
+  database_builder b{*db, spec.block_database, spec.rules_cache_dir, {}, {}, {}, {}};
   try {
+    // The rules and placeholders first: with a cache they are part 0, whose ids (their indices)
+    // must not depend on how many values a run has.
     for (const auto &r : spec.rules) b.add_rule(r);
+    for (auto &p : spec.placeholders) b.add_placeholder(p);
+    b.adding_part = b.cache_dir.empty() ? 0 : 1;
     for (auto &s : spec.canaries) b.add_secret("canary", kind::canary, spec.canary_action, s);
     for (auto &s : spec.own_secrets) {
       if (matchable_secret(s.value)) {
@@ -222,7 +258,6 @@ std::shared_ptr<const database> database::compile(database_spec spec) {
         wipe(s.value);
       }
     }
-    for (auto &p : spec.placeholders) b.add_placeholder(p);
     b.compile();
   } catch (...) {
     for (auto &s : spec.own_secrets) wipe(s.value);

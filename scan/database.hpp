@@ -1,8 +1,10 @@
 #pragma once
 // Every rule of one policy compiled once (docs/policy.md, "What leaves"): one Hyperscan database
 // in streaming mode for the built-in rules, the policy's custom rules, the caller's own secrets and
-// the run's canaries, and RE2 for a rule Hyperscan cannot take. Immutable once built: share it
-// (std::shared_ptr<const database>) between every worker thread; scanners read it concurrently.
+// the run's canaries (or two, the rules kept between runs apart from a run's values: see
+// database_spec::rules_cache_dir), and RE2 for a rule Hyperscan cannot take. Immutable once built:
+// share it (std::shared_ptr<const database>) between every worker thread; scanners read it
+// concurrently.
 #include "scan/rule.hpp"
 
 #include <cstdint>
@@ -51,6 +53,13 @@ struct database_spec {
   // which a gateway that lives long gets back and one run of sluice exec, compiling for itself,
   // mostly does not: without it, whole values take the streaming database.
   bool block_database = true;
+  // A directory to keep the compiled rules in between runs (scan/rules_cache.hpp), one nothing
+  // that is scanned can write. Set, the rules and placeholders compile into a database of their
+  // own, read from the directory when it holds them (about 0.2 ms instead of 30 ms of CPU), and
+  // the canaries and own secrets into a second, never written anywhere; a scan then makes two
+  // passes (about a tenth slower than over one database of both). Streaming only: no block-mode
+  // database. Empty: one database of everything, compiled here.
+  std::string rules_cache_dir;
 };
 
 // How one rule is matched: its id and, for one RE2 matches, why Hyperscan did not take it.
@@ -77,6 +86,8 @@ public:
   std::size_t stream_bytes() const { return stream_bytes_; }
   // Unique per database (scratch spaces remember which databases they fit).
   std::uint64_t generation() const { return generation_; }
+  // With rules_cache_dir: whether the rules' database was read from it rather than compiled.
+  bool rules_from_cache() const { return rules_from_cache_; }
 
   // Inside: what a pattern id means. Several patterns (a secret's encodings) share an entry.
   struct entry {
@@ -96,7 +107,10 @@ public:
     std::unique_ptr<re2::RE2> re;
     std::uint32_t entry = 0;
   };
-  const hs_database *hs() const { return hs_; }
+  // The streaming databases, scanned in this order: one of everything, or with rules_cache_dir
+  // the run's values' (canaries, own secrets) then the rules' and placeholders'. Only the last
+  // may stop a scan early (scanner.cpp). Empty when Hyperscan has no pattern.
+  const std::vector<hs_database *> &hs_streams() const { return hs_streams_; }
   // The same patterns in block mode, for whole values (scanner::scan_whole: about 60 ns for a
   // short value against 200 for a stream's scan and reset); null if Hyperscan refused it.
   const hs_database *hs_block() const { return hs_block_; }
@@ -110,8 +124,9 @@ private:
   database();
   friend struct database_builder;
 
-  hs_database *hs_ = nullptr;
+  std::vector<hs_database *> hs_streams_;
   hs_database *hs_block_ = nullptr;
+  bool rules_from_cache_ = false;
   std::vector<entry> entries_;
   std::vector<pattern> patterns_;
   std::vector<fallback> fallbacks_;

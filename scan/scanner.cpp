@@ -6,8 +6,10 @@
 #include <hs/hs.h>
 #include <re2/re2.h>
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <new>
+#include <stdexcept>
 
 namespace sluice::scan {
 
@@ -16,7 +18,8 @@ constexpr std::size_t fallback_overlap = 4096;
 
 struct scanner::stream {
   std::string location;
-  hs_stream_t *hs = nullptr;
+  // One Hyperscan stream per database::hs_streams(), in the same order; none when closed.
+  std::array<hs_stream_t *, 2> hs{};
   std::uint64_t offset = 0;       // bytes fed
   std::string window;             // RE2: the last bytes fed (at most fallback_overlap)
   std::uint64_t fallback_from = 0; // RE2: matches ending before this were considered
@@ -28,6 +31,10 @@ struct scanner::stream {
 struct match_call {
   scanner *self;
   scanner::stream *st;
+  // The database scanned is the last of the stream's: the one a sure block may stop. Those before
+  // it (a run's values) never stop: the rules' placeholders, found in the last pass, may still
+  // take back a finding that looks certain to them.
+  bool may_stop = true;
 
   static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned, void *ctx) {
     auto *c = static_cast<match_call *>(ctx);
@@ -35,7 +42,7 @@ struct match_call {
     const auto &p = s.db_->patterns()[id];
     // Matches ending where a blocking one ends still count (a canary and the format rule it also
     // fits); a later one, past a placeholder's reach, stops the scan instead.
-    if (s.opts_.stop_at_block && s.sure_block(*c->st, to)) return 1;
+    if (c->may_stop && s.opts_.stop_at_block && s.sure_block(*c->st, to)) return 1;
     s.record(p.entry, p.encoding, p.width ? to - p.width : from, to, *c->st);
     return 0;
   }
@@ -51,8 +58,10 @@ scratch &scratch::this_thread() {
 }
 
 hs_scratch *scratch::fit(const database &db) {
-  if (!db.hs() || fitted_ == db.generation()) return s_;
-  if (hs_alloc_scratch(db.hs(), &s_) != HS_SUCCESS) throw std::bad_alloc();
+  if (db.hs_streams().empty() || fitted_ == db.generation()) return s_;
+  for (const auto *hs : db.hs_streams()) {
+    if (hs_alloc_scratch(hs, &s_) != HS_SUCCESS) throw std::bad_alloc();
+  }
   if (db.hs_block() && hs_alloc_scratch(db.hs_block(), &s_) != HS_SUCCESS) throw std::bad_alloc();
   fitted_ = db.generation();
   return s_;
@@ -61,11 +70,16 @@ hs_scratch *scratch::fit(const database &db) {
 scanner::scanner(database_ptr db, scratch &s, scanner_options o)
     : db_(std::move(db)), scratch_(s), opts_(std::move(o)) {}
 
+namespace {
+
+void open_streams(const database &db, scanner::stream &st);
+void drop_streams(scanner::stream &st);
+
+} // namespace
+
 scanner::~scanner() {
-  for (auto &st : streams_) {
-    if (st->hs) hs_close_stream(st->hs, nullptr, nullptr, nullptr);
-  }
-  if (whole_ && whole_->hs) hs_close_stream(whole_->hs, nullptr, nullptr, nullptr);
+  for (auto &st : streams_) drop_streams(*st);
+  if (whole_) drop_streams(*whole_);
 }
 
 scanner::stream &scanner::stream_for(std::string_view location) {
@@ -74,8 +88,8 @@ scanner::stream &scanner::stream_for(std::string_view location) {
   }
   auto st = std::make_unique<stream>();
   st->location = location;
-  if (db_->hs() && hs_open_stream(db_->hs(), 0, &st->hs) != HS_SUCCESS) throw std::bad_alloc();
   streams_.push_back(std::move(st));
+  open_streams(*db_, *streams_.back());
   return *streams_.back();
 }
 
@@ -87,12 +101,13 @@ void scanner::feed(std::string_view location, std::string_view bytes) {
 }
 
 void scanner::scan_stream(stream &st, std::string_view bytes) {
-  if (st.hs) {
+  const auto n_db = db_->hs_streams().size();
+  for (std::size_t i = 0; i < n_db && st.hs[i]; ++i) {
     auto *sc = scratch_.fit(*db_);
-    match_call call{this, &st};
+    match_call call{this, &st, i + 1 == n_db};
     for (std::size_t at = 0; at < bytes.size();) {
       auto n = std::min<std::size_t>(bytes.size() - at, 1u << 30);
-      auto rc = hs_scan_stream(st.hs, bytes.data() + at, static_cast<unsigned>(n), 0, sc, match_call::on_match,
+      auto rc = hs_scan_stream(st.hs[i], bytes.data() + at, static_cast<unsigned>(n), 0, sc, match_call::on_match,
                                &call);
       if (rc == HS_SCAN_TERMINATED) break;
       at += n;
@@ -102,16 +117,34 @@ void scanner::scan_stream(stream &st, std::string_view bytes) {
   st.offset += bytes.size();
 }
 
+namespace {
+
+void open_streams(const database &db, scanner::stream &st) {
+  if (db.hs_streams().size() > st.hs.size()) throw std::logic_error("scanner: more databases than streams");
+  for (std::size_t i = 0; i < db.hs_streams().size(); ++i) {
+    if (hs_open_stream(db.hs_streams()[i], 0, &st.hs[i]) != HS_SUCCESS) throw std::bad_alloc();
+  }
+}
+
+void drop_streams(scanner::stream &st) {
+  for (auto *&hs : st.hs) {
+    if (hs) hs_close_stream(hs, nullptr, nullptr, nullptr);
+    hs = nullptr;
+  }
+}
+
+} // namespace
+
 void scanner::close_stream(stream &st) {
   if (st.ended) return;
   st.ended = true;
-  if (st.hs && !stopped_) {
-    match_call call{this, &st};
-    hs_close_stream(st.hs, scratch_.fit(*db_), match_call::on_match, &call);
-  } else if (st.hs) {
-    hs_close_stream(st.hs, nullptr, nullptr, nullptr);
+  const auto n_db = db_->hs_streams().size();
+  for (std::size_t i = 0; i < n_db && !stopped_ && st.hs[i]; ++i) {
+    match_call call{this, &st, i + 1 == n_db};
+    hs_close_stream(st.hs[i], scratch_.fit(*db_), match_call::on_match, &call);
+    st.hs[i] = nullptr;
   }
-  st.hs = nullptr;
+  drop_streams(st); // what a stop left open
   if (!stopped_) run_fallbacks(st, {}, true);
   if (opts_.stop_at_block && sure_block(st, std::numeric_limits<std::uint64_t>::max())) stopped_ = true;
 }
@@ -136,7 +169,7 @@ void scanner::scan_whole(std::string_view location, std::string_view bytes) {
   bool block = db_->hs_block() && bytes.size() < (1u << 30);
   if (!whole_) {
     whole_ = std::make_unique<stream>();
-    if (!block && db_->hs() && hs_open_stream(db_->hs(), 0, &whole_->hs) != HS_SUCCESS) throw std::bad_alloc();
+    if (!block) open_streams(*db_, *whole_);
   }
   auto &st = *whole_;
   st.location = location;
@@ -150,10 +183,14 @@ void scanner::scan_whole(std::string_view location, std::string_view bytes) {
             match_call::on_match, &call);
     run_fallbacks(st, bytes, true);
   } else {
-    if (!st.hs && db_->hs() && hs_open_stream(db_->hs(), 0, &st.hs) != HS_SUCCESS) throw std::bad_alloc();
+    if (!st.hs[0]) open_streams(*db_, st);
     scan_stream(st, bytes);
-    // The end of the value: matches that needed it, then the stream as new for the next value.
-    if (st.hs) hs_reset_stream(st.hs, 0, scratch_.fit(*db_), match_call::on_match, &call);
+    // The end of the value: matches that needed it, then the streams as new for the next value.
+    const auto n_db = db_->hs_streams().size();
+    for (std::size_t i = 0; i < n_db && st.hs[i]; ++i) {
+      match_call end_call{this, &st, i + 1 == n_db};
+      hs_reset_stream(st.hs[i], 0, scratch_.fit(*db_), match_call::on_match, &end_call);
+    }
     run_fallbacks(st, {}, true);
   }
   if (opts_.stop_at_block && sure_block(st, std::numeric_limits<std::uint64_t>::max())) stopped_ = true;

@@ -92,6 +92,7 @@ scan::database_ptr compile_scan(const filters::policy &pol, const scan_inputs &i
   });
   if (spec.rules.empty() && spec.own_secrets.empty() && spec.canaries.empty()) return nullptr;
   spec.block_database = !in.one_run;
+  spec.rules_cache_dir = in.rules_cache_dir;
   return scan::database::compile(std::move(spec));
 }
 

@@ -26,6 +26,9 @@ struct scan_inputs {
   // The database serves one run of sluice exec, compiled while its command starts: the streaming
   // database alone (scan::database_spec::block_database), 49 instead of 130 ms of CPU a run.
   bool one_run = false;
+  // Where the policy's compiled rules are kept between runs (scan::database_spec::rules_cache_dir):
+  // a directory of the caller's that the command cannot write. Empty: compiled here, kept nowhere.
+  std::string rules_cache_dir;
 };
 
 // The compiled database for `pol`: its [scan] settings, sluice's rule set, the values of its

@@ -4,7 +4,9 @@
 // scan_bench --per-rule FILE: each built-in rule alone on FILE's bytes; --without-each FILE: all
 // the built-in rules but each one in turn; --compile: what compiling each part of a run's database
 // costs (the built-in rules alone, a run's literals alone: the canaries and 20 own secrets, both,
-// and both without the block-mode database).
+// and both without the block-mode database); --split FILE [N]: the rules and a run's literals (the
+// canaries and N own secrets) in two databases, as exec keeps them, against one of both: each
+// compile, and the scan of FILE in two passes against one.
 #include "scan/body.hpp"
 #include "scan/canary.hpp"
 #include "scan/database.hpp"
@@ -146,13 +148,50 @@ void compile_parts(int rounds) {
   }
 }
 
+// The database split in two, as exec could keep it: the rules (the same every run) and a run's
+// literals (its canaries and `secrets` own secrets), each compiled alone, against one database of
+// both: compile time of each, and the scan of `body` in one pass against two.
+void split(const std::string &body, int secrets) {
+  auto literals = [&](database_spec &spec) {
+    spec.canaries = make_canaries().values;
+    for (int i = 0; i < secrets; ++i) {
+      spec.own_secrets.push_back({"SECRET_" + std::to_string(i), "value-" + std::to_string(i * 7919) + "-Qx9zLk2", {}});
+    }
+  };
+  auto build = [&](bool rules, bool lits) {
+    database_spec spec;
+    spec.block_database = false;
+    if (rules) spec.rules = builtin_rules();
+    if (lits) literals(spec);
+    auto t = clock_type::now();
+    auto db = database::compile(std::move(spec));
+    std::printf("  compile %-10s %6.1f ms\n", rules && lits ? "both" : rules ? "rules" : "literals", seconds_since(t) * 1e3);
+    return db;
+  };
+  auto both = build(true, true), rules = build(true, false), lits = build(false, true);
+  auto pass = [&](std::vector<database_ptr> dbs) {
+    auto t = clock_type::now();
+    for (auto &db : dbs) {
+      scanner s(db);
+      body_scan b(s, "", 0, "body");
+      for (std::size_t at = 0; at < body.size(); at += 64 * 1024) b.feed(std::string_view(body).substr(at, 64 * 1024));
+      b.finish();
+    }
+    return body.size() / seconds_since(t) / 1e9;
+  };
+  for (int r = 0; r < 3; ++r) {
+    std::printf("  one database %.2f GB/s; rules then literals %.2f GB/s; rules alone %.2f, literals alone %.2f\n",
+                pass({both}), pass({rules, lits}), pass({rules}), pass({lits}));
+  }
+}
+
 int main(int argc, char **argv) {
   const std::string mode = argc > 2 ? argv[1] : "";
   if (argc > 1 && std::string(argv[1]) == "--compile") {
     compile_parts(argc > 2 ? std::atoi(argv[2]) : 5);
     return 0;
   }
-  if (mode == "--per-rule" || mode == "--without-each") { // scan_bench --per-rule|--without-each FILE
+  if (mode == "--split" || mode == "--per-rule" || mode == "--without-each") { // scan_bench --per-rule|--without-each FILE
     std::FILE *f = std::fopen(argv[2], "rb");
     if (!f) {
       std::fprintf(stderr, "scan_bench: cannot read %s\n", argv[2]);
@@ -162,6 +201,10 @@ int main(int argc, char **argv) {
     char buf[65536];
     for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) body.append(buf, n);
     std::fclose(f);
+    if (mode == "--split") {
+      split(body, argc > 3 ? std::atoi(argv[3]) : 0);
+      return 0;
+    }
     per_rule(body, mode == "--without-each");
     return 0;
   }

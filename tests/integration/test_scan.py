@@ -686,6 +686,53 @@ allow_domains = ["{ORIGIN}"]
             self.assertNotIn(secret.split("\n")[0][-20:], raw)
 
 
+    def test_the_compiled_rules_are_kept_outside_the_sandbox_and_read_by_the_next_run(self):
+        """exec keeps the policy's compiled rules in the caller's cache ($HOME/.cache/sluice/scan),
+        which the command cannot see; the next run reads them (the same file, touched, not
+        rewritten) and refuses as the first did. A cache directory the command could write (here
+        inside the workspace) is not used."""
+        outside = tempfile.mkdtemp(prefix="sluice-scan-home-")  # a home apart from the workspace
+        self.addCleanup(shutil.rmtree, outside, True)
+        os.chmod(outside, 0o755)
+        home = os.path.join(outside, "home")
+        os.makedirs(home, mode=0o700)
+        if self.user is not None:
+            os.chown(home, self.user, self.user)
+        cache = os.path.join(home, ".cache", "sluice", "scan")
+        look = "ls -a $HOME/.cache/sluice/scan 2>&1; "
+        url = "https://origin.test:8443/search?q="
+        first = self.sx("network-read", look + "curl -s -o /dev/null -w '%%{http_code}' '%s%s'" % (url, GITHUB),
+                        {"HOME": home})[0]
+        self.assertTrue(first.stdout.endswith(b"403"), first.stderr.decode()[-2000:])
+        self.assertNotIn(b"rules-", first.stdout)  # the command's home is its own
+        files = [f for f in os.listdir(cache) if f.startswith("rules-")]
+        self.assertEqual(len(files), 1, os.listdir(cache))
+        path = os.path.join(cache, files[0])
+        st = os.stat(path)
+        self.assertEqual((st.st_mode & 0o777, st.st_uid, os.stat(cache).st_mode & 0o777),
+                         (0o600, self.user or 0, 0o700))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 10**9))
+        value = "own-secret-value-for-cache-5d81"
+        curl = "curl -s -o /dev/null -w '%{http_code} ' "
+        second, lines, _, raw = self.sx(
+            "network-read", look + curl + "'%s%s'; %s'%s%s'" % (url, GITHUB, curl, url.replace("search", "find"), value),
+            {"HOME": home, "SCAN_TEST_API_TOKEN": value})
+        self.assertTrue(second.stdout.endswith(b"403 403 "), second.stderr.decode()[-2000:])
+        self.assertEqual([l["scan_rule"] for l in lines if l["path"].startswith(("/search", "/find"))][-2:],
+                         ["github_token", "own_secret:SCAN_TEST_API_TOKEN"])
+        after = os.stat(path)
+        self.assertEqual(after.st_ino, st.st_ino)  # read, not compiled and written again
+        self.assertGreater(after.st_mtime_ns, st.st_mtime_ns - 10**9)
+        self.assertNotIn(value, open(path, "rb").read().decode("latin-1"))
+
+        inside = os.path.join(self.work, "xdg")
+        third = self.sx("network-read", "curl -s -o /dev/null -w '%%{http_code}' '%s%s'" % (url, GITHUB),
+                        {"HOME": home, "XDG_CACHE_HOME": inside})[0]
+        self.assertEqual(third.stdout, b"403", third.stderr.decode()[-2000:])
+        self.assertFalse(os.path.exists(os.path.join(inside, "sluice", "scan")))
+        self.assertEqual(heads("/search") + heads("/find"), [])
+
+
 class ScanInsideExecAsNobody(ScanInsideExecAsRoot):
     user = 65534
 
