@@ -8,6 +8,13 @@
 #include <sys/socket.h>
 
 namespace sluice::gateway {
+namespace {
+// Set by write_from while it writes a record that more records of the same write follow: the
+// BIO then sends it with MSG_MORE, so that a write's records leave as few full segments rather
+// than one segment each (fewer packets and acknowledgements for both ends). The last record goes
+// without it, which sends what the kernel holds. One worker thread writes one record at a time.
+thread_local bool more_records = false;
+} // namespace
 
 // The BIO between OpenSSL and the socket: bytes read before the handshake first, then recv/send on
 // the descriptor. MSG_NOSIGNAL because a peer that has gone must be an error, not a SIGPIPE (and
@@ -43,7 +50,7 @@ struct tls_stream::bio {
   static int write(BIO *b, const char *in, int len) {
     BIO_clear_retry_flags(b);
     if (stream(b).carrier_) return carried_write(b, stream(b), in, len);
-    ssize_t n = ::send(stream(b).socket_.native_handle(), in, len, MSG_NOSIGNAL);
+    ssize_t n = ::send(stream(b).socket_.native_handle(), in, len, MSG_NOSIGNAL | (more_records ? MSG_MORE : 0));
     if (n >= 0) return static_cast<int>(n);
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(b);
     return -1;
@@ -162,7 +169,10 @@ int tls_stream::write_from(SSL *ssl, const void *data, std::size_t size, std::si
   auto *p = static_cast<const char *>(data);
   while (done < size) {
     std::size_t n = 0;
-    if (SSL_write_ex(ssl, p + done, size - done, &n) != 1) return done ? 1 : 0;
+    more_records = size - done > max_record;
+    int ok = SSL_write_ex(ssl, p + done, size - done, &n);
+    more_records = false;
+    if (ok != 1) return done ? 1 : 0;
     done += n;
   }
   return 1;

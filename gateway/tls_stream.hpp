@@ -146,6 +146,7 @@ public:
 
 private:
   static constexpr std::size_t coalesce_limit = 16 * 1024;
+  static constexpr std::size_t max_record = 16 * 1024; // TLS's largest record of plaintext
   static constexpr int want_read = -1000; // a step's own request to wait for the socket
   static char *coalesce_buffer();
   static int read_into(SSL *ssl, net::mutable_buffer b, std::size_t &done);
