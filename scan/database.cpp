@@ -55,7 +55,8 @@ bool valid_rule_id(std::string_view id) {
 
 // Builds the databases: the patterns in order (a pattern's index is its Hyperscan id), then one
 // compile a part, moving to RE2 any expression Hyperscan refuses. Part 0 holds everything, or with
-// a rules cache the rules and placeholders (the same every run), and part 1 the run's values.
+// a rules cache the rules (the same every run), and part 1 the run's values: its placeholders,
+// canaries and own secrets.
 struct database_builder {
   database &db;
   bool block_database;   // database_spec::block_database
@@ -244,11 +245,11 @@ std::shared_ptr<const database> database::compile(database_spec spec) {
   std::shared_ptr<database> db(new database());
   database_builder b{*db, spec.block_database, spec.rules_cache_dir, {}, {}, {}, {}};
   try {
-    // The rules and placeholders first: with a cache they are part 0, whose ids (their indices)
-    // must not depend on how many values a run has.
+    // The rules first: with a cache they are part 0, whose ids (their indices) must not depend on
+    // a run's values. The placeholders are a run's too (exec draws them for each command).
     for (const auto &r : spec.rules) b.add_rule(r);
-    for (auto &p : spec.placeholders) b.add_placeholder(p);
     b.adding_part = b.cache_dir.empty() ? 0 : 1;
+    for (auto &p : spec.placeholders) b.add_placeholder(p);
     for (auto &s : spec.canaries) b.add_secret("canary", kind::canary, spec.canary_action, s);
     for (auto &s : spec.own_secrets) {
       if (matchable_secret(s.value)) {

@@ -32,8 +32,8 @@ struct match_call {
   scanner *self;
   scanner::stream *st;
   // The database scanned is the last of the stream's: the one a sure block may stop. Those before
-  // it (a run's values) never stop: the rules' placeholders, found in the last pass, may still
-  // take back a finding that looks certain to them.
+  // it (a run's values) never stop, so that every canary and own secret of a piece, and every
+  // placeholder (which may take a rule's finding back), is known before the rules' pass decides.
   bool may_stop = true;
 
   static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned, void *ctx) {
@@ -259,7 +259,14 @@ void scanner::record(std::uint32_t entry, std::string_view encoding, std::uint64
         hits_.erase(hits_.begin() + static_cast<std::ptrdiff_t>(i));
       }
     }
-    std::erase_if(st.placeholders, [&](const auto &p) { return p.second + 1 < start; });
+    // Spans that ended before this piece began can hold no later match (a match is reported in the
+    // piece where it ends). Not fewer: with the rules apart, a piece's placeholders are all found
+    // before its rules' matches, so an earlier span of the piece may still be the one that counts.
+    // At most most_spans are kept (each rule match is checked against them): past that, the oldest
+    // goes, and a match inside it would be a finding (a refusal, never a secret let through).
+    constexpr std::size_t most_spans = 256;
+    std::erase_if(st.placeholders, [&](const auto &p) { return p.second < st.offset; });
+    if (st.placeholders.size() >= most_spans) st.placeholders.erase(st.placeholders.begin());
     st.placeholders.push_back(span);
     return;
   }

@@ -1,6 +1,6 @@
 // The compiled rules kept between runs (database_spec::rules_cache_dir): written once, read after,
 // the same findings as one database of everything; never a run's values in the file; a damaged or
-// foreign file compiled again; the canaries seen before the rules may stop a scan.
+// foreign file compiled again; the canaries and placeholders seen before the rules may stop a scan.
 #include "vectors.hpp"
 #include "scan/canary.hpp"
 
@@ -204,4 +204,50 @@ TEST_CASE("with the rules apart, a placeholder that ends in a later piece still 
   s.feed("body", std::string_view(body).substr(cut));
   s.end("body");
   CHECK(rules_of(s) == std::vector<std::string>{"own_secret"});
+}
+
+TEST_CASE("a run's new placeholders leave the kept rules as they are", "[scan][rules_cache]") {
+  temp_dir dir;
+  auto canaries = make_canaries();
+  auto spec = run_spec(canaries, dir.path);
+  spec.placeholders = {"ghp_" + alnum(36, 1)};
+  CHECK_FALSE(database::compile(std::move(spec))->rules_from_cache());
+  spec = run_spec(canaries, dir.path);
+  spec.placeholders = {"ghp_" + alnum(36, 2)}; // exec draws a shaped placeholder for every command
+  auto db = database::compile(std::move(spec));
+  CHECK(db->rules_from_cache());
+  CHECK(dir.files().size() == 1);
+  scanner s(db);
+  s.scan_whole("body", "a " + ("ghp_" + alnum(36, 2)) + " b");
+  CHECK(s.findings().empty());
+}
+
+TEST_CASE("placeholders and real tokens in one piece: each placeholder's token taken back, a real one kept",
+          "[scan][rules_cache][placeholders]") {
+  temp_dir dir;
+  auto canaries = make_canaries();
+  const std::string first = "ghp_" + alnum(36, 41), second = "ghp_" + alnum(36, 42), real = "ghp_" + alnum(36, 43);
+  for (const std::string cache : {std::string(), dir.path}) {
+    auto spec = run_spec(canaries, cache);
+    spec.placeholders = {first, second};
+    auto db = database::compile(std::move(spec));
+    INFO("rules apart: " << !cache.empty());
+    {
+      // the first placeholder's token precedes the second placeholder in the same piece
+      scanner s(db);
+      s.feed("body", "x " + first + " y " + second + " z");
+      s.end("body");
+      CHECK(s.findings().empty());
+    }
+    {
+      // the same rule in a placeholder, then for real: the real one is a finding
+      scanner_options every;
+      every.stop_at_block = false;
+      scanner s(db, scratch::this_thread(), every);
+      s.feed("body", "x " + first + " y " + real + " z");
+      s.end("body");
+      REQUIRE(rules_of(s) == std::vector<std::string>{"github_token"});
+      CHECK(s.findings()[0].offset == 2 + first.size() + 3);
+    }
+  }
 }
