@@ -88,8 +88,8 @@ scanner::stream &scanner::stream_for(std::string_view location) {
   }
   auto st = std::make_unique<stream>();
   st->location = location;
+  open_streams(*db_, *st); // a failure keeps nothing: a later feed to this location tries again
   streams_.push_back(std::move(st));
-  open_streams(*db_, *streams_.back());
   return *streams_.back();
 }
 
@@ -119,10 +119,14 @@ void scanner::scan_stream(stream &st, std::string_view bytes) {
 
 namespace {
 
+// Opens a stream on each database, or none: what one failure left open is closed again.
 void open_streams(const database &db, scanner::stream &st) {
   if (db.hs_streams().size() > st.hs.size()) throw std::logic_error("scanner: more databases than streams");
   for (std::size_t i = 0; i < db.hs_streams().size(); ++i) {
-    if (hs_open_stream(db.hs_streams()[i], 0, &st.hs[i]) != HS_SUCCESS) throw std::bad_alloc();
+    if (hs_open_stream(db.hs_streams()[i], 0, &st.hs[i]) != HS_SUCCESS) {
+      drop_streams(st);
+      throw std::bad_alloc();
+    }
   }
 }
 
@@ -167,10 +171,7 @@ void scanner::finish() {
 void scanner::scan_whole(std::string_view location, std::string_view bytes) {
   if (stopped_ || bytes.empty()) return;
   bool block = db_->hs_block() && bytes.size() < (1u << 30);
-  if (!whole_) {
-    whole_ = std::make_unique<stream>();
-    if (!block) open_streams(*db_, *whole_);
-  }
+  if (!whole_) whole_ = std::make_unique<stream>();
   auto &st = *whole_;
   st.location = location;
   st.offset = 0;
