@@ -15,8 +15,8 @@ namespace {
 
 // The directory for the compiled rules, unless the command could write there: a database put in
 // their place could match nothing, or attack the loader. The workspace, the granted writable
-// directories and every read-write bind (tool caches, an agent host's state) are kept apart from it
-// both ways; the private home the command sees is a tmpfs, not the caller's. "" when unsafe or
+// directories, the journal's layer and every read-write bind (tool caches, an agent host's state)
+// are kept apart from it both ways; the private home the command sees is a tmpfs, not the caller's. "" when unsafe or
 // unusable (no home, a directory not the caller's): then the run compiles its rules itself.
 std::string rules_cache_dir(const exec_plan &plan) {
   std::string dir = sluice_cache_dir(plan.caller_home, "scan");
@@ -25,6 +25,8 @@ std::string rules_cache_dir(const exec_plan &plan) {
   writable.push_back(plan.so.view.workspace);
   writable.insert(writable.end(), plan.so.view.writable.begin(), plan.so.view.writable.end());
   for (const auto &b : plan.so.view.binds) writable.push_back(b.first);
+  writable.push_back(plan.so.view.journal_upper); // the journal's layer takes the command's writes
+  writable.push_back(plan.so.view.journal_work);
   for (const auto &w : writable) {
     if (!w.empty() && (is_under(dir, w) || is_under(w, dir))) return {};
   }
