@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <utility>
 
@@ -45,16 +46,22 @@ bool write_all(int fd, const char *p, std::size_t n) {
   return true;
 }
 
-// The oldest files past keep_files go (by their time: a file used is touched by load_rules).
+// The oldest files past keep_files go (by their time: a file used is touched by load_rules), and
+// so does a temporary file an hour old (a run killed between writing it and the rename).
 void trim(const std::string &dir) {
   std::unique_ptr<DIR, int (*)(DIR *)> d(::opendir(dir.c_str()), &::closedir);
   if (!d) return;
   std::vector<std::pair<std::int64_t, std::string>> files;
+  const auto now = std::time(nullptr);
   while (auto *e = ::readdir(d.get())) {
     std::string_view n = e->d_name;
-    if (!n.starts_with("rules-") || !n.ends_with(".hs")) continue;
     struct stat st {};
     if (::fstatat(::dirfd(d.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (n.starts_with(".rules-") && st.st_mtim.tv_sec + 3600 < now) {
+      ::unlinkat(::dirfd(d.get()), e->d_name, 0);
+      continue;
+    }
+    if (!n.starts_with("rules-") || !n.ends_with(".hs")) continue;
     files.emplace_back(static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, std::string(n));
   }
   if (files.size() <= keep_files) return;

@@ -7,11 +7,13 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 
@@ -175,6 +177,18 @@ TEST_CASE("other rules take another file; the oldest past sixteen go", "[scan][r
   CHECK(dir.files().size() == 16);
   database::compile(run_spec(canaries, dir.path));
   CHECK(dir.files().size() == 16);
+}
+
+TEST_CASE("a temporary file a killed run left is let go once it is an hour old", "[scan][rules_cache]") {
+  temp_dir dir;
+  const auto stale = dir.path + "/.rules-Ab12Cd", fresh = dir.path + "/.rules-Ef34Gh";
+  std::ofstream(stale) << "half a database";
+  std::ofstream(fresh) << "being written";
+  struct timespec old_times[2] = {{std::time(nullptr) - 7200, 0}, {std::time(nullptr) - 7200, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, stale.c_str(), old_times, 0) == 0);
+  database::compile(run_spec(make_canaries(), dir.path)); // writes its file, then trims
+  CHECK(::access(stale.c_str(), F_OK) != 0);
+  CHECK(::access(fresh.c_str(), F_OK) == 0);
 }
 
 TEST_CASE("with the rules apart, a canary after a certain block is still the one that decides", "[scan][rules_cache]") {
