@@ -21,9 +21,7 @@ namespace {
 std::string rules_cache_dir(const exec_plan &plan) {
   std::string dir = sluice_cache_dir(plan.caller_home, "scan");
   if (dir.empty()) return {};
-  std::vector<std::string> writable = plan.guard.roots;
-  writable.push_back(plan.so.view.workspace);
-  writable.insert(writable.end(), plan.so.view.writable.begin(), plan.so.view.writable.end());
+  std::vector<std::string> writable = plan.guard.roots; // the workspace and the granted directories
   for (const auto &b : plan.so.view.binds) writable.push_back(b.first);
   writable.push_back(plan.so.view.journal_upper); // the journal's layer takes the command's writes
   writable.push_back(plan.so.view.journal_work);

@@ -1,4 +1,5 @@
 #include "scan/rules_cache.hpp"
+#include "scan/literals.hpp"
 
 #include <hs/hs.h>
 #include <openssl/evp.h>
@@ -18,7 +19,7 @@
 namespace sluice::scan::detail {
 namespace {
 
-// Larger than any database of rules (the built-in rules serialize to about 300 KiB): a bound on
+// Larger than any database of rules (the built-in rules serialize to about 90 KiB): a bound on
 // what is read, not a limit a policy meets.
 constexpr off_t most_bytes = 64 << 20;
 
@@ -91,13 +92,7 @@ std::string rules_cache_name(const rules_key_input &in) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   if (EVP_DigestFinal_ex(h.get(), md, &len) != 1) return {};
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string name = "rules-";
-  for (unsigned i = 0; i < len; ++i) {
-    name += hex[md[i] >> 4];
-    name += hex[md[i] & 15];
-  }
-  return name + ".hs";
+  return "rules-" + hex_encode(std::string_view(reinterpret_cast<const char *>(md), len), false) + ".hs";
 }
 
 hs_database *load_rules(const std::string &dir, const std::string &name) {
