@@ -12,7 +12,8 @@ namespace {
 // Set by write_from while it writes a record that more records of the same write follow: the
 // BIO then sends it with MSG_MORE, so that a write's records leave as few full segments rather
 // than one segment each (fewer packets and acknowledgements for both ends). The last record goes
-// without it, which sends what the kernel holds. One worker thread writes one record at a time.
+// without it, which sends what the kernel holds, unless more pieces of the same write follow
+// (async_write_pieces). One worker thread writes one record at a time.
 thread_local bool more_records = false;
 } // namespace
 
@@ -152,16 +153,20 @@ int tls_stream::read_into(SSL *ssl, net::mutable_buffer b, std::size_t &done) {
   if (b.size() == 0) return 1;
   auto *p = static_cast<char *>(b.data());
   // One record per SSL_read; take the ones already buffered too, without another system call.
+  // A read that only took the rest of a record an earlier, smaller read left tries once more for
+  // the next record, so that a reader whose buffers are not a multiple of the peer's records
+  // does not get every other read as a few bytes (an h2 stream's frames would follow them).
   while (done < b.size()) {
     std::size_t got = 0;
+    const auto rest = static_cast<std::size_t>(SSL_pending(ssl));
     if (SSL_read_ex(ssl, p + done, b.size() - done, &got) != 1) return done ? 1 : 0;
     done += got;
-    if (!SSL_has_pending(ssl)) break;
+    if (!SSL_has_pending(ssl) && (rest == 0 || got != rest)) break;
   }
   return 1;
 }
 
-int tls_stream::write_from(SSL *ssl, const void *data, std::size_t size, std::size_t &done) {
+int tls_stream::write_from(SSL *ssl, const void *data, std::size_t size, std::size_t &done, bool more) {
   // Partial-write mode returns after each record; keep writing records until all is out or the
   // socket is full. A record that could not be sent whole stays pending in OpenSSL and is not
   // counted in `done`, so the caller's next write (the same bytes) completes it.
@@ -169,7 +174,7 @@ int tls_stream::write_from(SSL *ssl, const void *data, std::size_t size, std::si
   auto *p = static_cast<const char *>(data);
   while (done < size) {
     std::size_t n = 0;
-    more_records = size - done > max_record;
+    more_records = more || size - done > max_record;
     int ok = SSL_write_ex(ssl, p + done, size - done, &n);
     more_records = false;
     if (ok != 1) return done ? 1 : 0;

@@ -103,7 +103,7 @@ public:
           }
           net::const_buffer head = *first;
           if (head.size() >= coalesce_limit || std::next(first) == last) {
-            return write_from(ssl, head.data(), head.size(), done);
+            return write_from(ssl, head.data(), head.size(), done, false);
           }
           char *scratch = coalesce_buffer();
           std::size_t n = 0;
@@ -113,7 +113,35 @@ public:
             std::memcpy(scratch + n, piece.data(), take);
             n += take;
           }
-          return write_from(ssl, scratch, n, done);
+          return write_from(ssl, scratch, n, done, false);
+        },
+        std::forward<Token>(token));
+  }
+
+  // Writes `pieces` (const_buffers) in order as one operation, each piece's records but the
+  // very last sent with MSG_MORE; `before(i)` runs just before piece i's first byte is written (a
+  // piece may be written over bytes the one before it held: those are encrypted by then). The
+  // pieces must stay as they are until the operation completes.
+  template <class Pieces, class Before, class Token>
+  auto async_write_pieces(const Pieces &pieces, Before before, Token &&token) {
+    return start(
+        [p = &pieces, before = std::move(before), i = std::size_t{0}, at = std::size_t{0},
+         begun = false](SSL *ssl, std::size_t &done) mutable {
+          for (; i < p->size(); ++i, at = 0, begun = false) {
+            if (!begun) {
+              before(i);
+              begun = true;
+            }
+            const net::const_buffer b = (*p)[i];
+            const bool more = i + 1 < p->size();
+            while (at < b.size()) { // a record left pending is written again by the next call
+              std::size_t n = 0;
+              if (write_from(ssl, static_cast<const char *>(b.data()) + at, b.size() - at, n, more) != 1) return 0;
+              at += n;
+              done += n;
+            }
+          }
+          return 1;
         },
         std::forward<Token>(token));
   }
@@ -150,7 +178,9 @@ private:
   static constexpr int want_read = -1000; // a step's own request to wait for the socket
   static char *coalesce_buffer();
   static int read_into(SSL *ssl, net::mutable_buffer b, std::size_t &done);
-  static int write_from(SSL *ssl, const void *data, std::size_t size, std::size_t &done);
+  // Writes records of `data` until all is out or the socket is full; `more`: more follows the
+  // last of them too (MSG_MORE on every record).
+  static int write_from(SSL *ssl, const void *data, std::size_t size, std::size_t &done, bool more);
 
   // Shared with the deadline timer's handler, which may run after the stream is gone.
   struct deadline_state {

@@ -1,14 +1,19 @@
 #pragma once
 // The bytes of an h2 stream's response waiting for the client's window: the worker's pooled
-// 64 KiB relay buffers (`chunk`), read from the origin straight into them and handed over whole
-// (no copy), or bytes copied in when they come in small pieces (a small response, sluice's own
-// answers, an h2 origin's DATA). The connection's writer copies them out once, next to their frame headers
-// (NGHTTP2_DATA_FLAG_NO_COPY), so a response's bytes are copied once between the origin's TLS and
-// the client's instead of three times. Private to gateway/.
+// 64 KiB relay buffers (`chunk`), read from the origin straight into them (body_tail) and shared
+// with the queue (no copy), or bytes copied in when they come in small pieces (a small response,
+// sluice's own answers, an h2 origin's DATA). A DATA frame whose payload lies in one such buffer is written
+// from the buffer itself (take_frame): its 9-byte header goes into the bytes just before the
+// payload (the buffer's headroom, or bytes of the frame before it, already encrypted by then),
+// and OpenSSL encrypts header and payload as one record, so the response's bytes are not copied
+// between the origin's TLS and the client's. Any other frame is copied out once, next to its
+// header (move_to). Private to gateway/.
 #include "gateway/session_impl.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,23 +22,42 @@ namespace sluice::gateway::detail {
 
 class body_queue {
 public:
+  // A DATA frame's header, and where the origin's bytes start in a buffer (room for the header).
+  static constexpr std::size_t frame_header = 9;
+  static constexpr std::size_t headroom = frame_header;
+  // A DATA frame's payload: a TLS record's plaintext (16 KiB) less the frame header, so that a
+  // frame is one whole record; a buffer holds four such payloads at most.
+  static constexpr std::size_t frame_payload = 16 * 1024 - frame_header;
+  static constexpr std::size_t capacity = 4 * frame_payload;
+  static_assert(headroom + capacity <= chunk_size);
+
+  // A frame written from a buffer: `at` is the header's place, the payload follows it; `keep`
+  // holds the buffer until the write is done.
+  struct frame {
+    char *at = nullptr;
+    std::shared_ptr<chunk> keep;
+  };
+
   // Bytes waiting.
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
-  // Takes `buffer` with its first `n` bytes to send. A small piece is copied instead (and the
-  // buffer goes back to the pool at once), so that a small response or a trickle of small reads
-  // does not hold 64 KiB each while the client's window is shut.
-  void push(chunk buffer, std::size_t n) {
-    if (n <= small) return append(std::string_view(buffer.get(), n));
-    pieces_.push_back({std::move(buffer), {}, 0, n});
+  // Takes the `n` bytes at `at` in `buffer` (at >= headroom), shared with whoever filled it; bytes
+  // that follow the last piece's in the same buffer extend it.
+  void push(const std::shared_ptr<chunk> &buffer, std::size_t at, std::size_t n) {
+    if (n == 0) return;
+    if (!pieces_.empty() && pieces_.back().buffer == buffer && pieces_.back().end == at) {
+      pieces_.back().end += n;
+    } else {
+      pieces_.push_back({buffer, {}, at, at + n});
+    }
     size_ += n;
   }
   // Copies `bytes` in.
   void append(std::string_view bytes) {
     if (bytes.empty()) return;
-    if (pieces_.empty() || pieces_.back().buffer.get() || pieces_.back().end + bytes.size() > chunk_size) {
-      pieces_.push_back({chunk::none(), {}, 0, 0});
+    if (pieces_.empty() || pieces_.back().buffer || pieces_.back().end + bytes.size() > chunk_size) {
+      pieces_.push_back({nullptr, {}, 0, 0});
     }
     auto &p = pieces_.back();
     p.copied.append(bytes);
@@ -56,21 +80,67 @@ public:
     }
     pieces_.erase(pieces_.begin(), pieces_.begin() + static_cast<std::ptrdiff_t>(used));
   }
+  // How much of `want` bytes the next frame should carry: less when the first buffer ends before
+  // (so that the frame is written in place rather than copied across two buffers), unless so
+  // little of the buffer is left that a frame of it would be a record of a few bytes.
+  std::size_t frame_size(std::size_t want) const {
+    want = std::min(want, size_);
+    if (pieces_.empty() || !pieces_.front().buffer) return want;
+    const std::size_t here = pieces_.front().end - pieces_.front().begin;
+    return here < want && here >= min_in_place ? here : want;
+  }
+  // The next `n` bytes as a frame written in place, when they lie in one buffer of the origin's:
+  // the header goes to f.at, the payload is the n bytes after it. False (nothing taken) otherwise.
+  bool take_frame(std::size_t n, frame &f) {
+    if (pieces_.empty() || n == 0) return false;
+    auto &p = pieces_.front();
+    if (!p.buffer || p.end - p.begin < n) return false;
+    f.at = p.data() + p.begin - frame_header; // begin >= headroom: the headroom or bytes already taken
+    f.keep = p.buffer;
+    p.begin += n;
+    size_ -= n;
+    if (p.begin == p.end) pieces_.erase(pieces_.begin());
+    return true;
+  }
   void clear() {
     pieces_.clear();
     size_ = 0;
   }
 
 private:
-  static constexpr std::size_t small = 4 * 1024;
+  static constexpr std::size_t min_in_place = 4 * 1024;
   struct piece {
-    chunk buffer;        // a pooled buffer handed over whole, or none
-    std::string copied;  // else the bytes copied in
+    std::shared_ptr<chunk> buffer; // a pooled buffer handed over whole (shared with frames being written), or none
+    std::string copied;            // else the bytes copied in
     std::size_t begin = 0, end = 0;
-    const char *data() { return buffer.get() ? buffer.get() : copied.data(); }
+    char *data() { return buffer ? buffer->get() : copied.data(); }
   };
   std::vector<piece> pieces_;
   std::size_t size_ = 0;
+};
+
+// Where an origin's next bytes for a stream are read: a buffer of their own each read (so that a
+// read takes up to four frames' worth at once, and the queue's pieces end where frames do), shared
+// with the queue once filled. A small read is copied into the queue instead and its buffer used
+// again, so that a small response or a trickle of small reads does not hold 64 KiB each while the
+// client's window is shut.
+class body_tail {
+public:
+  // Where the next read goes: at most `want` bytes.
+  char *room(std::size_t want, std::size_t &size) {
+    if (!buffer_ || buffer_.use_count() > 1) buffer_ = std::make_shared<chunk>();
+    size = std::min(want, body_queue::capacity);
+    return buffer_->get() + body_queue::headroom;
+  }
+  // The read put `n` bytes there: they go to `q`.
+  void filled(body_queue &q, std::size_t n) {
+    if (n <= small) return q.append(std::string_view(buffer_->get() + body_queue::headroom, n));
+    q.push(buffer_, body_queue::headroom, n);
+  }
+
+private:
+  static constexpr std::size_t small = 4 * 1024;
+  std::shared_ptr<chunk> buffer_;
 };
 
 } // namespace sluice::gateway::detail

@@ -358,13 +358,13 @@ void h2_connection::aborted(stream &st) {
   st.o.reason = st.reset_reason.empty() ? std::string_view("client_aborted") : st.reset_reason;
 }
 
-// Says how much of the response a DATA frame carries; send_data writes it (NO_COPY: the bytes
-// are copied once, from the stream's buffers into the connection's write, not into nghttp2's frame
-// first).
+// Says how much of the response a DATA frame carries; send_data writes it (NO_COPY: from the
+// buffer the origin's bytes were read into, or copied once into the connection's write, never
+// into nghttp2's frame first).
 ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint8_t *, std::size_t length,
                                  std::uint32_t *flags, nghttp2_data_source *source, void *) {
   auto &st = *static_cast<stream *>(source->ptr);
-  std::size_t n = std::min(length, st.body_out.size());
+  std::size_t n = st.body_out.frame_size(length);
   if (n) *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
   if (n == st.body_out.size() && st.response_ended) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -388,7 +388,7 @@ ssize_t h2_connection::read_body(nghttp2_session *ng, std::int32_t id, std::uint
 // than 4 full records and a 36-byte one.
 ssize_t h2_connection::data_length(nghttp2_session *, std::uint8_t, std::int32_t, std::int32_t session_window,
                                    std::int32_t stream_window, std::uint32_t max_frame, void *) {
-  constexpr std::int64_t record_payload = 16 * 1024 - 9;
+  constexpr auto record_payload = static_cast<std::int64_t>(body_queue::frame_payload);
   auto n = std::min({record_payload, std::int64_t{session_window}, std::int64_t{stream_window}, std::int64_t{max_frame}});
   return static_cast<ssize_t>(std::max<std::int64_t>(n, 1));
 }
@@ -396,16 +396,22 @@ ssize_t h2_connection::data_length(nghttp2_session *, std::uint8_t, std::int32_t
 int h2_connection::send_data(nghttp2_session *, nghttp2_frame *frame, const std::uint8_t *framehd,
                              std::size_t length, nghttp2_data_source *source, void *user_data) {
   auto &self = self_of(user_data);
-  auto &out = self.pump_.out;
-  if (!out.empty() && out.size() + 9 + length + frame->data.padlen > h2_pump::write_size) {
+  auto &pump = self.pump_;
+  auto &out = pump.out;
+  if (pump.queued() > 0 && pump.queued() + 9 + length + frame->data.padlen > h2_pump::write_size) {
     return NGHTTP2_ERR_WOULDBLOCK; // the next write takes it
   }
   auto &st = *static_cast<stream *>(source->ptr);
-  out.append(reinterpret_cast<const char *>(framehd), 9);
   const std::size_t padding = frame->data.padlen; // none is asked for; written as RFC 9113 6.1 has it
-  if (padding > 0) out.push_back(static_cast<char>(padding - 1));
-  st.body_out.move_to(out, length);
-  if (padding > 1) out.append(padding - 1, '\0');
+  body_queue::frame in_place;
+  if (padding == 0 && st.body_out.take_frame(length, in_place)) {
+    pump.add_in_place(framehd, length, std::move(in_place)); // the payload is not copied
+  } else {
+    out.append(reinterpret_cast<const char *>(framehd), 9);
+    if (padding > 0) out.push_back(static_cast<char>(padding - 1));
+    st.body_out.move_to(out, length);
+    if (padding > 1) out.append(padding - 1, '\0');
+  }
   st.signal(); // room for more of the origin's bytes
   if (st.origin) st.origin->consumed(st.origin_id, length); // an h2 origin may send as many more
   return 0;

@@ -275,23 +275,23 @@ net::awaitable<bool> h2_connection::send_body(std::shared_ptr<stream> st, upstre
   }
 }
 
-// One piece of an HTTP/1.1 origin's response body into `buffer`: a body of known length (`left`
-// bytes still to come) from what the connection read with the head, then straight from the
-// origin's stream, as relay_sized does; any other body through Beast's parser (chunked, or
-// delimited by the close). Returns the error and the bytes that arrived.
+// One piece of an HTTP/1.1 origin's response body into `into` (at most its size): a body of known
+// length (`left` bytes still to come) from what the connection read with the head, then straight
+// from the origin's stream, as relay_sized does; any other body through Beast's parser (chunked,
+// or delimited by the close). Returns the error and the bytes that arrived.
 static net::awaitable<std::pair<error_code, std::size_t>>
-read_h1_body(upstream_connection &conn, http::response_parser<http::buffer_body> &rp, chunk &buffer,
+read_h1_body(upstream_connection &conn, http::response_parser<http::buffer_body> &rp, net::mutable_buffer into,
              std::optional<std::uint64_t> &left) {
   if (left) {
-    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(*left, chunk_size));
+    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(*left, into.size()));
     if (conn.buffer.size() > 0) {
-      std::size_t n = net::buffer_copy(net::buffer(buffer.get(), want), conn.buffer.data());
+      std::size_t n = net::buffer_copy(net::buffer(into.data(), want), conn.buffer.data());
       conn.buffer.consume(n);
       *left -= n;
       co_return std::pair{error_code{}, n};
     }
     auto [ec, n] = co_await conn.visit(
-        [&](auto &up) { return up.async_read_some(net::buffer(buffer.get(), want), use_tuple); });
+        [&](auto &up) { return up.async_read_some(net::buffer(into.data(), want), use_tuple); });
     *left -= n;
     // The origin stopped short of its Content-Length.
     if (n == 0 && (!ec || ec == net::error::eof || ec == net::ssl::error::stream_truncated)) {
@@ -299,11 +299,11 @@ read_h1_body(upstream_connection &conn, http::response_parser<http::buffer_body>
     }
     co_return std::pair{ec, n};
   }
-  rp.get().body().data = buffer.get();
-  rp.get().body().size = chunk_size;
+  rp.get().body().data = into.data();
+  rp.get().body().size = into.size();
   auto [ec, n] = co_await conn.visit([&](auto &up) { return http::async_read_some(up, conn.buffer, rp, use_tuple); });
   if (ec == http::error::need_buffer) ec = {};
-  co_return std::pair{ec, chunk_size - rp.get().body().size};
+  co_return std::pair{ec, into.size() - rp.get().body().size};
 }
 
 net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::unique_ptr<upstream_connection> conn,
@@ -373,7 +373,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
   submit(*st, code, filters::h2_response_fields(code, h1), body);
 
   // The body, into the stream's buffer as it arrives, read by nghttp2 as the client's window allows.
-  chunk buffer;
+  body_tail tail;
   std::optional<std::uint64_t> left; // a known length's bytes still to come: read without the parser
   if (body && !rp.is_done() && !rp.chunked() && rp.content_length()) left = *rp.content_length_remaining();
   auto body_done = [&] { return left ? *left == 0 : rp.is_done(); };
@@ -390,7 +390,9 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
       co_return aborted(*st);
     }
     conn->expires_after(t.io);
-    auto [rec, got] = co_await read_h1_body(*conn, rp, buffer, left);
+    std::size_t room = 0;
+    char *into = tail.room(body_queue::capacity, room);
+    auto [rec, got] = co_await read_h1_body(*conn, rp, net::buffer(into, room), left);
     if (gone()) co_return aborted(*st);
     o.bytes_out += got;
     const auto limit = owner_.cfg().limits.max_response_body_bytes;
@@ -407,7 +409,7 @@ net::awaitable<void> h2_connection::forward_h1(std::shared_ptr<stream> st, std::
       co_return;
     }
     if (got) {
-      st->body_out.push(std::exchange(buffer, chunk()), got); // the buffer itself, not a copy
+      tail.filled(st->body_out, got); // the buffer itself, not a copy
       nghttp2_session_resume_data(ng_, st->id);
       kick();
       if (owner_.throttled()) co_await owner_.throttle(got); // the client's bytes_per_second

@@ -2,6 +2,8 @@
 
 #include "gateway/session_impl.hpp"
 
+#include <cstring>
+
 namespace sluice::gateway::detail {
 
 net::awaitable<int> h2_pump::read(tls_stream &s) {
@@ -19,10 +21,52 @@ net::awaitable<int> h2_pump::read(tls_stream &s) {
   co_return 0;
 }
 
+void h2_pump::add_in_place(const std::uint8_t *header, std::size_t payload, body_queue::frame f) {
+  in_place entry{out.size(), body_queue::frame_header + payload, {}, std::move(f)};
+  std::memcpy(entry.header.data(), header, body_queue::frame_header);
+  in_place_bytes_ += entry.size;
+  in_place_.push_back(std::move(entry));
+}
+
+net::awaitable<error_code> h2_pump::write_round(tls_stream &s) {
+  if (in_place_.empty()) {
+    auto [ec, n] = co_await net::async_write(s, net::buffer(out), use_tuple);
+    co_return ec;
+  }
+  // The round as pieces: out's bytes between the frames written in place, and those frames, each
+  // header put in place just before its frame is written.
+  pieces_.clear();
+  frame_of_.clear();
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < in_place_.size(); ++i) {
+    auto &f = in_place_[i];
+    if (f.after > from) {
+      pieces_.emplace_back(out.data() + from, f.after - from);
+      frame_of_.push_back(no_frame);
+      from = f.after;
+    }
+    pieces_.emplace_back(f.f.at, f.size);
+    frame_of_.push_back(i);
+  }
+  if (from < out.size()) {
+    pieces_.emplace_back(out.data() + from, out.size() - from);
+    frame_of_.push_back(no_frame);
+  }
+  auto place_header = [this](std::size_t piece) {
+    if (frame_of_[piece] == no_frame) return;
+    auto &f = in_place_[frame_of_[piece]];
+    std::memcpy(f.f.at, f.header.data(), f.header.size());
+  };
+  auto [ec, n] = co_await s.async_write_pieces(pieces_, place_header, use_tuple);
+  in_place_.clear(); // the buffers go back to the pool once no stream holds them either
+  in_place_bytes_ = 0;
+  co_return ec;
+}
+
 net::awaitable<void> h2_pump::write(tls_stream &s, net::steady_timer &dog) {
   for (;;) {
     out.clear();
-    while (out.size() < write_size) {
+    while (queued() < write_size) {
       const std::uint8_t *bytes = nullptr;
       auto n = nghttp2_session_mem_send(ng, &bytes);
       if (n < 0) { // nghttp2 cannot go on (out of memory, a callback failed): the connection ends
@@ -32,12 +76,12 @@ net::awaitable<void> h2_pump::write(tls_stream &s, net::steady_timer &dog) {
       if (n == 0) break;
       out.append(reinterpret_cast<const char *>(bytes), static_cast<std::size_t>(n));
     }
-    if (!out.empty()) {
+    if (queued() > 0) {
       writing = true;
       write_since = clock::now();
       dog.cancel(); // the watchdog now has a write to time
       s.expires_never();
-      auto [ec, n] = co_await net::async_write(s, net::buffer(out), use_tuple);
+      auto ec = co_await write_round(s);
       writing = false;
       last_write = clock::now();
       if (ec) co_return;

@@ -5,10 +5,13 @@
 // error or end of stream, on a frame nghttp2 refuses, on a failed write, or on nghttp2's own
 // error while it serializes. Private to gateway/.
 #include "gateway/gateway_state.hpp"
+#include "gateway/h2/body_queue.hpp"
 #include "gateway/tls_stream.hpp"
 
+#include <array>
 #include <chrono>
 #include <string>
+#include <vector>
 #include <nghttp2/nghttp2.h>
 
 namespace sluice::gateway::detail {
@@ -26,10 +29,17 @@ public:
   std::size_t reads = 0;
   // The frames of the next write: nghttp2's serialized frames, and the DATA frames a leg writes
   // itself from the buffers it holds (NGHTTP2_DATA_FLAG_NO_COPY: its send_data callback appends
-  // the frame header and payload here, and returns NGHTTP2_ERR_WOULDBLOCK when the frame would
-  // not fit in write_size). One write, records of 16 KiB, per round.
+  // the frame header and payload here, or adds a frame written in place with add_in_place, and
+  // returns NGHTTP2_ERR_WOULDBLOCK when the frame would not fit in write_size). One write,
+  // records of 16 KiB, per round.
   static constexpr std::size_t write_size = 64 * 1024;
   std::string out;
+  // The bytes this round writes so far.
+  std::size_t queued() const { return out.size() + in_place_bytes_; }
+  // A DATA frame written from its buffer (body_queue::take_frame), after what `out` holds now:
+  // `header` goes to f.at just before this frame is written (not sooner: those bytes may still be
+  // the end of the frame before it, in the same buffer), then the header and `payload` bytes.
+  void add_in_place(const std::uint8_t *header, std::size_t payload, body_queue::frame f);
 
   // Wakes the writer: nghttp2 may have frames to send.
   void kick() {
@@ -47,6 +57,20 @@ public:
   net::awaitable<void> write(tls_stream &s, net::steady_timer &dog);
 
 private:
+  struct in_place {
+    std::size_t after = 0; // out's bytes before it
+    std::size_t size = 0;  // header and payload
+    std::array<char, body_queue::frame_header> header{};
+    body_queue::frame f;
+  };
+  // Writes out and the frames in place, in order (the round's frames are then let go).
+  net::awaitable<error_code> write_round(tls_stream &s);
+
+  std::vector<in_place> in_place_;
+  std::size_t in_place_bytes_ = 0;
+  static constexpr std::size_t no_frame = static_cast<std::size_t>(-1);
+  std::vector<net::const_buffer> pieces_; // the round's pieces, and which frame each one is
+  std::vector<std::size_t> frame_of_;
   net::steady_timer wake_;
   bool woken_ = false;
 };

@@ -15,12 +15,18 @@ after 100 ms idle; under callgrind everything runs slower, so take S well above 
 --keep DIR copies each binary's callgrind dump of the measured requests to DIR (callgrind-N.out,
 N its place on the command line), for `callgrind_annotate --inclusive=yes DIR/callgrind-0.out`.
 
+--bulk MIB counts instead what sluice spends a MiB of response body inside a terminated tunnel:
+curl (one connection, its requests one after the other) fetches MIB MiB from the origin over TLS,
+--warmup times before the counters are zeroed and --requests times after, once speaking HTTP/1.1
+to sluice and once h2 (sluice speaks HTTP/1.1 to the origin either way): the translated path's
+cost for bulk against the HTTP/1.1 path's, exactly (issue #56, item 1).
+
 --scan-both measures one binary with the secret scanner off ([scan] enabled = false), then on:
 its cost per request. --chain-both does the same for the access log's chain ([log] chain = false,
 then on with signed checkpoints).
 
 usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] [--tunnel] [--pause S]
-       [--keep DIR] [--scan-off | --scan-both | --chain-both] BINARY [BINARY...]
+       [--keep DIR] [--scan-off | --scan-both | --chain-both] [--bulk MIB] BINARY [BINARY...]
 (callgrind from valgrind, on every machine of this kind)."""
 import argparse
 import glob
@@ -60,6 +66,17 @@ def requests(c, prefix, n, pause=0):
             raise SystemExit("the request through sluice failed: %d, %d bytes" % (r.status, len(body)))
 
 
+def curl_bulk(port, origin_port, cafile, args, n):
+    """n GETs of --bulk MiB through sluice's terminated tunnel on one curl connection, each checked."""
+    url = "https://origin.test:%d/bytes/%d" % (origin_port, args.bulk << 20)
+    p = subprocess.run(["curl", "-s", "-w", "%{http_code} %{size_download} %{http_version}\n", "--" + args.protocol,
+                        "-x", "http://127.0.0.1:%d" % port, "--cacert", cafile] + ["-o", "/dev/null", url] * n,
+                       capture_output=True, text=True, timeout=600)
+    want = "200 %d %s" % (args.bulk << 20, "2" if args.protocol == "http2" else "1.1")
+    if p.returncode != 0 or p.stdout.split("\n")[:n] != [want] * n:
+        raise SystemExit("the download through sluice failed: %r %s" % (p.stdout, p.stderr))
+
+
 def measure(binary, tmp, origin_port, args, index):
     port = free_port()
     conf = os.path.join(tmp, "sluice-%d.toml" % index)
@@ -96,12 +113,18 @@ access_log = "{tmp}/access-{index}.log"
             if os.path.exists(cafile) and b"END CERTIFICATE" in open(cafile, "rb").read():
                 break
             time.sleep(0.1)
-        c, prefix = connection(port, origin_port, args, cafile)
-        requests(c, prefix, args.warmup)
-        subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
-        requests(c, prefix, args.requests, args.pause)
-        subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
-        c.close()
+        if args.bulk:
+            curl_bulk(port, origin_port, cafile, args, args.warmup)
+            subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+            curl_bulk(port, origin_port, cafile, args, args.requests)
+            subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+        else:
+            c, prefix = connection(port, origin_port, args, cafile)
+            requests(c, prefix, args.warmup)
+            subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+            requests(c, prefix, args.requests, args.pause)
+            subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+            c.close()
         time.sleep(0.5)
     finally:
         p.terminate()
@@ -120,14 +143,14 @@ access_log = "{tmp}/access-{index}.log"
         shutil.copyfile(kept, os.path.join(args.keep, "callgrind-%d.out" % index))
     if not total:
         raise SystemExit("no callgrind dump for %s in %s" % (binary, tmp))
-    return total / args.requests
+    return total / args.requests / (args.bulk or 1)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("binaries", nargs="+")
-    ap.add_argument("--requests", type=int, default=400)
-    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--requests", type=int, help="measured requests (default 400; with --bulk, downloads: 4)")
+    ap.add_argument("--warmup", type=int, help="requests before the counters are zeroed (100; --bulk: 1)")
     ap.add_argument("--tunnel", action="store_true", help="requests inside a terminated CONNECT tunnel")
     ap.add_argument("--pause", type=float, default=0, help="seconds before each measured request")
     ap.add_argument("--keep", metavar="DIR", help="copy each binary's callgrind dump to DIR")
@@ -137,8 +160,16 @@ def main():
                     help="one binary, measured with [scan] off and then on (the scanner's cost per request)")
     ap.add_argument("--chain-both", action="store_true",
                     help="one binary, measured with [log] chain = false and then with the chain on and signed")
+    ap.add_argument("--bulk", type=int, metavar="MIB",
+                    help="MIB-MiB downloads through a terminated tunnel by curl, over HTTP/1.1 and over h2 "
+                         "(instructions a MiB); --requests and --warmup count downloads")
     args = ap.parse_args()
     args.chain = None
+    args.tunnel = args.tunnel or bool(args.bulk)
+    if args.requests is None:
+        args.requests = 4 if args.bulk else 400
+    if args.warmup is None:
+        args.warmup = 1 if args.bulk else 100
     with tempfile.TemporaryDirectory() as tmp:
         origin_port = free_port()
         cmd = ["/usr/bin/python3", os.path.join(HERE, "../integration/origin.py"), str(origin_port)]
@@ -163,12 +194,19 @@ def main():
                 args.scan_off = False
                 results = [("%s ([scan] off)" % args.binaries[0], off),
                            ("%s ([scan] on)" % args.binaries[0], measure(args.binaries[0], tmp, origin_port, args, 1))]
+            elif args.bulk:
+                results = []
+                for i, b in enumerate(args.binaries):
+                    for j, proto in enumerate(("http1.1", "http2")):
+                        args.protocol = proto
+                        results.append(("%s (%s)" % (b, proto), measure(b, tmp, origin_port, args, 2 * i + j)))
             else:
                 results = [(b, measure(b, tmp, origin_port, args, i)) for i, b in enumerate(args.binaries)]
         finally:
             origin.kill()
+    unit = "MiB" if args.bulk else "request"
     for b, per in results:
-        print("%-50s %10.0f instructions/request" % (b, per))
+        print("%-50s %10.0f instructions/%s" % (b, per, unit))
     if len(results) == 2:
         print("ratio second/first: %.3f" % (results[1][1] / results[0][1]))
 

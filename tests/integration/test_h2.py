@@ -124,6 +124,34 @@ hosts = ["{ORIGIN}"]
         self.assertEqual(hashlib.sha256(s["data"]).hexdigest(), hashlib.sha256(body).hexdigest())
         c.close()
 
+    def test_large_responses_on_many_streams_arrive_whole_through_odd_windows(self):
+        # sluice writes a response's DATA frames from the buffers it read the origin's bytes into,
+        # each frame's header put just before its payload: several large bodies at once, known-length
+        # and chunked, random and patterned, through a window that opens in odd steps (so frames of
+        # every size, some spanning two buffers), each must arrive byte for byte.
+        c = h2c.Client(h2c.tunnel(self.pub.port, "origin.test", 8443, self.pub.ca), ORIGIN,
+                       settings={h2c.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 70001})
+        echoed = {}
+        for n in (3 * 1024 * 1024 + 11, 1024 * 1024 - 3):
+            body = os.urandom(n)
+            sid = c.headers("/echo", method="POST", end=False, extra=[("content-type", "application/octet-stream"),
+                                                                      ("content-length", str(n))])
+            c.data(sid, body)
+            echoed[sid] = body
+        sizes = {c.headers("/bytes/%d" % n): n for n in (4000037, 65500, 16375, 16376, 131000)}
+        chunked = {c.headers("/chunked/%d" % n): n for n in (2500001, 70000)}
+        self.assertTrue(c.wait(list(echoed) + list(sizes) + list(chunked), 60))
+        for sid, body in echoed.items():
+            s = c.streams[sid]
+            self.assertEqual(s["headers"][":status"], "200")
+            self.assertEqual(len(s["data"]), len(body))
+            self.assertTrue(s["data"] == body, "echoed body %d differs" % sid)
+        for sid, n in list(sizes.items()) + list(chunked.items()):
+            s = c.streams[sid]
+            self.assertEqual(s["headers"][":status"], "200")
+            self.assertTrue(s["data"] == payload(n), "body of %d bytes differs (%d arrived)" % (n, len(s["data"])))
+        c.close()
+
     def test_credentials_added_and_authority_must_be_the_tunnels(self):
         c = self.client(self.read)
         good = c.headers("/private/x", extra=[("authorization", "Bearer sluice-credential-h2")])
