@@ -56,13 +56,33 @@ public:
   // Copies `bytes` in.
   void append(std::string_view bytes) {
     if (bytes.empty()) return;
+    size_ += bytes.size();
+    // Large pieces (an h2 origin's DATA) go into pooled buffers of the queue's own, after their
+    // headroom, each filled to `capacity` (four whole frames) before the next is begun, so that the
+    // frames that carry them are written in place; small ones into a string.
+    bool large = bytes.size() >= in_buffer;
+    if (!pieces_.empty() && pieces_.back().appended) {
+      auto &last = pieces_.back();
+      const std::size_t n = std::min(bytes.size(), headroom + capacity - last.end);
+      std::memcpy(last.buffer->get() + last.end, bytes.data(), n); // past every byte a frame holds
+      last.end += n;
+      bytes.remove_prefix(n);
+      large = true; // what did not fit goes on in a new buffer
+    }
+    while (large && !bytes.empty()) {
+      const std::size_t n = std::min(bytes.size(), capacity);
+      auto buffer = std::make_shared<chunk>();
+      std::memcpy(buffer->get() + headroom, bytes.data(), n);
+      pieces_.push_back({std::move(buffer), {}, headroom, headroom + n, true});
+      bytes.remove_prefix(n);
+    }
+    if (bytes.empty()) return;
     if (pieces_.empty() || pieces_.back().buffer || pieces_.back().end + bytes.size() > chunk_size) {
       pieces_.push_back({nullptr, {}, 0, 0});
     }
     auto &p = pieces_.back();
     p.copied.append(bytes);
     p.end += bytes.size();
-    size_ += bytes.size();
   }
   // Moves the first `n` bytes (at most size()) to the end of `out`; emptied buffers go back to
   // the worker's pool.
@@ -109,10 +129,12 @@ public:
 
 private:
   static constexpr std::size_t min_in_place = 4 * 1024;
+  static constexpr std::size_t in_buffer = 4 * 1024; // an append this large starts a buffer
   struct piece {
     std::shared_ptr<chunk> buffer; // a pooled buffer handed over whole (shared with frames being written), or none
     std::string copied;            // else the bytes copied in
     std::size_t begin = 0, end = 0;
+    bool appended = false;         // `buffer` is the queue's own, filled by append: more may go after `end`
     char *data() { return buffer ? buffer->get() : copied.data(); }
   };
   std::vector<piece> pieces_;

@@ -118,3 +118,43 @@ TEST_CASE("each read of an origin's bytes has a buffer of its own; small reads a
   CHECK(q.frame_size(body_queue::frame_payload) == 3000 + 9000);
   CHECK_FALSE(q.take_frame(body_queue::frame_payload, f));
 }
+
+TEST_CASE("an h2 origin's large DATA is appended into a buffer of the queue's own, its frames in place",
+          "[body_queue]") {
+  body_queue q;
+  const auto bytes = pattern(5 * 16384, 'h');
+  for (int i = 0; i < 5; ++i) q.append(std::string_view(bytes).substr(i * 16384, 16384)); // as nghttp2 hands them
+  REQUIRE(q.size() == bytes.size());
+  body_queue::frame f;
+  std::size_t at = 0;
+  // Four frames' worth fills the first buffer (65,500 bytes), the rest is in a second.
+  for (int i = 0; i < 4; ++i) {
+    const auto n = q.frame_size(body_queue::frame_payload);
+    REQUIRE(q.take_frame(n, f));
+    CHECK(std::string(f.at + body_queue::frame_header, n) == bytes.substr(at, n));
+    at += n;
+  }
+  CHECK(at == body_queue::capacity); // the first buffer holds what fitted of the fourth append
+  // The rest, in a second buffer: in place too.
+  std::string out;
+  while (!q.empty()) {
+    const auto n = q.frame_size(body_queue::frame_payload);
+    REQUIRE(q.take_frame(n, f));
+    out.append(f.at + body_queue::frame_header, n);
+  }
+  CHECK(out == bytes.substr(at));
+  // A small append starts no buffer; one after a buffer of the queue's goes into its room.
+  q.append("small");
+  CHECK_FALSE(q.take_frame(5, f));
+  q.move_to(out, 5);
+  q.append(std::string_view(bytes).substr(0, 5000));
+  q.append("tail");
+  REQUIRE(q.take_frame(5004, f));
+  CHECK(std::string(f.at + body_queue::frame_header, 5004) == bytes.substr(0, 5000) + "tail");
+  // Sluice's own answer larger than a buffer: several buffers, the bytes in order.
+  const auto answer = pattern(3 * body_queue::capacity + 7, 'a');
+  q.append(answer);
+  out.clear();
+  while (!q.empty()) q.move_to(out, 1000);
+  CHECK(out == answer);
+}
