@@ -19,14 +19,15 @@ N its place on the command line), for `callgrind_annotate --inclusive=yes DIR/ca
 curl (one connection, its requests one after the other) fetches MIB MiB from the origin over TLS,
 --warmup times before the counters are zeroed and --requests times after, once speaking HTTP/1.1
 to sluice and once h2 (sluice speaks HTTP/1.1 to the origin either way): the translated path's
-cost for bulk against the HTTP/1.1 path's, exactly (issue #56, item 1).
+cost for bulk against the HTTP/1.1 path's, exactly (issue #56, item 1). --h2-origin makes the
+origin nginx over h2 (installed: nginx-light), so that the h2 client's downloads are h2 on both legs.
 
 --scan-both measures one binary with the secret scanner off ([scan] enabled = false), then on:
 its cost per request. --chain-both does the same for the access log's chain ([log] chain = false,
 then on with signed checkpoints).
 
 usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] [--tunnel] [--pause S]
-       [--keep DIR] [--scan-off | --scan-both | --chain-both] [--bulk MIB] BINARY [BINARY...]
+       [--keep DIR] [--scan-off | --scan-both | --chain-both] [--bulk MIB [--h2-origin]] BINARY [BINARY...]
 (callgrind from valgrind, on every machine of this kind)."""
 import argparse
 import glob
@@ -75,6 +76,24 @@ def curl_bulk(port, origin_port, cafile, args, n):
     want = "200 %d %s" % (args.bulk << 20, "2" if args.protocol == "http2" else "1.1")
     if p.returncode != 0 or p.stdout.split("\n")[:n] != [want] * n:
         raise SystemExit("the download through sluice failed: %r %s" % (p.stdout, p.stderr))
+
+
+def nginx_h2_origin(tmp, ca, port, size):
+    """nginx speaking h2 (and HTTP/1.1) over TLS on loopback, serving /bytes/SIZE: random bytes."""
+    cert, key = make_leaf(tmp, ca, "nginx", "DNS:origin.test")
+    www = os.path.join(tmp, "www")
+    os.makedirs(os.path.join(www, "bytes"))
+    with open(os.path.join(www, "bytes", str(size)), "wb") as f:
+        f.write(os.urandom(size))
+    for path, mode in ((tmp, 0o755), (www, 0o755), (www + "/bytes", 0o755), (www + "/bytes/%d" % size, 0o644)):
+        os.chmod(path, mode)  # nginx's workers run as nobody
+    with open(os.path.join(tmp, "nginx.conf"), "w") as f:
+        f.write("daemon off; worker_processes 1; pid %s/nginx.pid; error_log %s/nginx-error.log;\n"
+                "events {}\nhttp { access_log off; server { listen 127.0.0.1:%d ssl http2; "
+                "ssl_certificate %s; ssl_certificate_key %s; root %s; } }\n" % (tmp, tmp, port, cert, key, www))
+    p = subprocess.Popen(["nginx", "-c", os.path.join(tmp, "nginx.conf")], stderr=subprocess.DEVNULL)
+    wait_port(port, p, timeout=20)
+    return p
 
 
 def measure(binary, tmp, origin_port, args, index):
@@ -163,8 +182,12 @@ def main():
     ap.add_argument("--bulk", type=int, metavar="MIB",
                     help="MIB-MiB downloads through a terminated tunnel by curl, over HTTP/1.1 and over h2 "
                          "(instructions a MiB); --requests and --warmup count downloads")
+    ap.add_argument("--h2-origin", action="store_true",
+                    help="with --bulk: the origin is nginx speaking h2 (sluice then speaks h2 to it for an h2 client)")
     args = ap.parse_args()
     args.chain = None
+    if args.h2_origin and not args.bulk:
+        ap.error("--h2-origin goes with --bulk")
     args.tunnel = args.tunnel or bool(args.bulk)
     if args.requests is None:
         args.requests = 4 if args.bulk else 400
@@ -176,9 +199,12 @@ def main():
         ca = make_ca(tmp, "test-ca")
         if args.tunnel:  # the origin speaks TLS with a certificate from the CA sluice trusts
             cmd += list(make_leaf(tmp, ca, "origin", "DNS:origin.test"))
-        origin = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if args.h2_origin:
+            origin = nginx_h2_origin(tmp, ca, origin_port, args.bulk << 20)
+        else:
+            origin = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
-            if origin.stdout.readline().strip() != "ready":
+            if not args.h2_origin and origin.stdout.readline().strip() != "ready":
                 raise SystemExit("the test origin did not start")
             if args.chain_both:
                 subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", tmp + "/log-key.pem"],
@@ -203,7 +229,8 @@ def main():
             else:
                 results = [(b, measure(b, tmp, origin_port, args, i)) for i, b in enumerate(args.binaries)]
         finally:
-            origin.kill()
+            origin.terminate()  # nginx's master takes its worker with it
+            origin.wait(timeout=20)
     unit = "MiB" if args.bulk else "request"
     for b, per in results:
         print("%-50s %10.0f instructions/%s" % (b, per, unit))

@@ -66,9 +66,17 @@ class TestHost:
         return p
 
     def close(self):
+        # SIGTERM first: a server with workers (nginx) takes them down with it, where SIGKILL to
+        # its master would leave them running, orphaned, in a namespace of no use.
         for p in self.procs:
-            p.kill()
-            p.wait()
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
             p.stdout.close()
             p.stderr.close()
         subprocess.run(["ip", "link", "del", self.host_if], capture_output=True)
