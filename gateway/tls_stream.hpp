@@ -136,7 +136,8 @@ public:
             const bool more = i + 1 < p->size();
             while (at < b.size()) { // a record left pending is written again by the next call
               std::size_t n = 0;
-              if (write_from(ssl, static_cast<const char *>(b.data()) + at, b.size() - at, n, more) != 1) return 0;
+              const auto *from = static_cast<const char *>(b.data()) + at;
+              if (write_from(ssl, from, b.size() - at, n, more) != 1) return 0;
               at += n;
               done += n;
             }

@@ -1,13 +1,12 @@
 #pragma once
-// The bytes of an h2 stream's response waiting for the client's window: the worker's pooled
-// 64 KiB relay buffers (`chunk`), read from the origin straight into them (body_tail) and shared
-// with the queue (no copy), or bytes copied in when they come in small pieces (a small response,
-// sluice's own answers, an h2 origin's DATA). A DATA frame whose payload lies in one such buffer is written
-// from the buffer itself (take_frame): its 9-byte header goes into the bytes just before the
-// payload (the buffer's headroom, or bytes of the frame before it, already encrypted by then),
-// and OpenSSL encrypts header and payload as one record, so the response's bytes are not copied
-// between the origin's TLS and the client's. Any other frame is copied out once, next to its
-// header (move_to). Private to gateway/.
+// The bytes of an h2 stream's response waiting for the client's window, in the worker's pooled
+// 64 KiB buffers (`chunk`): an HTTP/1.1 origin's read straight into them (body_tail) and shared
+// with the queue, an h2 origin's DATA copied into buffers of the queue's own (append), or, in small
+// pieces (a small response, sluice's own answers), copied into strings. A DATA frame whose
+// payload lies in one buffer is written from it (take_frame): its 9-byte header goes into the
+// bytes just before the payload (the buffer's headroom, or the end of the frame before it,
+// encrypted by then), and OpenSSL encrypts header and payload as one record. Any other frame is
+// copied out once, next to its header (move_to). Private to gateway/.
 #include "gateway/session_impl.hpp"
 
 #include <algorithm>
@@ -67,7 +66,7 @@ public:
       std::memcpy(last.buffer->get() + last.end, bytes.data(), n); // past every byte a frame holds
       last.end += n;
       bytes.remove_prefix(n);
-      large = true; // what did not fit goes on in a new buffer
+      large = large || n > 0; // the rest of what filled the buffer goes on in a new one
     }
     while (large && !bytes.empty()) {
       const std::size_t n = std::min(bytes.size(), capacity);
@@ -109,7 +108,7 @@ public:
     const std::size_t here = pieces_.front().end - pieces_.front().begin;
     return here < want && here >= min_in_place ? here : want;
   }
-  // The next `n` bytes as a frame written in place, when they lie in one buffer of the origin's:
+  // The next `n` bytes as a frame written in place, when they lie in one buffer:
   // the header goes to f.at, the payload is the n bytes after it. False (nothing taken) otherwise.
   bool take_frame(std::size_t n, frame &f) {
     if (pieces_.empty() || n == 0) return false;
@@ -131,10 +130,10 @@ private:
   static constexpr std::size_t min_in_place = 4 * 1024;
   static constexpr std::size_t in_buffer = 4 * 1024; // an append this large starts a buffer
   struct piece {
-    std::shared_ptr<chunk> buffer; // a pooled buffer handed over whole (shared with frames being written), or none
+    std::shared_ptr<chunk> buffer; // a pooled buffer (shared with frames being written), or none
     std::string copied;            // else the bytes copied in
     std::size_t begin = 0, end = 0;
-    bool appended = false;         // `buffer` is the queue's own, filled by append: more may go after `end`
+    bool appended = false; // `buffer` is the queue's own, filled by append: more may go after `end`
     char *data() { return buffer ? buffer->get() : copied.data(); }
   };
   std::vector<piece> pieces_;

@@ -19,7 +19,9 @@ N its place on the command line), for `callgrind_annotate --inclusive=yes DIR/ca
 curl (one connection, its requests one after the other) fetches MIB MiB from the origin over TLS,
 --warmup times before the counters are zeroed and --requests times after, once speaking HTTP/1.1
 to sluice and once h2 (sluice speaks HTTP/1.1 to the origin either way): the translated path's
-cost for bulk against the HTTP/1.1 path's, exactly (issue #56, item 1). --h2-origin makes the
+cost for bulk against the HTTP/1.1 path's, exactly (issue #56, item 1). --curl-keepalive does the
+same for keep-alive requests of 1 KiB (curl, one at a time, on one connection; instructions a
+request). --h2-origin makes the
 origin nginx over h2 (installed: nginx-light), so that the h2 client's downloads are h2 on both legs.
 
 --scan-both measures one binary with the secret scanner off ([scan] enabled = false), then on:
@@ -27,7 +29,8 @@ its cost per request. --chain-both does the same for the access log's chain ([lo
 then on with signed checkpoints).
 
 usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] [--tunnel] [--pause S]
-       [--keep DIR] [--scan-off | --scan-both | --chain-both] [--bulk MIB [--h2-origin]] BINARY [BINARY...]
+       [--keep DIR] [--scan-off | --scan-both | --chain-both] [--bulk MIB [--h2-origin] | --curl-keepalive]
+       BINARY [BINARY...]
 (callgrind from valgrind, on every machine of this kind)."""
 import argparse
 import glob
@@ -67,13 +70,13 @@ def requests(c, prefix, n, pause=0):
             raise SystemExit("the request through sluice failed: %d, %d bytes" % (r.status, len(body)))
 
 
-def curl_bulk(port, origin_port, cafile, args, n):
-    """n GETs of --bulk MiB through sluice's terminated tunnel on one curl connection, each checked."""
-    url = "https://origin.test:%d/bytes/%d" % (origin_port, args.bulk << 20)
+def curl_requests(port, origin_port, cafile, args, n):
+    """n GETs of args.size bytes through sluice's terminated tunnel on one curl connection, each checked."""
+    url = "https://origin.test:%d/bytes/%d" % (origin_port, args.size)
     p = subprocess.run(["curl", "-s", "-w", "%{http_code} %{size_download} %{http_version}\n", "--" + args.protocol,
                         "-x", "http://127.0.0.1:%d" % port, "--cacert", cafile] + ["-o", "/dev/null", url] * n,
                        capture_output=True, text=True, timeout=600)
-    want = "200 %d %s" % (args.bulk << 20, "2" if args.protocol == "http2" else "1.1")
+    want = "200 %d %s" % (args.size, "2" if args.protocol == "http2" else "1.1")
     if p.returncode != 0 or p.stdout.split("\n")[:n] != [want] * n:
         raise SystemExit("the download through sluice failed: %r %s" % (p.stdout, p.stderr))
 
@@ -132,10 +135,10 @@ access_log = "{tmp}/access-{index}.log"
             if os.path.exists(cafile) and b"END CERTIFICATE" in open(cafile, "rb").read():
                 break
             time.sleep(0.1)
-        if args.bulk:
-            curl_bulk(port, origin_port, cafile, args, args.warmup)
+        if args.curl:
+            curl_requests(port, origin_port, cafile, args, args.warmup)
             subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
-            curl_bulk(port, origin_port, cafile, args, args.requests)
+            curl_requests(port, origin_port, cafile, args, args.requests)
             subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
         else:
             c, prefix = connection(port, origin_port, args, cafile)
@@ -162,7 +165,7 @@ access_log = "{tmp}/access-{index}.log"
         shutil.copyfile(kept, os.path.join(args.keep, "callgrind-%d.out" % index))
     if not total:
         raise SystemExit("no callgrind dump for %s in %s" % (binary, tmp))
-    return total / args.requests / (args.bulk or 1)
+    return total / args.requests / (args.bulk or 1)  # a download's MiB, or a request
 
 
 def main():
@@ -182,13 +185,20 @@ def main():
     ap.add_argument("--bulk", type=int, metavar="MIB",
                     help="MIB-MiB downloads through a terminated tunnel by curl, over HTTP/1.1 and over h2 "
                          "(instructions a MiB); --requests and --warmup count downloads")
+    ap.add_argument("--curl-keepalive", action="store_true",
+                    help="the keep-alive requests made by curl inside a terminated tunnel, one at a time on one "
+                         "connection, over HTTP/1.1 and over h2 (instructions a request)")
     ap.add_argument("--h2-origin", action="store_true",
                     help="with --bulk: the origin is nginx speaking h2 (sluice then speaks h2 to it for an h2 client)")
     args = ap.parse_args()
     args.chain = None
     if args.h2_origin and not args.bulk:
         ap.error("--h2-origin goes with --bulk")
-    args.tunnel = args.tunnel or bool(args.bulk)
+    if args.bulk and args.curl_keepalive:
+        ap.error("--bulk or --curl-keepalive, not both")
+    args.curl = bool(args.bulk or args.curl_keepalive)  # curl's requests, over HTTP/1.1 and over h2
+    args.size = args.bulk << 20 if args.bulk else 1024
+    args.tunnel = args.tunnel or args.curl
     if args.requests is None:
         args.requests = 4 if args.bulk else 400
     if args.warmup is None:
@@ -220,7 +230,7 @@ def main():
                 args.scan_off = False
                 results = [("%s ([scan] off)" % args.binaries[0], off),
                            ("%s ([scan] on)" % args.binaries[0], measure(args.binaries[0], tmp, origin_port, args, 1))]
-            elif args.bulk:
+            elif args.curl:
                 results = []
                 for i, b in enumerate(args.binaries):
                     for j, proto in enumerate(("http1.1", "http2")):

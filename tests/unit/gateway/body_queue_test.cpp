@@ -123,7 +123,9 @@ TEST_CASE("an h2 origin's large DATA is appended into a buffer of the queue's ow
           "[body_queue]") {
   body_queue q;
   const auto bytes = pattern(5 * 16384, 'h');
-  for (int i = 0; i < 5; ++i) q.append(std::string_view(bytes).substr(i * 16384, 16384)); // as nghttp2 hands them
+  for (int i = 0; i < 5; ++i) { // in pieces of 16 KiB, as nghttp2 hands an origin's DATA over
+    q.append(std::string_view(bytes).substr(i * 16384, 16384));
+  }
   REQUIRE(q.size() == bytes.size());
   body_queue::frame f;
   std::size_t at = 0;
