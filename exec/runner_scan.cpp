@@ -16,8 +16,9 @@ namespace {
 // The directory for the compiled rules, unless the command could write there: a database put in
 // their place could match nothing, or attack the loader. The workspace, the granted writable
 // directories, the journal's layer and every read-write bind (tool caches, an agent host's state)
-// are kept apart from it both ways; the private home the command sees is a tmpfs, not the caller's. "" when unsafe or
-// unusable (no home, a directory not the caller's): then the run compiles its rules itself.
+// are kept apart from it both ways; the private home the command sees is a tmpfs, not the
+// caller's. "" when unsafe or unusable (no home, a directory not the caller's): then the run
+// compiles its rules itself.
 std::string rules_cache_dir(const exec_plan &plan) {
   std::string dir = sluice_cache_dir(plan.caller_home, "scan");
   if (dir.empty()) return {};

@@ -56,13 +56,14 @@ void trim(const std::string &dir) {
   const auto now = std::time(nullptr);
   while (auto *e = ::readdir(d.get())) {
     std::string_view n = e->d_name;
+    const bool temporary = n.starts_with(".rules-");
+    if (!temporary && !(n.starts_with("rules-") && n.ends_with(".hs"))) continue;
     struct stat st {};
     if (::fstatat(::dirfd(d.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (n.starts_with(".rules-") && st.st_mtim.tv_sec + 3600 < now) {
-      ::unlinkat(::dirfd(d.get()), e->d_name, 0);
+    if (temporary) {
+      if (st.st_mtim.tv_sec + 3600 < now) ::unlinkat(::dirfd(d.get()), e->d_name, 0);
       continue;
     }
-    if (!n.starts_with("rules-") || !n.ends_with(".hs")) continue;
     files.emplace_back(static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, std::string(n));
   }
   if (files.size() <= keep_files) return;

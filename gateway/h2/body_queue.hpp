@@ -29,6 +29,8 @@ public:
   static constexpr std::size_t frame_payload = 16 * 1024 - frame_header;
   static constexpr std::size_t capacity = 4 * frame_payload;
   static_assert(headroom + capacity <= chunk_size);
+  // Bytes this few go into a string rather than a 64 KiB buffer of their own (append, body_tail).
+  static constexpr std::size_t small = 4 * 1024;
 
   // A frame written from a buffer: `at` is the header's place, the payload follows it; `keep`
   // holds the buffer until the write is done.
@@ -59,7 +61,7 @@ public:
     // Large pieces (an h2 origin's DATA) go into pooled buffers of the queue's own, after their
     // headroom, each filled to `capacity` (four whole frames) before the next is begun, so that the
     // frames that carry them are written in place; small ones into a string.
-    bool large = bytes.size() >= in_buffer;
+    bool large = bytes.size() > small;
     if (!pieces_.empty() && pieces_.back().appended) {
       auto &last = pieces_.back();
       const std::size_t n = std::min(bytes.size(), headroom + capacity - last.end);
@@ -128,7 +130,6 @@ public:
 
 private:
   static constexpr std::size_t min_in_place = 4 * 1024;
-  static constexpr std::size_t in_buffer = 4 * 1024; // an append this large starts a buffer
   struct piece {
     std::shared_ptr<chunk> buffer; // a pooled buffer (shared with frames being written), or none
     std::string copied;            // else the bytes copied in
@@ -155,12 +156,11 @@ public:
   }
   // The read put `n` bytes there: they go to `q`.
   void filled(body_queue &q, std::size_t n) {
-    if (n <= small) return q.append(std::string_view(buffer_->get() + body_queue::headroom, n));
+    if (n <= body_queue::small) return q.append(std::string_view(buffer_->get() + body_queue::headroom, n));
     q.push(buffer_, body_queue::headroom, n);
   }
 
 private:
-  static constexpr std::size_t small = 4 * 1024;
   std::shared_ptr<chunk> buffer_;
 };
 

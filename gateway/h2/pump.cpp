@@ -36,25 +36,17 @@ net::awaitable<error_code> h2_pump::write_round(tls_stream &s) {
   // The round as pieces: out's bytes between the frames written in place, and those frames, each
   // header put in place just before its frame is written.
   pieces_.clear();
-  frame_of_.clear();
   std::size_t from = 0;
-  for (std::size_t i = 0; i < in_place_.size(); ++i) {
-    auto &f = in_place_[i];
-    if (f.after > from) {
-      pieces_.emplace_back(out.data() + from, f.after - from);
-      frame_of_.push_back(no_frame);
-      from = f.after;
-    }
+  for (const auto &f : in_place_) {
+    if (f.after > from) pieces_.emplace_back(out.data() + from, f.after - from);
+    from = f.after;
     pieces_.emplace_back(f.f.at, f.size);
-    frame_of_.push_back(i);
   }
-  if (from < out.size()) {
-    pieces_.emplace_back(out.data() + from, out.size() - from);
-    frame_of_.push_back(no_frame);
-  }
-  auto place_header = [this](std::size_t piece) {
-    if (frame_of_[piece] == no_frame) return;
-    auto &f = in_place_[frame_of_[piece]];
+  if (from < out.size()) pieces_.emplace_back(out.data() + from, out.size() - from);
+  // The pieces come in order, and a frame's piece starts at its header's place (out's never do).
+  auto place_header = [this, next = std::size_t{0}](std::size_t piece) mutable {
+    if (next == in_place_.size() || pieces_[piece].data() != in_place_[next].f.at) return;
+    const auto &f = in_place_[next++];
     std::memcpy(f.f.at, f.header.data(), f.header.size());
   };
   auto [ec, n] = co_await s.async_write_pieces(pieces_, place_header, use_tuple);

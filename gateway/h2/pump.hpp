@@ -68,9 +68,7 @@ private:
 
   std::vector<in_place> in_place_;
   std::size_t in_place_bytes_ = 0;
-  static constexpr std::size_t no_frame = static_cast<std::size_t>(-1);
-  std::vector<net::const_buffer> pieces_; // the round's pieces, and which frame each one is
-  std::vector<std::size_t> frame_of_;
+  std::vector<net::const_buffer> pieces_; // the round's, kept for their capacity
   net::steady_timer wake_;
   bool woken_ = false;
 };

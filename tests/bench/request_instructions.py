@@ -21,8 +21,8 @@ curl (one connection, its requests one after the other) fetches MIB MiB from the
 to sluice and once h2 (sluice speaks HTTP/1.1 to the origin either way): the translated path's
 cost for bulk against the HTTP/1.1 path's, exactly (issue #56, item 1). --curl-keepalive does the
 same for keep-alive requests of 1 KiB (curl, one at a time, on one connection; instructions a
-request). --h2-origin makes the
-origin nginx over h2 (installed: nginx-light), so that the h2 client's downloads are h2 on both legs.
+request). --h2-origin makes the origin nginx over h2 (installed: nginx-light), so that the h2
+client's downloads are h2 on both legs.
 
 --scan-both measures one binary with the secret scanner off ([scan] enabled = false), then on:
 its cost per request. --chain-both does the same for the access log's chain ([log] chain = false,
@@ -136,16 +136,18 @@ access_log = "{tmp}/access-{index}.log"
                 break
             time.sleep(0.1)
         if args.curl:
-            curl_requests(port, origin_port, cafile, args, args.warmup)
-            subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
-            curl_requests(port, origin_port, cafile, args, args.requests)
-            subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+            def run(n, pause=0):
+                curl_requests(port, origin_port, cafile, args, n)
         else:
             c, prefix = connection(port, origin_port, args, cafile)
-            requests(c, prefix, args.warmup)
-            subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
-            requests(c, prefix, args.requests, args.pause)
-            subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+
+            def run(n, pause=0):
+                requests(c, prefix, n, pause)
+        run(args.warmup)
+        subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+        run(args.requests, args.pause)
+        subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+        if not args.curl:
             c.close()
         time.sleep(0.5)
     finally:
@@ -210,7 +212,7 @@ def main():
         if args.tunnel:  # the origin speaks TLS with a certificate from the CA sluice trusts
             cmd += list(make_leaf(tmp, ca, "origin", "DNS:origin.test"))
         if args.h2_origin:
-            origin = nginx_h2_origin(tmp, ca, origin_port, args.bulk << 20)
+            origin = nginx_h2_origin(tmp, ca, origin_port, args.size)
         else:
             origin = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
