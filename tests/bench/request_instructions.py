@@ -24,12 +24,23 @@ same for keep-alive requests of 1 KiB (curl, one at a time, on one connection; i
 request). --h2-origin makes the origin nginx over h2 (installed: nginx-light), so that the h2
 client's downloads are h2 on both legs.
 
+--client (with --curl-keepalive or --bulk) also counts curl's own instructions a request (a MiB),
+curl itself run under callgrind: through each binary, and straight to an nginx origin speaking
+both protocols, for reference. It shows what h2 costs the client itself: on a machine whose cores
+the client shares with sluice and the origin, that is part of what an h2 client's rate pays.
+
+--nghttpx (with --curl-keepalive --h2-origin) adds nghttpx (Debian's nghttp2-proxy, the proxy of
+the library sluice uses: TLS and h2 on both legs, one worker in one process) as a row: the same
+curl requests to it as a reverse proxy for the same nginx, counted the same way. The reference of
+issue #56's item 2, in instructions rather than seconds.
+
 --scan-both measures one binary with the secret scanner off ([scan] enabled = false), then on:
 its cost per request. --chain-both does the same for the access log's chain ([log] chain = false,
 then on with signed checkpoints).
 
 usage: tests/bench/request_instructions.py [--requests 400] [--warmup 100] [--tunnel] [--pause S]
        [--keep DIR] [--scan-off | --scan-both | --chain-both] [--bulk MIB [--h2-origin] | --curl-keepalive]
+       [--client] [--nghttpx]
        BINARY [BINARY...]
 (callgrind from valgrind, on every machine of this kind)."""
 import argparse
@@ -70,15 +81,41 @@ def requests(c, prefix, n, pause=0):
             raise SystemExit("the request through sluice failed: %d, %d bytes" % (r.status, len(body)))
 
 
-def curl_requests(port, origin_port, cafile, args, n):
-    """n GETs of args.size bytes through sluice's terminated tunnel on one curl connection, each checked."""
+def curl_requests(port, origin_port, cafile, args, n, wrap=()):
+    """n GETs of args.size bytes on one curl connection, each checked: through sluice's terminated
+    tunnel (`port`), or with port None straight to the origin. `wrap` runs curl under another command
+    (callgrind, for --client)."""
     url = "https://origin.test:%d/bytes/%d" % (origin_port, args.size)
-    p = subprocess.run(["curl", "-s", "-w", "%{http_code} %{size_download} %{http_version}\n", "--" + args.protocol,
-                        "-x", "http://127.0.0.1:%d" % port, "--cacert", cafile] + ["-o", "/dev/null", url] * n,
-                       capture_output=True, text=True, timeout=600)
+    route = (["-x", "http://127.0.0.1:%d" % port] if port else
+             ["--resolve", "origin.test:%d:127.0.0.1" % origin_port])
+    p = subprocess.run(list(wrap) + ["curl", "-s", "-w", "%{http_code} %{size_download} %{http_version}\n",
+                                     "--" + args.protocol, "--cacert", cafile] + route + ["-o", "/dev/null", url] * n,
+                       capture_output=True, text=True, timeout=1200)
     want = "200 %d %s" % (args.size, "2" if args.protocol == "http2" else "1.1")
     if p.returncode != 0 or p.stdout.split("\n")[:n] != [want] * n:
-        raise SystemExit("the download through sluice failed: %r %s" % (p.stdout, p.stderr))
+        raise SystemExit("the download %s failed: %r %s" % ("through sluice" if port else "straight to the origin",
+                                                            p.stdout, p.stderr))
+
+
+def callgrind_total(path):
+    """The instruction count of a callgrind dump (its summary line); 0 when it has none."""
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"(?:summary|totals): (\d+)", line)
+            if m:
+                return int(m.group(1))
+    return 0
+
+
+def client_cost(port, origin_port, cafile, args, tmp):
+    """curl's own instructions a request (a MiB): curl run under callgrind for --warmup requests and
+    for --warmup + --requests, the difference over --requests (start-up and handshakes cancel out)."""
+    totals = []
+    for n in (args.warmup, args.warmup + args.requests):
+        out = os.path.join(tmp, "curl-callgrind-%d.out" % n)
+        curl_requests(port, origin_port, cafile, args, n, ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out])
+        totals.append(callgrind_total(out))
+    return (totals[1] - totals[0]) / args.requests / (args.bulk or 1)
 
 
 def nginx_h2_origin(tmp, ca, port, size):
@@ -97,6 +134,54 @@ def nginx_h2_origin(tmp, ca, port, size):
     p = subprocess.Popen(["nginx", "-c", os.path.join(tmp, "nginx.conf")], stderr=subprocess.DEVNULL)
     wait_port(port, p, timeout=20)
     return p
+
+
+def direct_client_costs(tmp, ca, args):
+    """curl's own instructions a request (a MiB) straight to nginx, over HTTP/1.1 and over h2: what
+    each protocol costs the client with no proxy between ([(protocol, instructions)])."""
+    d = os.path.join(tmp, "direct")
+    os.makedirs(d)
+    os.chmod(tmp, 0o755)  # nginx's workers (nobody) reach the files through it
+    port = free_port()
+    nginx = nginx_h2_origin(d, ca, port, args.size)
+    try:
+        out = []
+        for proto in ("http1.1", "http2"):
+            args.protocol = proto
+            out.append((proto, client_cost(None, port, os.path.join(tmp, "test-ca.pem"), args, d)))
+        return out
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=20)
+
+
+def measure_nghttpx(tmp, ca, origin_port, args):
+    """nghttpx's instructions a request under callgrind: curl's requests to it as a reverse proxy
+    (TLS and h2 to curl, TLS and h2 to the nginx origin, an access log line each), one worker in one
+    process, counted as measure() counts sluice."""
+    port = free_port()
+    cert, key = make_leaf(tmp, ca, "nghttpx", "DNS:origin.test")
+    out = os.path.join(tmp, "callgrind-nghttpx.out")
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, "nghttpx", "--single-process",
+                          "--workers", "1", "-f", "127.0.0.1,%d" % port,
+                          "-b", "127.0.0.1,%d;;tls;proto=h2;sni=origin.test" % origin_port, "--cacert", ca[0],
+                          "--no-ocsp", "--errorlog-file", os.path.join(tmp, "nghttpx.log"),
+                          "--accesslog-file", os.path.join(tmp, "nghttpx-access.log"), key, cert],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, p, timeout=120)
+        curl_requests(None, port, ca[0], args, args.warmup)
+        subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+        curl_requests(None, port, ca[0], args, args.requests)
+        subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+        time.sleep(0.5)
+    finally:
+        p.terminate()
+        p.wait(timeout=120)
+    total = max([callgrind_total(d) for d in glob.glob(out + ".*")] or [0])
+    if not total:
+        raise SystemExit("no callgrind dump for nghttpx in %s" % tmp)
+    return total / args.requests
 
 
 def measure(binary, tmp, origin_port, args, index):
@@ -147,6 +232,8 @@ access_log = "{tmp}/access-{index}.log"
         subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
         run(args.requests, args.pause)
         subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+        if args.client:
+            args.client_costs.append(client_cost(port, origin_port, cafile, args, tmp))
         if not args.curl:
             c.close()
         time.sleep(0.5)
@@ -155,13 +242,8 @@ access_log = "{tmp}/access-{index}.log"
         p.wait(timeout=120)
     total, kept = 0, None
     for dump in glob.glob(out + ".*"):  # the dump after the measured requests (one file per dump)
-        with open(dump) as f:
-            for line in f:
-                m = re.match(r"(?:summary|totals): (\d+)", line)
-                if m:
-                    if int(m.group(1)) > total:
-                        total, kept = int(m.group(1)), dump
-                    break
+        if callgrind_total(dump) > total:
+            total, kept = callgrind_total(dump), dump
     if args.keep and kept:
         os.makedirs(args.keep, exist_ok=True)
         shutil.copyfile(kept, os.path.join(args.keep, "callgrind-%d.out" % index))
@@ -190,15 +272,26 @@ def main():
     ap.add_argument("--curl-keepalive", action="store_true",
                     help="the keep-alive requests made by curl inside a terminated tunnel, one at a time on one "
                          "connection, over HTTP/1.1 and over h2 (instructions a request)")
+    ap.add_argument("--client", action="store_true",
+                    help="with --curl-keepalive or --bulk: also count curl's own instructions, through each binary "
+                         "and straight to an nginx origin speaking both protocols")
+    ap.add_argument("--nghttpx", action="store_true",
+                    help="with --curl-keepalive --h2-origin: also count nghttpx proxying the same requests")
     ap.add_argument("--h2-origin", action="store_true",
-                    help="with --bulk: the origin is nginx speaking h2 (sluice then speaks h2 to it for an h2 client)")
+                    help="with --bulk or --curl-keepalive: the origin is nginx speaking h2 (sluice then speaks h2 "
+                         "to it for an h2 client)")
     args = ap.parse_args()
     args.chain = None
-    if args.h2_origin and not args.bulk:
-        ap.error("--h2-origin goes with --bulk")
+    if args.h2_origin and not (args.bulk or args.curl_keepalive):
+        ap.error("--h2-origin goes with --bulk or --curl-keepalive")
+    if args.nghttpx and not (args.curl_keepalive and args.h2_origin):
+        ap.error("--nghttpx goes with --curl-keepalive --h2-origin")
     if args.bulk and args.curl_keepalive:
         ap.error("--bulk or --curl-keepalive, not both")
     args.curl = bool(args.bulk or args.curl_keepalive)  # curl's requests, over HTTP/1.1 and over h2
+    if args.client and not args.curl:
+        ap.error("--client goes with --curl-keepalive or --bulk")
+    args.client_costs = []
     args.size = args.bulk << 20 if args.bulk else 1024
     args.tunnel = args.tunnel or args.curl
     if args.requests is None:
@@ -238,12 +331,24 @@ def main():
                     for j, proto in enumerate(("http1.1", "http2")):
                         args.protocol = proto
                         results.append(("%s (%s)" % (b, proto), measure(b, tmp, origin_port, args, 2 * i + j)))
+                if args.client:
+                    direct = direct_client_costs(tmp, ca, args)
+                if args.nghttpx:
+                    args.protocol = "http2"
+                    results.append(("nghttpx (http2)", measure_nghttpx(tmp, ca, origin_port, args)))
             else:
                 results = [(b, measure(b, tmp, origin_port, args, i)) for i, b in enumerate(args.binaries)]
         finally:
             origin.terminate()  # nginx's master takes its worker with it
             origin.wait(timeout=20)
     unit = "MiB" if args.bulk else "request"
+    if args.client:
+        print("%-50s %12s %12s   (instructions/%s)" % ("", "sluice", "curl", unit))
+        for proto, per in direct:
+            print("%-50s %12s %12.0f" % ("straight to nginx (%s)" % proto, "-", per))
+        for (b, per), client in zip(results, args.client_costs):
+            print("%-50s %12.0f %12.0f" % (b, per, client))
+        return
     for b, per in results:
         print("%-50s %10.0f instructions/%s" % (b, per, unit))
     if len(results) == 2:
