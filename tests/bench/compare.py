@@ -16,6 +16,12 @@ so their start-up is not counted; start-up is a table of its own: `true` in each
 bubblewrap's empty sandbox and a bare `unshare`, every row once a round in turn, with the page
 faults of each run's whole process tree.
 
+Idle terminated tunnels (`--idle N`, `--idle-curve N,...`) are measured for every target among them
+that terminates a CONNECT tunnel's TLS (sluice serve, Squid ssl-bump, mitmproxy): each opens the
+tunnels one after the other and reports its RSS, summed over the proxy's processes (Squid's
+certificate helpers too). Squid bumps server-first, so each of its tunnels also holds a TLS
+connection to the origin; sluice and mitmproxy reach the origin only for a request.
+
 usage (root): tests/bench/compare.py [--repeat 3] [--requests 8000] [--idle 10000] [--targets direct,sluice,...]
 Installs what it needs with apt-get and npm, builds the release preset (unless --no-build); tears
 everything down at the end."""
@@ -38,6 +44,35 @@ sys.path.insert(0, os.path.join(HERE, "../integration"))
 from harness import free_port, make_ca, run, wait_port  # noqa: E402
 from netns import TestHost  # noqa: E402
 from exec_startup import BWRAP_TRUE, default_binary  # noqa: E402
+
+# The targets that terminate an idle CONNECT tunnel's TLS, as sluice does: the idle measurements' rows.
+IDLE_TARGETS = ("sluice", "squid-bump", "mitmproxy")
+
+
+def tree_rss(pid):
+    """(RSS, anonymous RSS) in MiB of `pid` and every process below it, from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(ppid, []).append(int(entry))
+    rss = anon = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            with open("/proc/%d/status" % p) as f:
+                kib = {l.split(":")[0]: int(l.split()[1]) for l in f if l.startswith(("VmRSS", "RssAnon"))}
+        except OSError:
+            continue
+        rss += kib.get("VmRSS", 0)
+        anon += kib.get("RssAnon", 0)
+    return rss / 1024.0, anon / 1024.0
 from exec_startup import measure_all as measure_startup  # noqa: E402
 
 ORIGIN = "198.18.0.2"
@@ -329,10 +364,11 @@ allow_domains = ["{NAME}"]
         raise ValueError(name)
 
     def idle_curve(self, t, counts):
-        """RSS of the gateway at each count of idle terminated TLS tunnels, opened one after the
-        other on the same gateway: [(count, (MiB, of which anonymous MiB))]; None for the counts it
-        could not reach. The anonymous part is the gateway's own memory; the rest is pages of its
-        binary and libraries, shared with every other process that maps them and reclaimable."""
+        """RSS of the proxy (its processes together) at each count of idle terminated TLS tunnels,
+        opened one after the other on the same proxy: [(count, (MiB, of which anonymous MiB))]; None
+        for the counts it could not reach. The anonymous part is the proxy's own memory; the rest is
+        pages of its binary and libraries, shared with every other process that maps them and
+        reclaimable."""
         import ssl
         ctx = ssl.create_default_context(cafile=t["cafile"])
         socks, out = [], []
@@ -346,9 +382,7 @@ allow_domains = ["{NAME}"]
                         raise OSError("CONNECT refused")
                     socks.append(ctx.wrap_socket(s, server_hostname=NAME))
                 time.sleep(1)
-                with open("/proc/%d/status" % t["pid"]) as f:
-                    kib = {l.split(":")[0]: int(l.split()[1]) for l in f if l.startswith(("VmRSS", "RssAnon"))}
-                out.append((want, (kib["VmRSS"] / 1024.0, kib["RssAnon"] / 1024.0)))
+                out.append((want, tree_rss(t["pid"])))
         except OSError as e:
             print("idle curve stopped at %d tunnels: %s" % (len(socks), e), file=sys.stderr)
             out.extend((n, None) for n in sorted(set(counts)) if n not in dict(out))
@@ -412,7 +446,7 @@ allow_domains = ["{NAME}"]
                     spread.setdefault(name, {})[w] = (min(vals), max(vals), unit)
             if "wrap" in t and "curl" not in t:  # one start-up row per sandbox, not per client protocol
                 startups.append((name, t["wrap"]("true"), t.get("env")))
-            if name == "sluice" and (self.args.idle or self.args.idle_curve):
+            if name in IDLE_TARGETS and (self.args.idle or self.args.idle_curve):
                 # One pass, the counts in rising order: the heap keeps its peak after tunnels close,
                 # so a count measured after a larger one would read the larger one's RSS.
                 wanted = [int(c) for c in self.args.idle_curve.split(",")] if self.args.idle_curve else []
@@ -436,10 +470,10 @@ allow_domains = ["{NAME}"]
                 print("%-14s" % name + "".join(
                     "%24s" % ("%.1f" % (c[w + " kernel"] * (1e3 if w == "bulk" else 1e6)) if w in c else "-")
                     for w in workloads))
-        curve = results.get("sluice", {}).get("idle-curve")
-        if curve:
-            print("\nsluice RSS with idle terminated tunnels: " + ", ".join(
-                "%d: %s" % (n, "FAILED" if v is None else "%.1f MiB (%.1f anonymous)" % v) for n, v in curve))
+        for name, r in results.items():
+            if r.get("idle-curve"):
+                print("\n%s RSS with idle terminated tunnels: " % name + ", ".join(
+                    "%d: %s" % (n, "FAILED" if v is None else "%.1f MiB (%.1f anonymous)" % v) for n, v in r["idle-curve"]))
         if spread:  # how far apart the repeated runs were: read ratios with this in mind
             print("\nspread of the %d runs (min-max)" % self.args.repeat)
             for name, r in spread.items():
@@ -499,9 +533,10 @@ allow_domains = ["{NAME}"]
                 ratio = (" (%.2f)" % (v / d)) if d else ""
                 cells.append("%24s" % ("%.1f %s%s" % (v, unit, ratio)))
             print("%-14s" % name + "".join(cells))
-        if "idle" in results.get("sluice", {}):
-            v, unit = results["sluice"]["idle"]
-            print("sluice idle tunnels (%d): %s" % (self.args.idle, "FAILED" if v is None else "%.1f %s" % (v, unit)))
+        for name, r in results.items():
+            if "idle" in r:
+                v, unit = r["idle"]
+                print("%s idle tunnels (%d): %s" % (name, self.args.idle, "FAILED" if v is None else "%.1f %s" % (v, unit)))
 
     def close(self):
         for p in self.procs:
@@ -530,8 +565,8 @@ def main():
                     "(a written \\n is a line break: '[scan]\\nenabled = false' is the gateway without its scanner)")
     ap.add_argument("--idle", type=int, default=0, help="also measure RSS with this many idle tunnels")
     ap.add_argument("--idle-curve", default="",
-                    help="also measure sluice's RSS at these counts of idle tunnels, e.g. 1000,10000,50000 "
-                         "(capped by the descriptor limit)")
+                    help="also measure the RSS of sluice (and of Squid and mitmproxy, when among the targets) at "
+                         "these counts of idle terminated tunnels, e.g. 1000,10000,50000 (capped by the descriptor limit)")
     # One worker: curl and nginx share this machine's cores with the proxy, and a second worker
     # thread only adds context switches (measured: keep-alive 0.54 of direct with 2, 0.61 with 1).
     # Squid and mitmproxy run one process too.
