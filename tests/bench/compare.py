@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.join(HERE, "../integration"))
 from harness import free_port, make_ca, run, wait_port  # noqa: E402
 from netns import TestHost  # noqa: E402
 from exec_startup import BWRAP_TRUE, default_binary  # noqa: E402
+from exec_startup import measure_all as measure_startup  # noqa: E402
 
 # The targets that terminate an idle CONNECT tunnel's TLS, as sluice does: the idle measurements' rows.
 IDLE_TARGETS = ("sluice", "squid-bump", "mitmproxy")
@@ -73,7 +74,7 @@ def tree_rss(pid):
         rss += kib.get("VmRSS", 0)
         anon += kib.get("RssAnon", 0)
     return rss / 1024.0, anon / 1024.0
-from exec_startup import measure_all as measure_startup  # noqa: E402
+
 
 ORIGIN = "198.18.0.2"
 NAME = "origin.test"

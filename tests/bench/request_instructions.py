@@ -346,8 +346,9 @@ def main():
         print("%-50s %12s %12s   (instructions/%s)" % ("", "sluice", "curl", unit))
         for proto, per in direct:
             print("%-50s %12s %12.0f" % ("straight to nginx (%s)" % proto, "-", per))
-        for (b, per), client in zip(results, args.client_costs):
-            print("%-50s %12.0f %12.0f" % (b, per, client))
+        costs = args.client_costs + [None] * (len(results) - len(args.client_costs))  # nghttpx's: not counted
+        for (b, per), client in zip(results, costs):
+            print("%-50s %12.0f %12s" % (b, per, "-" if client is None else "%.0f" % client))
         return
     for b, per in results:
         print("%-50s %10.0f instructions/%s" % (b, per, unit))
