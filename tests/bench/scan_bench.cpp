@@ -6,7 +6,11 @@
 // costs (the built-in rules alone, a run's literals alone: the canaries and 20 own secrets, both,
 // and both without the block-mode database); --split FILE [N]: the rules and a run's literals (the
 // canaries and N own secrets) in two databases, as exec keeps them, against one of both: each
-// compile, and the scan of FILE in two passes against one.
+// compile, and the scan of FILE in two passes against one; --literals FILE: how many literals each
+// built-in rule gives Hyperscan's literal matcher (Teddy: 8 buckets up to 32 literals, twice as
+// fast a byte as the 16-bucket engine it takes beyond), counted by adding literals that never occur
+// until the rate falls, and the rate of the first N rules together (docs/benchmarks.md, "Hyperscan's
+// two literal matchers").
 #include "scan/body.hpp"
 #include "scan/canary.hpp"
 #include "scan/database.hpp"
@@ -114,6 +118,69 @@ void per_rule(const std::string &body, bool drop) {
   }
 }
 
+// The best of five scans of `body` (64 KiB pieces, streaming) with `rules` in one database, GB/s.
+double rate_of(std::vector<rule> rules, const std::string &body) {
+  database_spec spec;
+  spec.rules = std::move(rules);
+  spec.block_database = false;
+  auto db = database::compile(std::move(spec));
+  double best = 0;
+  for (int round = 0; round < 5; ++round) {
+    scanner s(db);
+    body_scan b(s, "", 0, "body");
+    auto t = clock_type::now();
+    for (std::size_t at = 0; at < body.size(); at += 64 * 1024) b.feed(std::string_view(body).substr(at, 64 * 1024));
+    b.finish();
+    best = std::max(best, body.size() / seconds_since(t) / 1e9);
+  }
+  return best;
+}
+
+// `n` rules of one six-byte literal each that text does not hold: rare letters and digits in turn,
+// each of the six bytes varying (literals sharing a rare first byte would let Hyperscan skip ahead
+// to that byte and hide the matcher's cost).
+std::vector<rule> fillers(std::size_t n) {
+  std::vector<rule> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string lit;
+    for (std::size_t v = i * 7919 + 13, k = 0; k < 3; ++k, v /= 60) {
+      lit += "qzjxkv"[v % 6];
+      lit += static_cast<char>('0' + (v / 6) % 10);
+    }
+    out.push_back({"filler-" + std::to_string(i), lit});
+  }
+  return out;
+}
+
+// Each built-in rule's literals: the most fillers that, added to the rule, keep the scan on the
+// 8-bucket engine (a rate nearer 32 fillers' than 33 fillers'), taken from 32. Then the first N rules
+// together, N from 1 to all: where the set leaves the faster engine.
+void literals(const std::string &body) {
+  const double slim = rate_of(fillers(32), body), fat = rate_of(fillers(33), body);
+  std::printf("32 literals alone %.2f GB/s, 33 alone %.2f GB/s\n", slim, fat);
+  auto on_slim = [&](std::vector<rule> rules) { return rate_of(std::move(rules), body) > (slim + fat) / 2; };
+  for (const auto &r : builtin_rules()) {
+    std::size_t lo = 0, hi = 32; // the most fillers that stay slim, found by halves
+    if (!on_slim({r})) {
+      std::printf("  %-28s slow alone (not the literal matcher)\n", r.id.c_str());
+      continue;
+    }
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi + 1) / 2;
+      auto rules = fillers(mid);
+      rules.push_back(r);
+      if (on_slim(std::move(rules))) lo = mid;
+      else hi = mid - 1;
+    }
+    std::printf("  %-28s %2zu literals\n", r.id.c_str(), 32 - lo);
+  }
+  std::vector<rule> first;
+  for (const auto &r : builtin_rules()) {
+    first.push_back(r);
+    std::printf("  the first %2zu rules together %6.2f GB/s\n", first.size(), rate_of(first, body));
+  }
+}
+
 // Compile time (wall and this process's CPU, both Hyperscan modes) of each part, median of `rounds`.
 void compile_parts(int rounds) {
   auto literals = [](database_spec &spec) {
@@ -191,7 +258,7 @@ int main(int argc, char **argv) {
     compile_parts(argc > 2 ? std::atoi(argv[2]) : 5);
     return 0;
   }
-  if (mode == "--split" || mode == "--per-rule" || mode == "--without-each") { // scan_bench --per-rule|--without-each FILE
+  if (mode == "--split" || mode == "--per-rule" || mode == "--without-each" || mode == "--literals") {
     std::FILE *f = std::fopen(argv[2], "rb");
     if (!f) {
       std::fprintf(stderr, "scan_bench: cannot read %s\n", argv[2]);
@@ -203,6 +270,10 @@ int main(int argc, char **argv) {
     std::fclose(f);
     if (mode == "--split") {
       split(body, argc > 3 ? std::atoi(argv[3]) : 0);
+      return 0;
+    }
+    if (mode == "--literals") {
+      literals(body);
       return 0;
     }
     per_rule(body, mode == "--without-each");
