@@ -50,22 +50,32 @@ from exec_startup import measure_all as measure_startup  # noqa: E402
 IDLE_TARGETS = ("sluice", "squid-bump", "mitmproxy")
 
 
-def tree_rss(pid):
-    """(RSS, anonymous RSS) in MiB of `pid` and every process below it, from /proc."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-            children.setdefault(ppid, []).append(int(entry))
-    rss = anon = 0
-    todo = [pid]
+def process_tree(pid):
+    """`pid` and every process below it, from /proc/PID/stat: {pid: the stat fields after the name}."""
+    children, stats = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        stats[int(d)] = fields
+        children.setdefault(int(fields[1]), []).append(int(d))
+    out, todo = {}, [pid]
     while todo:
         p = todo.pop()
+        if p in stats:
+            out[p] = stats[p]
         todo.extend(children.get(p, []))
+    return out
+
+
+def tree_rss(pid):
+    """(RSS, anonymous RSS) in MiB of `pid` and every process below it, from /proc."""
+    rss = anon = 0
+    for p in process_tree(pid):
         try:
             with open("/proc/%d/status" % p) as f:
                 kib = {l.split(":")[0]: int(l.split()[1]) for l in f if l.startswith(("VmRSS", "RssAnon"))}
@@ -90,25 +100,8 @@ SRT_CLI = os.path.join(SRT_DIR, "node_modules/@anthropic-ai/sandbox-runtime/dist
 def cpu_times(pid):
     """CPU time (user, system) of `pid` and every process below it, from /proc/PID/stat."""
     tick = os.sysconf("SC_CLK_TCK")
-    children, stats = {}, {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stats[int(d)] = (int(fields[11]), int(fields[12]))  # utime, stime
-        children.setdefault(int(fields[1]), []).append(int(d))
-    user = system = 0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        u, k = stats.get(p, (0, 0))
-        user, system = user + u, system + k
-        todo.extend(children.get(p, []))
-    return user / tick, system / tick
+    tree = process_tree(pid).values()
+    return sum(int(f[11]) for f in tree) / tick, sum(int(f[12]) for f in tree) / tick  # utime, stime
 
 
 def install():

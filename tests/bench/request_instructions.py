@@ -107,6 +107,12 @@ def callgrind_total(path):
     return 0
 
 
+def largest_dump(out):
+    """The callgrind dump of the measured requests among `out`'s (one file per dump, `out`.N): the
+    one of most instructions, as (instructions, path); (0, None) when there is none."""
+    return max(((callgrind_total(d), d) for d in glob.glob(out + ".*")), default=(0, None))
+
+
 def client_cost(port, origin_port, cafile, args, tmp):
     """curl's own instructions a request (a MiB): curl run under callgrind for --warmup requests and
     for --warmup + --requests, the difference over --requests (start-up and handshakes cancel out)."""
@@ -178,7 +184,7 @@ def measure_nghttpx(tmp, ca, origin_port, args):
     finally:
         p.terminate()
         p.wait(timeout=120)
-    total = max([callgrind_total(d) for d in glob.glob(out + ".*")] or [0])
+    total, _ = largest_dump(out)
     if not total:
         raise SystemExit("no callgrind dump for nghttpx in %s" % tmp)
     return total / args.requests
@@ -240,10 +246,7 @@ access_log = "{tmp}/access-{index}.log"
     finally:
         p.terminate()
         p.wait(timeout=120)
-    total, kept = 0, None
-    for dump in glob.glob(out + ".*"):  # the dump after the measured requests (one file per dump)
-        if callgrind_total(dump) > total:
-            total, kept = callgrind_total(dump), dump
+    total, kept = largest_dump(out)
     if args.keep and kept:
         os.makedirs(args.keep, exist_ok=True)
         shutil.copyfile(kept, os.path.join(args.keep, "callgrind-%d.out" % index))
